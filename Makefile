@@ -1,0 +1,44 @@
+# corpus_audit: every target installs what it needs into .venv first.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+MODELS := .cache/models
+FACE_MODEL := $(MODELS)/face_detection_full_range_sparse.tflite
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export CORPUS_AUDIT_MODEL_DIR := $(CURDIR)/$(MODELS)
+
+.PHONY: demo test lint bench install clean
+
+demo: install
+	$(VENV)/bin/corpus-audit demo demo_study
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+lint: install
+	$(VENV)/bin/ruff check corpus_audit tests benchmarks
+	$(VENV)/bin/ruff format --check corpus_audit tests benchmarks
+
+bench: install
+	$(PY) benchmarks/run_all.py
+
+install: $(STAMP) $(FACE_MODEL)
+
+# torch 2.14.1 + torchvision 0.29.1 come from this machine's wheel cache (see README, "Install").
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (corpus_audit needs Python 3.11)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.14.1 torchvision==0.29.1
+	$(PY) -m pip install -q -e ".[text,embed,image,generate,dev]"
+	touch $(STAMP)
+
+# MediaPipe's current wheels ship no face model; the 0.10.21 wheel does. Take the file out of it.
+$(FACE_MODEL): $(STAMP)
+	mkdir -p $(MODELS)
+	$(PY) -m corpus_audit.fetch_models $(MODELS)
+
+clean:
+	rm -rf $(VENV) demo_study .cache

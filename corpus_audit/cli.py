@@ -1,0 +1,229 @@
+"""Command line: ``corpus-audit``. The only module that parses arguments and prints.
+
+Stage subcommands call the stage function of the same name (see ``pipeline.STAGES``) and
+print its :class:`~corpus_audit.store.StageRun`: counts, drop reasons, summary table, notes.
+Errors the user can fix (bad config, bad corpus, unknown occupation) print one line naming
+the file and problem and exit with status 2; nothing in the study is changed by them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from corpus_audit import __version__
+
+EXIT_USER_ERROR = 2
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from corpus_audit.config import ConfigError
+    from corpus_audit.errors import CorpusAuditError
+    from corpus_audit.lexicon import LexiconError
+    from corpus_audit.store import StudyError
+
+    return (ConfigError, CorpusAuditError, LexiconError, StudyError)
+
+
+def _print_table(rows: list[dict[str, Any]], *, max_rows: int = 80) -> None:
+    if not rows:
+        return
+    cols = list(rows[0])
+    cells = [[_fmt(r.get(c)) for c in cols] for r in rows[:max_rows]]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+    if len(rows) > max_rows:
+        print(f"... {len(rows) - max_rows} more rows")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _print_run(run: Any) -> None:
+    state = "skipped (nothing to do)" if run.skipped else "done"
+    print(f"[{run.name}] {state}: {run.rows_in} in, {run.rows_out} out")
+    for reason, count in sorted(run.dropped.items()):
+        print(f"  dropped {count}: {reason}")
+    _print_table(run.summary)
+    for message in run.messages:
+        print(f"  {message}")
+    for name, path in run.outputs.items():
+        print(f"  {name}: {path}")
+
+
+# -- commands -------------------------------------------------------------------------------
+def cmd_init(args: argparse.Namespace) -> int:
+    from corpus_audit.pipeline import init_study
+
+    overrides = {
+        "corpus": {"text_column": args.text_column, "url_column": args.url_column, "format": args.format},
+        "select": {"sample_size": args.sample_size},
+        "study": {"seed": args.seed, "name": args.name},
+        "lexicon": {"occupations": args.occupations},
+    }
+    study = init_study(Path(args.dir), args.corpus, overrides=overrides, overwrite=args.force)
+    study.close()
+    print(f"study created: {Path(args.dir) / 'study.toml'}")
+    return 0
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    from corpus_audit.pipeline import stage_function
+    from corpus_audit.store import Study
+
+    with Study.open(args.dir) as study:
+        _print_run(stage_function(args.command)(study, progress=not args.quiet))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from corpus_audit.pipeline import run_all
+    from corpus_audit.store import Study
+
+    with Study.open(args.dir) as study:
+        for run in run_all(study, until=args.until, progress=not args.quiet):
+            _print_run(run)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from corpus_audit.pipeline import status
+    from corpus_audit.store import Study
+
+    with Study.open(args.dir) as study:
+        rows = []
+        for s in status(study):
+            dropped = ", ".join(f"{k}={v}" for k, v in sorted(s.dropped.items()))
+            rows.append({"stage": s.stage, "status": s.status, "rows_in": s.rows_in,
+                         "rows_out": s.rows_out, "dropped": dropped or None,
+                         "finished": str(s.finished_at)[:19] if s.finished_at else None})
+        _print_table(rows)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from corpus_audit import validate
+    from corpus_audit.store import Study
+
+    with Study.open(args.dir) as study:
+        if args.action == "export":
+            run = validate.export_sheet(study, n=args.n, out_dir=Path(args.out) if args.out else None)
+        else:
+            run = validate.import_labels(study, [Path(f) for f in args.files])
+        _print_run(run)
+    return 0
+
+
+def cmd_amplify(args: argparse.Namespace) -> int:
+    from corpus_audit.analysis import amplify_tables
+
+    run = amplify_tables(Path(args.training), Path(args.generated),
+                         out_dir=Path(args.out) if args.out else None)
+    _print_run(run)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from corpus_audit.demo import run_demo
+
+    run_demo(Path(args.dir), progress=not args.quiet, echo=_print_run)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from corpus_audit.pipeline import STAGE_NAMES
+
+    parser = argparse.ArgumentParser(
+        prog="corpus-audit",
+        description="Audit image-caption corpora for gender-occupation bias and its amplification.",
+    )
+    parser.add_argument("--version", action="version", version=f"corpus_audit {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("init", help="create a study directory with study.toml")
+    p.add_argument("dir")
+    p.add_argument("--corpus", nargs="+", required=True, help="corpus files, directories or globs")
+    p.add_argument("--format", choices=["auto", "parquet", "csv", "jsonl", "hf"])
+    p.add_argument("--text-column", help="caption column (default: TEXT/caption/text)")
+    p.add_argument("--url-column", help="URL column (default: URL/url)")
+    p.add_argument("--sample-size", type=int, help="captions per occupation sample (default 500)")
+    p.add_argument("--seed", type=int, help="study seed (default 0)")
+    p.add_argument("--name", help="study name")
+    p.add_argument("--occupations", help="occupation lexicon CSV (default: the 62 of the paper)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing study.toml")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("run", help="run every stage in order (finished work is skipped)")
+    p.add_argument("dir")
+    p.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("status", help="which stages are done, with their counts")
+    p.add_argument("dir")
+    p.set_defaults(func=cmd_status)
+
+    helps = {
+        "select": "find occupation mentions (DuckDB) and draw the keyword samples",
+        "indicators": "flag explicit gender indicators; draw the no-indicator samples",
+        "neighbors": "SBERT + FAISS nearest-neighbour captions per prompt",
+        "images": "register training images from the configured sources",
+        "generate": "generate images per prompt / caption with diffusers",
+        "label": "face filter + perceived-gender labels for every image",
+        "analyze": "percent female, amplification, statistics",
+        "report": "write the self-contained HTML report",
+    }
+    for name in STAGE_NAMES:
+        p = sub.add_parser(name, help=helps.get(name, name))
+        p.add_argument("dir")
+        p.set_defaults(func=cmd_stage)
+
+    p = sub.add_parser("validate", help="human validation of the perceived-gender labels")
+    vsub = p.add_subparsers(dest="action", required=True)
+    pe = vsub.add_parser("export", help="write an annotation sheet (HTML + CSV) for a stratified sample")
+    pe.add_argument("dir")
+    pe.add_argument("--n", type=int, default=200)
+    pe.add_argument("--out", help="output directory (default: <study>/validation)")
+    pi = vsub.add_parser("import", help="read annotators' label CSVs; report alpha and agreement")
+    pi.add_argument("dir")
+    pi.add_argument("files", nargs="+")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV)")
+    p.add_argument("--training", required=True, help="CSV: occupation,percent_female[,n]")
+    p.add_argument("--generated", required=True, help="CSV: occupation,prompt,percent_female[,n]")
+    p.add_argument("--out", help="directory for the result CSVs")
+    p.set_defaults(func=cmd_amplify)
+
+    p = sub.add_parser("demo", help="run the audit on the bundled demo corpus")
+    p.add_argument("dir", nargs="?", default="demo_study")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _user_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted; finished batches are kept, rerun to continue", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

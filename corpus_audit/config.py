@@ -1,0 +1,346 @@
+"""The study config (``study.toml``): typed sections, validated with errors that name the key.
+
+A study directory holds one ``study.toml``. Every section is a dataclass below; unknown keys,
+wrong types and out-of-range values raise :class:`ConfigError` naming ``section.key`` and the
+file. Relative paths in the file are resolved against the study directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONFIG_NAME = "study.toml"
+
+
+class ConfigError(ValueError):
+    """A study config that cannot be used; the message names the file and the key."""
+
+
+@dataclass
+class StudySection:
+    """Identity and randomness of the study."""
+
+    name: str = "study"
+    seed: int = 0  # base seed; every stage derives its own seeds from it
+
+
+@dataclass
+class CorpusSection:
+    """Where the captions come from."""
+
+    paths: list[str] = field(default_factory=list)  # files, globs or directories
+    format: str = "auto"  # auto | parquet | csv | jsonl | hf
+    text_column: str = ""  # override of the TEXT/caption/text aliases
+    url_column: str = ""  # override of the URL/url aliases
+    key_column: str = ""  # optional stable key column (img2dataset's `key`)
+
+    def validate(self) -> None:
+        _choice("corpus.format", self.format, {"auto", "parquet", "csv", "jsonl", "hf"})
+
+
+@dataclass
+class LexiconSection:
+    """Data files of the lexicon; ``builtin:NAME`` names a file shipped in corpus_audit/lexicon/data."""
+
+    occupations: str = "builtin:occupations_en.csv"
+    prompts: str = "builtin:prompts_en.toml"
+    gender_terms: str = "builtin:gender_terms_en.toml"
+    labor_stats: str = "builtin:labor_stats_us_bls2024_pst.csv"
+
+
+@dataclass
+class EngineSection:
+    """Resources DuckDB and the model stages may use."""
+
+    threads: int = 2  # DuckDB threads, >= 1
+    memory_limit: str = "2GB"  # DuckDB memory_limit
+    device: str = "auto"  # auto | cpu | cuda | cuda:N  (models)
+    engine: str = "local"  # local | ray  (map-style stages)
+
+    def validate(self) -> None:
+        _positive("engine.threads", self.threads)
+        _choice("engine.engine", self.engine, {"local", "ray"})
+        if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
+            raise ConfigError(f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps")
+
+
+@dataclass
+class SelectSection:
+    """Keyword selection (METHODS 1.5)."""
+
+    sample_size: int = 500  # captions per occupation in each random sample
+
+    def validate(self) -> None:
+        _positive("select.sample_size", self.sample_size)
+
+
+@dataclass
+class IndicatorsSection:
+    """Explicit gender indicators (METHODS 1.6)."""
+
+    spacy_model: str = "en_core_web_sm"  # any installed spaCy pipeline with NER, e.g. en_core_web_lg
+    use_names: bool = True  # PERSON entities + gender-guesser
+    batch_size: int = 512
+
+    def validate(self) -> None:
+        _positive("indicators.batch_size", self.batch_size)
+
+
+@dataclass
+class NeighborsSection:
+    """SBERT embeddings + FAISS nearest-neighbour selection (METHODS 1.5)."""
+
+    model: str = "all-MiniLM-L6-v2"  # the offline package by default; any ST id or local path
+    k: int = 500
+    index: str = "flat"  # flat (exact) | ivf | hnsw
+    nlist: int = 1024  # ivf
+    nprobe: int = 16  # ivf
+    batch_size: int = 256
+    cache_dir: str = ""  # where embeddings are cached; default <study>/embeddings
+
+    def validate(self) -> None:
+        _positive("neighbors.k", self.k)
+        _positive("neighbors.batch_size", self.batch_size)
+        _choice("neighbors.index", self.index, {"flat", "ivf", "hnsw"})
+
+
+@dataclass
+class ImagesSection:
+    """Training image sources linked to caption ids."""
+
+    sources: list[dict[str, Any]] = field(default_factory=list)  # [{kind=..., path=...}, ...]
+    max_pixels: int = 89_478_485  # decompression-bomb guard (Pillow's default)
+
+
+@dataclass
+class LabelSection:
+    """Face filter and perceived-gender classifier (METHODS 1.4)."""
+
+    face_detector: str = "mediapipe"
+    face_model: str = "full_range"  # full_range | short_range | a .tflite path
+    min_detection_confidence: float = 0.5
+    min_face_fraction: float = 0.10  # of image height or width
+    classifier: str = "agegender"  # agegender | clip
+    clip_model: str = "ViT-L-14"
+    clip_pretrained: str = "openai"  # a pretrained tag or a local checkpoint path
+    texts: list[str] = field(default_factory=lambda: ["A photo of a man", "A photo of a woman"])
+    threshold: float = 0.9  # winning probability needed for a label, in [0.5, 1]
+    crop_to_face: bool = False
+    batch_size: int = 32
+
+    def validate(self) -> None:
+        _unit("label.min_detection_confidence", self.min_detection_confidence)
+        _unit("label.min_face_fraction", self.min_face_fraction)
+        if not 0.5 <= self.threshold <= 1.0:
+            raise ConfigError(f"label.threshold: {self.threshold} is not in [0.5, 1]")
+        if len(self.texts) != 2:
+            raise ConfigError("label.texts: needs exactly two texts (man, woman)")
+
+
+@dataclass
+class GenerateSection:
+    """Text-to-image generation (METHODS 1.3)."""
+
+    models: list[str] = field(default_factory=list)  # hub ids or local paths; empty = skip stage
+    images_per_prompt: int = 500
+    images_per_caption: int = 10
+    captions_as_prompts: list[str] = field(default_factory=list)  # strategies, e.g. ["keyword"]
+    guidance_scale: float = 7.5
+    steps: int = 50
+    height: int = 512
+    width: int = 512
+    batch_size: int = 8
+    dtype: str = "auto"  # auto | float16 | bfloat16 | float32
+    paraphraser: str = ""  # local path or hub id of a text2text / causal LM; empty = off
+
+    def validate(self) -> None:
+        _positive("generate.images_per_prompt", self.images_per_prompt)
+        _positive("generate.steps", self.steps)
+        _choice("generate.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
+
+
+@dataclass
+class AnalysisSection:
+    """Statistics of the amplification analysis (METHODS 1.7)."""
+
+    bootstrap: int = 1000  # resamples for bootstrap intervals
+    confidence: float = 0.95
+
+    def validate(self) -> None:
+        _positive("analysis.bootstrap", self.bootstrap)
+        _unit("analysis.confidence", self.confidence)
+
+
+@dataclass
+class StudyConfig:
+    """The whole study config; ``root`` is the study directory (not written to the file)."""
+
+    study: StudySection = field(default_factory=StudySection)
+    corpus: CorpusSection = field(default_factory=CorpusSection)
+    lexicon: LexiconSection = field(default_factory=LexiconSection)
+    engine: EngineSection = field(default_factory=EngineSection)
+    select: SelectSection = field(default_factory=SelectSection)
+    indicators: IndicatorsSection = field(default_factory=IndicatorsSection)
+    neighbors: NeighborsSection = field(default_factory=NeighborsSection)
+    images: ImagesSection = field(default_factory=ImagesSection)
+    label: LabelSection = field(default_factory=LabelSection)
+    generate: GenerateSection = field(default_factory=GenerateSection)
+    analysis: AnalysisSection = field(default_factory=AnalysisSection)
+    root: Path = field(default=Path("."), metadata={"file": False})
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, resolved against the study directory."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.root / p)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain data (what ``study.toml`` holds)."""
+        return {
+            f.name: dataclasses.asdict(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.metadata.get("file", True)
+        }
+
+    def section_hash(self, *sections: str) -> str:
+        """A short stable hash of the named sections (all when none), for provenance."""
+        data = self.to_dict()
+        chosen = {k: data[k] for k in (sections or tuple(data))}
+        blob = json.dumps(chosen, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _choice(key: str, value: str, allowed: set[str]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not one of {sorted(allowed)}")
+
+
+def _positive(key: str, value: int) -> None:
+    if value < 1:
+        raise ConfigError(f"{key}: {value} must be >= 1")
+
+
+def _unit(key: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{key}: {value} is not in [0, 1]")
+
+
+def _check_type(key: str, value: Any, annotation: Any) -> Any:
+    """Check ``value`` against a simple annotation; ints are accepted where floats are."""
+    origin = typing.get_origin(annotation)
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in (int, float, str, bool):
+        if isinstance(value, bool) and annotation is not bool:
+            raise ConfigError(f"{key}: expected {annotation.__name__}, got a boolean")
+        if not isinstance(value, annotation):
+            raise ConfigError(
+                f"{key}: expected {annotation.__name__}, got {type(value).__name__} {value!r}"
+            )
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {type(value).__name__}")
+        (item_type,) = typing.get_args(annotation)
+        return [_check_type(f"{key}[{i}]", v, item_type) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a table, got {type(value).__name__}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        return value
+    return value
+
+
+def _build_section(cls: type, name: str, data: Any, source: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: [{name}] must be a table")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in known:
+            raise ConfigError(
+                f"{source}: unknown key '{name}.{key}' (known: {', '.join(sorted(known))})"
+            )
+    kwargs = {}
+    for key, value in data.items():
+        try:
+            kwargs[key] = _check_type(f"{name}.{key}", value, hints[key])
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+    section = cls(**kwargs)
+    validate = getattr(section, "validate", None)
+    if validate is not None:
+        try:
+            validate()
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+    return section
+
+
+def config_from_dict(data: dict[str, Any], root: Path, source: str = "<config>") -> StudyConfig:
+    """Build and validate a config from plain data (as parsed from TOML)."""
+    hints = typing.get_type_hints(StudyConfig)
+    sections = {f.name for f in dataclasses.fields(StudyConfig) if f.metadata.get("file", True)}
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in sections:
+            raise ConfigError(
+                f"{source}: unknown section [{name}] (known: {', '.join(sorted(sections))})"
+            )
+        kwargs[name] = _build_section(hints[name], name, value, source)
+    return StudyConfig(**kwargs, root=Path(root))
+
+
+def load_config(study_dir: Path | str) -> StudyConfig:
+    """Read and validate ``<study_dir>/study.toml``."""
+    root = Path(study_dir)
+    path = root / CONFIG_NAME
+    if not path.is_file():
+        raise ConfigError(f"{path}: no study config here (create one with `corpus-audit init`)")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return config_from_dict(data, root, str(path))
+
+
+def dump_toml(data: dict[str, Any]) -> str:
+    """Write plain config data as TOML (the subset the config uses: tables, scalars, lists)."""
+    lines: list[str] = []
+    for section, values in data.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def write_config(config: StudyConfig) -> Path:
+    """Write ``study.toml`` into the study directory (atomically) and return its path."""
+    path = config.root / CONFIG_NAME
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(dump_toml(config.to_dict()), encoding="utf-8")
+    tmp.replace(path)
+    return path

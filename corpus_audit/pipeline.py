@@ -1,0 +1,109 @@
+"""The stages in order, ``run`` (all of them), ``status`` and ``init``.
+
+Each stage is a function ``stage(study: Study, *, progress: bool = True) -> StageRun`` in its
+own module; this module only knows their names and order. Modules are imported when their
+stage runs, so heavy libraries (torch, spaCy, MediaPipe) load only where needed.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.config import StudyConfig
+from corpus_audit.store import StageRun, Study, StudyError
+
+# (stage name, "module:function"), in the order `run` executes them.
+STAGES: list[tuple[str, str]] = [
+    ("select", "corpus_audit.select:select"),
+    ("indicators", "corpus_audit.indicators:indicators"),
+    ("neighbors", "corpus_audit.neighbors:neighbors"),
+    ("images", "corpus_audit.images:images"),
+    ("generate", "corpus_audit.generate:generate"),
+    ("label", "corpus_audit.label:label"),
+    ("analyze", "corpus_audit.analysis:analyze"),
+    ("report", "corpus_audit.report:report"),
+]
+STAGE_NAMES = [name for name, _ in STAGES]
+
+
+def stage_function(name: str) -> Callable[..., StageRun]:
+    """The function that runs stage ``name``."""
+    target = dict(STAGES).get(name)
+    if target is None:
+        raise StudyError(f"unknown stage '{name}' (stages: {', '.join(STAGE_NAMES)})")
+    module_name, func_name = target.split(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
+def init_study(
+    root: Path,
+    corpus: list[str],
+    *,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    overwrite: bool = False,
+) -> Study:
+    """Create a study directory for ``corpus`` (paths/globs) with default settings.
+
+    Corpus paths are stored absolute, so the study can be run from anywhere. A path or glob
+    that matches nothing raises :class:`StudyError` naming it.
+    """
+    paths: list[str] = []
+    for spec in corpus:
+        p = Path(spec).expanduser()
+        if p.exists():
+            paths.append(str(p.resolve()))
+        elif glob.glob(str(p)):
+            paths.append(str(p.absolute()))
+        else:
+            raise StudyError(f"{spec}: no such corpus file, directory or glob match")
+    config = StudyConfig(root=Path(root))
+    config.corpus.paths = paths
+    for section, values in (overrides or {}).items():
+        target = getattr(config, section)
+        for key, value in values.items():
+            if value is not None:
+                setattr(target, key, value)
+    return Study.create(config, overwrite=overwrite)
+
+
+def run_all(study: Study, *, until: str | None = None, progress: bool = True) -> list[StageRun]:
+    """Run every stage in order (up to and including ``until``); each skips finished work."""
+    if until is not None and until not in STAGE_NAMES:
+        raise StudyError(f"unknown stage '{until}' (stages: {', '.join(STAGE_NAMES)})")
+    runs = []
+    for name in STAGE_NAMES:
+        runs.append(stage_function(name)(study, progress=progress))
+        if name == until:
+            break
+    return runs
+
+
+@dataclass
+class StageStatus:
+    """One line of ``corpus-audit status``."""
+
+    stage: str
+    done: bool
+    status: str
+    rows_in: int | None
+    rows_out: int | None
+    dropped: dict[str, int]
+    finished_at: Any
+
+
+def status(study: Study) -> list[StageStatus]:
+    """Per stage: the latest finished run's counts, or 'not run'."""
+    out = []
+    for name in STAGE_NAMES:
+        last = study.last_run(name)
+        if last is None:
+            out.append(StageStatus(name, False, "not run", None, None, {}, None))
+        else:
+            out.append(StageStatus(name, True, last["status"], last["rows_in"], last["rows_out"],
+                                   last["dropped"], last["finished_at"]))
+    return out

@@ -1,0 +1,62 @@
+-- Tables of the image side: sources, face filter, perceived-gender labels.
+-- Owners: corpus_audit/images.py, corpus_audit/generate.py, corpus_audit/label.py
+
+-- Every training or generated image the study knows.
+CREATE TABLE IF NOT EXISTS images (
+    image_id     VARCHAR PRIMARY KEY,        -- 'train:<caption_id>' or 'gen:<model>:<prompt_id>:<seed>' style
+    source       VARCHAR NOT NULL,           -- training | generated
+    caption_id   BIGINT,                     -- training images; generated from captions-as-prompts
+    prompt_id    VARCHAR,                    -- generated images from a prompt set
+    occupation   VARCHAR,
+    path         VARCHAR NOT NULL,           -- file path, relative to the study dir when inside it
+    model_id     VARCHAR,                    -- generator (generated images)
+    prompt_text  VARCHAR,                    -- the exact text given to the generator
+    seed         BIGINT,                     -- per-image seed (generated images)
+    nsfw         BOOLEAN,                    -- safety checker flag, NULL when the pipeline has none
+    strategy     VARCHAR,                    -- captions-as-prompts subset, when applicable
+    created_at   TIMESTAMPTZ DEFAULT current_timestamp
+);
+
+-- Face filter outcome per image (METHODS 1.4 step 1).
+CREATE TABLE IF NOT EXISTS face_filter (
+    image_id     VARCHAR PRIMARY KEY,
+    detector     VARCHAR NOT NULL,
+    n_faces      INTEGER,
+    kept         BOOLEAN NOT NULL,
+    reason       VARCHAR                     -- NULL when kept; no_face | many_faces | small_face | unreadable
+);
+
+-- Detected faces, ordered left to right (face_index 0 = leftmost). Box in pixels.
+CREATE TABLE IF NOT EXISTS faces (
+    image_id     VARCHAR NOT NULL,
+    face_index   INTEGER NOT NULL,
+    x            DOUBLE, y DOUBLE, w DOUBLE, h DOUBLE,
+    score        DOUBLE,
+    image_width  INTEGER,
+    image_height INTEGER
+);
+
+-- Perceived-gender classification of images that passed the face filter.
+CREATE TABLE IF NOT EXISTS labels (
+    image_id     VARCHAR NOT NULL,
+    classifier   VARCHAR NOT NULL,           -- e.g. 'agegender', 'clip:ViT-L-14/openai'
+    p_female     DOUBLE NOT NULL,            -- in [0, 1]; p_male = 1 - p_female
+    label        VARCHAR NOT NULL,           -- male | female | ambiguous
+    threshold    DOUBLE NOT NULL,
+    PRIMARY KEY (image_id, classifier)
+);
+
+-- Human validation labels (validate import).
+CREATE TABLE IF NOT EXISTS human_labels (
+    image_id     VARCHAR NOT NULL,
+    annotator    VARCHAR NOT NULL,
+    label        VARCHAR NOT NULL            -- male | female | unsure
+);
+
+-- Paraphrased captions used as prompts.
+CREATE TABLE IF NOT EXISTS paraphrases (
+    caption_id   BIGINT NOT NULL,
+    paraphraser  VARCHAR NOT NULL,
+    text         VARCHAR NOT NULL,
+    contains_occupation BOOLEAN
+);
