@@ -66,7 +66,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     from corpus_audit.pipeline import init_study
 
     overrides = {
-        "corpus": {"text_column": args.text_column, "url_column": args.url_column, "format": args.format},
+        "corpus": {
+            "text_column": args.text_column,
+            "url_column": args.url_column,
+            "format": args.format,
+        },
         "select": {"sample_size": args.sample_size},
         "study": {"seed": args.seed, "name": args.name},
         "lexicon": {"occupations": args.occupations},
@@ -104,9 +108,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         rows = []
         for s in status(study):
             dropped = ", ".join(f"{k}={v}" for k, v in sorted(s.dropped.items()))
-            rows.append({"stage": s.stage, "status": s.status, "rows_in": s.rows_in,
-                         "rows_out": s.rows_out, "dropped": dropped or None,
-                         "finished": str(s.finished_at)[:19] if s.finished_at else None})
+            rows.append(
+                {
+                    "stage": s.stage,
+                    "status": s.status,
+                    "rows_in": s.rows_in,
+                    "rows_out": s.rows_out,
+                    "dropped": dropped or None,
+                    "finished": str(s.finished_at)[:19] if s.finished_at else None,
+                }
+            )
         _print_table(rows)
     return 0
 
@@ -117,7 +128,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     with Study.open(args.dir) as study:
         if args.action == "export":
-            run = validate.export_sheet(study, n=args.n, out_dir=Path(args.out) if args.out else None)
+            run = validate.export_sheet(
+                study, n=args.n, out_dir=Path(args.out) if args.out else None
+            )
         else:
             run = validate.import_labels(study, [Path(f) for f in args.files])
         _print_run(run)
@@ -127,8 +140,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_amplify(args: argparse.Namespace) -> int:
     from corpus_audit.analysis import amplify_tables
 
-    run = amplify_tables(Path(args.training), Path(args.generated),
-                         out_dir=Path(args.out) if args.out else None)
+    run = amplify_tables(
+        Path(args.training), Path(args.generated), out_dir=Path(args.out) if args.out else None
+    )
     _print_run(run)
     return 0
 
@@ -141,7 +155,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from corpus_audit.pipeline import STAGE_NAMES
+    from corpus_audit.stages import STAGE_NAMES
 
     parser = argparse.ArgumentParser(
         prog="corpus-audit",
@@ -190,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="human validation of the perceived-gender labels")
     vsub = p.add_subparsers(dest="action", required=True)
-    pe = vsub.add_parser("export", help="write an annotation sheet (HTML + CSV) for a stratified sample")
+    pe = vsub.add_parser(
+        "export", help="write an annotation sheet (HTML + CSV) for a stratified sample"
+    )
     pe.add_argument("dir")
     pe.add_argument("--n", type=int, default=200)
     pe.add_argument("--out", help="output directory (default: <study>/validation)")

@@ -69,7 +69,9 @@ class EngineSection:
         _positive("engine.threads", self.threads)
         _choice("engine.engine", self.engine, {"local", "ray"})
         if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
-            raise ConfigError(f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps")
+            raise ConfigError(
+                f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps"
+            )
 
 
 @dataclass
@@ -86,7 +88,9 @@ class SelectSection:
 class IndicatorsSection:
     """Explicit gender indicators (METHODS 1.6)."""
 
-    spacy_model: str = "en_core_web_sm"  # any installed spaCy pipeline with NER, e.g. en_core_web_lg
+    spacy_model: str = (
+        "en_core_web_sm"  # any installed spaCy pipeline with NER, e.g. en_core_web_lg
+    )
     use_names: bool = True  # PERSON entities + gender-guesser
     batch_size: int = 512
 

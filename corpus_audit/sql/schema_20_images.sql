@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS images (
     seed         BIGINT,                     -- per-image seed (generated images)
     nsfw         BOOLEAN,                    -- safety checker flag, NULL when the pipeline has none
     strategy     VARCHAR,                    -- captions-as-prompts subset, when applicable
-    created_at   TIMESTAMPTZ DEFAULT current_timestamp
+    created_at   TIMESTAMP DEFAULT CAST(current_timestamp AS TIMESTAMP)
 );
 
 -- Face filter outcome per image (METHODS 1.4 step 1).
