@@ -9,13 +9,19 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export CORPUS_AUDIT_MODEL_DIR := $(CURDIR)/$(MODELS)
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench install browser clean
 
 demo: install
 	$(VENV)/bin/corpus-audit demo demo_study
 
-test: install
+test: install browser
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The report test renders the HTML in Debian's headless Chromium.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "error: the report tests need Chromium: sudo apt-get install chromium"; exit 1; fi; }
 
 lint: install
 	$(VENV)/bin/ruff check corpus_audit tests benchmarks

@@ -63,11 +63,11 @@ class EngineSection:
     threads: int = 2  # DuckDB threads, >= 1
     memory_limit: str = "2GB"  # DuckDB memory_limit
     device: str = "auto"  # auto | cpu | cuda | cuda:N  (models)
-    engine: str = "local"  # local | ray  (map-style stages)
+    engine: str = "local"  # map-style stages run in-process; a Ray engine is not built yet
 
     def validate(self) -> None:
         _positive("engine.threads", self.threads)
-        _choice("engine.engine", self.engine, {"local", "ray"})
+        _choice("engine.engine", self.engine, {"local"})
         if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
             raise ConfigError(
                 f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps"

@@ -1,0 +1,150 @@
+"""``corpus-audit demo``: the whole audit on the bundled demo corpus (real LAION + COCO captions).
+
+The demo corpus (``corpus_audit/demo_data``, see its NOTICE.md) is captions only: LAION's
+image URLs cannot be fetched offline and no Stable Diffusion or CLIP weights are reachable,
+so the image stages (images, generate, label) find nothing to do and say so; the caption-side
+stages run for real (DuckDB selection, spaCy + gender-guesser indicators, SBERT + FAISS
+neighbours) and the report shows their results.
+
+Outputs, under the study directory:
+- ``summary/indicator_summary.csv`` and ``summary/indicator_summary.html``: per occupation,
+  captions and % with male / female / both / any indicator (caption text escaped);
+- ``summary/top_neighbors.html``: the top captions per prompt for a few occupations;
+- ``report/report.html``: the study report.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.pipeline import init_study, run_all
+from corpus_audit.store import StageRun, Study
+
+DEMO_FILES = ("laion400m_sample_10k.parquet", "coco_val2017_captions.parquet")
+DEMO_OCCUPATIONS = ("doctor", "nurse", "chef", "teacher", "pilot", "student")
+SUMMARY_COLUMNS = (
+    "occupation",
+    "captions",
+    "pct_any_indicator",
+    "pct_male_only",
+    "pct_female_only",
+    "pct_both",
+)
+
+
+def demo_corpus() -> list[str]:
+    """Paths of the bundled demo corpus files."""
+    folder = resources.files("corpus_audit").joinpath("demo_data")
+    return [str(folder.joinpath(name)) for name in DEMO_FILES]
+
+
+def open_or_create(root: Path) -> Study:
+    """The demo study at ``root``: reopened when it exists (stages resume), else created."""
+    if (root / "study.toml").is_file():
+        return Study.open(root)
+    return init_study(
+        root,
+        demo_corpus(),
+        overrides={"study": {"name": "demo", "seed": 0}, "select": {"sample_size": 500}},
+    )
+
+
+def run_demo(
+    root: Path,
+    *,
+    progress: bool = True,
+    echo: Callable[[StageRun], None] | None = None,
+) -> dict[str, Path]:
+    """Run every stage on the demo corpus and write the summary pages; returns output paths."""
+    with open_or_create(root) as study:
+        for run in run_all(study, progress=progress):
+            if echo is not None:
+                echo(run)
+        outputs = write_summary(study)
+        report = study.last_run("report")
+        if report is not None and report["provenance"].get("report_path"):
+            outputs["report"] = Path(report["provenance"]["report_path"])
+        elif (study.root / "report" / "report.html").is_file():
+            outputs["report"] = study.root / "report" / "report.html"
+    if echo is not None:
+        done = StageRun("demo")
+        done.outputs = {name: str(path) for name, path in outputs.items()}
+        done.messages.append("demo finished; open the HTML files in a browser")
+        echo(done)
+    return outputs
+
+
+def write_summary(study: Study) -> dict[str, Path]:
+    """Write the per-occupation indicator summary (CSV + HTML) and the top-neighbour page."""
+    from corpus_audit.indicators import indicator_summary
+
+    rows = indicator_summary(study)
+    out_dir = study.root / "summary"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = out_dir / "indicator_summary.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(SUMMARY_COLUMNS), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    examples = _indicator_examples(study)
+    html_path = out_dir / "indicator_summary.html"
+    html_path.write_text(
+        _render("summary.html.j2", rows=rows, columns=SUMMARY_COLUMNS, examples=examples),
+        encoding="utf-8",
+    )
+    outputs = {"summary_csv": csv_path, "summary_html": html_path}
+    neighbors = _top_neighbors(study)
+    if neighbors:
+        nn_path = out_dir / "top_neighbors.html"
+        nn_path.write_text(_render("neighbors.html.j2", groups=neighbors), encoding="utf-8")
+        outputs["top_neighbors_html"] = nn_path
+    return outputs
+
+
+def _indicator_examples(study: Study, per_label: int = 5) -> list[dict[str, Any]]:
+    """A few captions per indicator label, with their triggers (shown escaped)."""
+    cur = study.con.execute(
+        """
+        SELECT label, text, triggers FROM (
+            SELECT i.label, c.text, i.triggers,
+                   row_number() OVER (PARTITION BY i.label ORDER BY hash(c.caption_id, 7)) AS r
+            FROM indicators i JOIN captions c USING (caption_id)
+        ) WHERE r <= ? ORDER BY label, r
+        """,
+        [per_label],
+    )
+    return [{"label": a, "text": b, "triggers": c} for a, b, c in cur.fetchall()]
+
+
+def _top_neighbors(study: Study, top: int = 5) -> list[dict[str, Any]]:
+    """For a few demo occupations, each prompt's top captions by the `nn` strategy."""
+    cur = study.con.execute(
+        """
+        SELECT s.occupation, p.text AS prompt, s.rank, s.score, c.text
+        FROM samples s JOIN prompts p USING (prompt_id) JOIN captions c USING (caption_id)
+        WHERE s.strategy = 'nn' AND s.rank <= ? AND list_contains(?, s.occupation)
+        ORDER BY s.occupation, p.template_id, s.rank
+        """,
+        [top, list(DEMO_OCCUPATIONS)],
+    )
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for occupation, prompt, rank, score, text in cur.fetchall():
+        groups.setdefault((occupation, prompt), []).append(
+            {"rank": rank, "score": score, "text": text}
+        )
+    return [{"occupation": o, "prompt": p, "captions": c} for (o, p), c in groups.items()]
+
+
+def _render(template: str, **context: Any) -> str:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("corpus_audit", "templates"),
+        autoescape=True,  # captions are scraped web text
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template(template).render(**context)
