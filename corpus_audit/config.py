@@ -177,10 +177,17 @@ class AnalysisSection:
 
     bootstrap: int = 1000  # resamples for bootstrap intervals
     confidence: float = 0.95
+    classifier: str = ""  # labels.classifier to use; "" = the only one, or label.classifier's
+    threshold: float = 0.0  # 0 = the stored labels; else relabel from p_female, in [0.5, 1]
+    thumbnails: int = 8  # report: thumbnails per image set and occupation (0 = none)
 
     def validate(self) -> None:
         _positive("analysis.bootstrap", self.bootstrap)
         _unit("analysis.confidence", self.confidence)
+        if not (self.threshold == 0.0 or 0.5 <= self.threshold <= 1.0):
+            raise ConfigError(f"analysis.threshold: {self.threshold} is not 0 or in [0.5, 1]")
+        if self.thumbnails < 0:
+            raise ConfigError(f"analysis.thumbnails: {self.thumbnails} must be >= 0")
 
 
 @dataclass
