@@ -1,0 +1,634 @@
+"""Text-to-image generators: one small protocol, a registry by name, a diffusers backend.
+
+A :class:`Generator` turns a batch of ``(prompt, seed)`` pairs into images. The seed fully
+determines the initial noise: every image gets its own CPU ``torch.Generator`` seeded with its
+recorded seed, so the noise does not depend on the batch it was made in nor on the device
+(METHODS 1.3: "each with its own recorded seed so any image can be regenerated exactly").
+On CPU in float32 the same (prompt, seed) gives bit-identical pixels; on a GPU the same
+(prompt, seed, batch size) does, and a different batch size gives the same image within
+floating-point rounding (different kernels).
+
+Backends are registered by name in :data:`GENERATORS`; a model spec in ``generate.models`` is
+``"<backend>:<model>"`` or a plain model (diffusers): a hub id such as
+``CompVis/stable-diffusion-v1-4`` / ``stable-diffusion-v1-5/stable-diffusion-v1-5`` or a local
+pipeline directory (``save_pretrained`` layout with ``model_index.json``).
+
+GPU path (diffusers backend): float16 by default (``bfloat16``/``float32`` on request),
+batched prompts, PyTorch scaled-dot-product attention (``AttnProcessor2_0``), UNet and VAE in
+channels-last memory format, optional ``torch.compile`` of the UNet. CPU path: float32.
+
+The safety checker of a pipeline that has one (Stable Diffusion 1.x) is run by this module on
+every image and its NSFW flag returned with the image (never dropped): ``nsfw_policy="blackout"``
+saves flagged images black (what diffusers does), ``"keep"`` saves them as generated. Pipelines
+without a checker report ``nsfw=None``.
+
+The bottom of the module builds random-weight Stable Diffusion pipelines offline from configs
+(``arch="tiny"`` for tests and demos, ``arch="sd15"`` for the real SD 1.5 architecture in
+benchmarks): same code paths and FLOPs as the real model, meaningless pictures.
+
+Heavy libraries (torch, diffusers, transformers) are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import gzip
+import hashlib
+import json
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata, util
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from corpus_audit.errors import ModelError
+
+NSFW_POLICIES = ("blackout", "keep")
+DTYPES = ("auto", "float16", "bfloat16", "float32")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How images are made; everything here is recorded with each image.
+
+    ``steps`` >= 1 denoising steps; ``guidance_scale`` >= 0 (classifier-free guidance, 7.5 in
+    the paper; <= 1 disables guidance); ``height``/``width`` in pixels, multiples of 8;
+    ``device`` auto | cpu | cuda | cuda:N | mps; ``dtype`` auto (float16 on CUDA, float32
+    elsewhere) | float16 | bfloat16 | float32; ``scheduler`` a diffusers scheduler class name
+    (empty = the pipeline's own); ``nsfw_policy`` blackout | keep.
+    """
+
+    steps: int = 50
+    guidance_scale: float = 7.5
+    height: int = 512
+    width: int = 512
+    device: str = "auto"
+    dtype: str = "auto"
+    scheduler: str = ""
+    nsfw_policy: str = "blackout"
+    channels_last: bool = True
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps: {self.steps} must be >= 1")
+        if self.height % 8 or self.width % 8 or self.height < 8 or self.width < 8:
+            raise ValueError(f"height/width: {self.height}x{self.width} must be multiples of 8")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype: {self.dtype!r} is not one of {DTYPES}")
+        if self.nsfw_policy not in NSFW_POLICIES:
+            raise ValueError(f"nsfw_policy: {self.nsfw_policy!r} is not one of {NSFW_POLICIES}")
+
+
+@dataclass
+class GeneratedImage:
+    """One generated image: ``pixels`` uint8 array of shape (height, width, 3), RGB.
+
+    ``nsfw`` is the safety checker's flag (None when the pipeline has no checker).
+    """
+
+    pixels: np.ndarray
+    nsfw: bool | None
+
+
+class Generator(Protocol):
+    """What the generate stage needs from a text-to-image backend."""
+
+    model_id: str  # as configured: hub id or local path
+    settings: GenerationSettings
+    max_prompt_tokens: int | None  # the text encoder's context (77 for CLIP), None if unknown
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text including start/end tokens (before any truncation)."""
+        ...
+
+    def generate(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[GeneratedImage]:
+        """One image per (prompt, seed), in order. Seeds in [0, 2**63)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance: backend, classes, scheduler, dtype, device, library versions."""
+        ...
+
+    def close(self) -> None:
+        """Free the model (GPU memory)."""
+        ...
+
+
+GeneratorFactory = Callable[[str, GenerationSettings], Generator]
+GENERATORS: dict[str, GeneratorFactory] = {}
+
+
+def register_generator(name: str, factory: GeneratorFactory) -> None:
+    """Register a backend: ``factory(model_id, settings) -> Generator``."""
+    GENERATORS[name] = factory
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``"backend:model"`` -> (backend, model); a plain model -> ("diffusers", model)."""
+    head, sep, rest = spec.partition(":")
+    if sep and head in GENERATORS and rest:
+        return head, rest
+    return "diffusers", spec
+
+
+def load_generator(spec: str, settings: GenerationSettings) -> Generator:
+    """The generator for a ``generate.models`` entry; raises :class:`ModelError` if unloadable."""
+    backend, model = split_spec(spec)
+    return GENERATORS[backend](model, settings)
+
+
+# -- ids and seeds --------------------------------------------------------------------------
+def model_slug(model_id: str) -> str:
+    """A file-name-safe, stable short name of a model spec.
+
+    Hub ids keep their name (``CompVis/stable-diffusion-v1-4`` ->
+    ``compvis--stable-diffusion-v1-4``); local paths become their folder name plus 8 hex
+    digits of a hash of the spec, so two folders with one name do not collide.
+    """
+    spec = model_id.strip()
+    if _HUB_ID.match(spec) and not Path(spec).expanduser().exists():
+        return re.sub(r"[^a-z0-9._-]+", "-", spec.lower().replace("/", "--")).strip("-")
+    name = Path(spec.rstrip("/\\")).name or "model"
+    digest = hashlib.sha256(spec.encode()).hexdigest()[:8]
+    return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") + "-" + digest
+
+
+def derive_seed(study_seed: int, model_id: str, prompt_key: str, index: int) -> int:
+    """The seed of image ``index`` of ``prompt_key`` for ``model_id``, in [0, 2**63).
+
+    SHA-256 of ``"<study_seed>\\x1f<model_id>\\x1f<prompt_key>\\x1f<index>"``, first 8 bytes
+    big-endian, top bit cleared: independent of run order, batch size, machine and of the other
+    prompts, so one image can be regenerated alone.
+    """
+    blob = f"{study_seed}\x1f{model_id}\x1f{prompt_key}\x1f{index}".encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") & ((1 << 63) - 1)
+
+
+# -- devices --------------------------------------------------------------------------------
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` if available, else ``mps`` if available, else ``cpu``."""
+    import torch
+
+    if device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelError(f"engine.device: {device!r} asked for, but torch sees no CUDA GPU")
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def resolve_dtype(dtype: str, device: str) -> Any:
+    """The torch dtype: ``auto`` is float16 on CUDA and float32 elsewhere."""
+    import torch
+
+    if dtype == "auto":
+        return torch.float16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, dtype)
+
+
+def package_versions(*packages: str) -> dict[str, str]:
+    """Installed versions of ``packages`` (those not installed are left out)."""
+    out = {}
+    for pkg in packages:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def load_error(model_id: str, kind: str, exc: BaseException) -> ModelError:
+    """A one-line :class:`ModelError` for a model that did not load (offline, missing, bad)."""
+    from huggingface_hub import constants
+
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    path = Path(model_id).expanduser()
+    if path.exists():
+        return ModelError(f"{model_id}: cannot load the {kind} from this directory: {first}")
+    if not _HUB_ID.match(model_id):
+        return ModelError(f"{model_id}: no such {kind} directory (and not a hub id)")
+    if constants.HF_HUB_OFFLINE:
+        return ModelError(
+            f"{model_id}: {kind} is not a local directory and not in the Hugging Face cache, and "
+            f"the hub is offline (HF_HUB_OFFLINE=1): download it on a connected machine "
+            f"(`hf download {model_id}`) or give the path of a local copy"
+        )
+    return ModelError(f"{model_id}: cannot load the {kind} from the Hugging Face hub: {first}")
+
+
+# -- diffusers backend ----------------------------------------------------------------------
+class DiffusersGenerator:
+    """A diffusers text-to-image pipeline (Stable Diffusion 1.x/2.x and compatible).
+
+    Loads by hub id (cache only when ``HF_HUB_OFFLINE=1``) or local directory. On CUDA:
+    half precision, SDPA attention, channels-last UNet/VAE, optional ``torch.compile``.
+    """
+
+    backend = "diffusers"
+
+    def __init__(self, model_id: str, settings: GenerationSettings, *, pipeline: Any = None):
+        self.model_id = model_id
+        self.settings = settings
+        self.device = resolve_device(settings.device)
+        self.torch_dtype = resolve_dtype(settings.dtype, self.device)
+        self.pipe = pipeline if pipeline is not None else self._load()
+        self._prepare()
+
+    @classmethod
+    def from_pipeline(
+        cls, pipeline: Any, model_id: str, settings: GenerationSettings
+    ) -> DiffusersGenerator:
+        """Wrap a pipeline already in memory (benchmarks, tests); same preparation as loading."""
+        return cls(model_id, settings, pipeline=pipeline)
+
+    def _load(self) -> Any:
+        from diffusers import DiffusionPipeline
+
+        source = str(Path(self.model_id).expanduser())
+        if not Path(source).exists():
+            source = self.model_id
+        try:
+            with warnings.catch_warnings():  # `torch_dtype` is renamed `dtype` in new diffusers
+                warnings.simplefilter("ignore", FutureWarning)
+                return DiffusionPipeline.from_pretrained(source, torch_dtype=self.torch_dtype)
+        except (OSError, ValueError) as exc:
+            raise load_error(self.model_id, "text-to-image model", exc) from None
+
+    def _prepare(self) -> None:
+        import torch
+
+        pipe = self.pipe
+        for name in ("unet", "transformer", "text_encoder", "vae"):
+            if getattr(pipe, name, None) is None and name in ("unet", "text_encoder"):
+                raise ModelError(f"{self.model_id}: not a text-to-image pipeline (no {name})")
+        if self.settings.scheduler:
+            pipe.scheduler = self._scheduler(self.settings.scheduler)
+        # The checker is run here, not inside the pipeline, so flagged images can be kept.
+        self.safety_checker = getattr(pipe, "safety_checker", None)
+        self.feature_extractor = getattr(pipe, "feature_extractor", None)
+        if self.safety_checker is not None:
+            pipe.safety_checker = None
+            if self.feature_extractor is None:
+                raise ModelError(f"{self.model_id}: has a safety checker but no feature_extractor")
+        if pipe.dtype != self.torch_dtype:
+            pipe.to(dtype=self.torch_dtype)
+        pipe.to(self.device)
+        if self.safety_checker is not None:
+            self.safety_checker.to(self.device, self.torch_dtype)
+        self.attention = self._use_sdpa()
+        cuda = self.device.startswith("cuda")
+        self.channels_last = bool(self.settings.channels_last and cuda)
+        if self.channels_last:
+            for name in ("unet", "vae"):
+                module = getattr(pipe, name, None)
+                if module is not None:
+                    module.to(memory_format=torch.channels_last)
+        self.compiled = False
+        if self.settings.compile and cuda:
+            pipe.unet = torch.compile(pipe.unet)
+            self.compiled = True
+        if hasattr(pipe, "set_progress_bar_config"):
+            pipe.set_progress_bar_config(disable=True)
+        tokenizer = getattr(pipe, "tokenizer", None)
+        self.tokenizer = tokenizer
+        limit = getattr(tokenizer, "model_max_length", None)
+        self.max_prompt_tokens = int(limit) if limit and limit < 100_000 else None
+
+    def _scheduler(self, name: str) -> Any:
+        import diffusers
+
+        compatible = sorted(c.__name__ for c in getattr(self.pipe.scheduler, "compatibles", []))
+        cls = getattr(diffusers, name, None)
+        if cls is None or not hasattr(cls, "from_config") or "Scheduler" not in name:
+            raise ModelError(
+                f"generate.scheduler: {name!r} is not a diffusers scheduler "
+                f"(compatible with {self.model_id}: {', '.join(compatible) or 'unknown'})"
+            )
+        return cls.from_config(self.pipe.scheduler.config)
+
+    def _use_sdpa(self) -> list[str]:
+        """Set PyTorch SDPA attention on UNet and VAE; return the processor classes in use."""
+        import torch.nn.functional as F
+
+        used: set[str] = set()
+        try:
+            from diffusers.models.attention_processor import AttnProcessor2_0
+        except ImportError:  # pragma: no cover - very old or very new diffusers
+            AttnProcessor2_0 = None
+        for name in ("unet", "vae"):
+            module = getattr(self.pipe, name, None)
+            if module is None or not hasattr(module, "attn_processors"):
+                continue
+            if AttnProcessor2_0 is not None and hasattr(F, "scaled_dot_product_attention"):
+                # a model with special processors keeps them
+                with contextlib.suppress(ValueError, TypeError):
+                    module.set_attn_processor(AttnProcessor2_0())
+            used.update(type(p).__name__ for p in module.attn_processors.values())
+        return sorted(used)
+
+    # -- protocol ----------------------------------------------------------------------------
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        if self.tokenizer is None:
+            return [0] * len(texts)
+        ids = self.tokenizer(list(texts), truncation=False, verbose=False).input_ids
+        return [len(x) for x in ids]
+
+    def generate(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[GeneratedImage]:
+        import torch
+
+        if len(prompts) != len(seeds):
+            raise ValueError("generate: prompts and seeds differ in length")
+        if not prompts:
+            return []
+        s = self.settings
+        generators = [torch.Generator("cpu").manual_seed(int(seed)) for seed in seeds]
+        with torch.inference_mode():
+            out = self.pipe(
+                prompt=list(prompts),
+                generator=generators,
+                num_inference_steps=s.steps,
+                guidance_scale=s.guidance_scale,
+                height=s.height,
+                width=s.width,
+                output_type="np",
+            )
+        images = np.asarray(out.images, dtype=np.float32)
+        pixels = (images * 255).round().clip(0, 255).astype(np.uint8)
+        flags = self._nsfw(pixels)
+        result = []
+        for px, flag in zip(pixels, flags, strict=True):
+            if flag and s.nsfw_policy == "blackout":
+                px = np.zeros_like(px)
+            result.append(GeneratedImage(np.ascontiguousarray(px), flag))
+        return result
+
+    def _nsfw(self, pixels: np.ndarray) -> list[bool | None]:
+        """The safety checker's flag per image (None without a checker)."""
+        import torch
+        from PIL import Image
+
+        if self.safety_checker is None:
+            return [None] * len(pixels)
+        pil = [Image.fromarray(p) for p in pixels]
+        clip_input = self.feature_extractor(pil, return_tensors="pt").pixel_values
+        clip_input = clip_input.to(self.device, self.torch_dtype)
+        scratch = np.zeros((len(pixels), 1, 1, 3), dtype=np.float32)  # the checker blanks these
+        with torch.inference_mode():
+            _, flags = self.safety_checker(images=scratch, clip_input=clip_input)
+        return [bool(f) for f in flags]
+
+    def describe(self) -> dict[str, Any]:
+        pipe = self.pipe
+        scheduler = pipe.scheduler
+        sched_config = {k: v for k, v in dict(scheduler.config).items() if not k.startswith("_")}
+        return {
+            "backend": self.backend,
+            "model_id": self.model_id,
+            "pipeline_class": type(pipe).__name__,
+            "name_or_path": str(getattr(pipe.config, "_name_or_path", "") or ""),
+            "scheduler": type(scheduler).__name__,
+            "scheduler_config": json.loads(json.dumps(sched_config, default=str)),
+            "device": self.device,
+            "dtype": str(self.torch_dtype).replace("torch.", ""),
+            "attention": self.attention,
+            "channels_last": self.channels_last,
+            "compiled": self.compiled,
+            "safety_checker": self.safety_checker is not None,
+            "max_prompt_tokens": self.max_prompt_tokens,
+            "settings": asdict(self.settings),
+            "versions": package_versions("diffusers", "transformers", "torch"),
+        }
+
+    def close(self) -> None:
+        import torch
+
+        self.pipe = None
+        self.safety_checker = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+register_generator("diffusers", DiffusersGenerator)
+
+
+# -- random-weight pipelines (tests, benchmarks, offline demos) -----------------------------
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2/CLIP byte -> printable unicode table (the BPE's base alphabet)."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, (chr(c) for c in cs), strict=True))
+
+
+def open_clip_bpe_path() -> Path:
+    """The BPE merges file open_clip ships (``bpe_simple_vocab_16e6.txt.gz``), without importing it."""
+    spec = util.find_spec("open_clip")
+    if spec is None or spec.origin is None:
+        raise ModelError("open_clip is not installed: it ships the CLIP BPE vocabulary needed here")
+    return Path(spec.origin).parent / "bpe_simple_vocab_16e6.txt.gz"
+
+
+def write_clip_tokenizer_files(out_dir: Path | str, bpe_path: Path | str | None = None) -> Path:
+    """Write ``vocab.json`` + ``merges.txt`` of the real CLIP tokenizer (49,408 tokens).
+
+    Built from open_clip's gzip BPE file exactly as open_clip's ``SimpleTokenizer`` does, so
+    token ids equal those of ``openai/clip-vit-large-patch14``'s tokenizer.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bpe = Path(bpe_path) if bpe_path else open_clip_bpe_path()
+    with gzip.open(bpe) as fh:
+        merges = fh.read().decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
+    base = list(_bytes_to_unicode().values())
+    vocab = base + [v + "</w>" for v in base] + ["".join(m.split()) for m in merges]
+    vocab += ["<|startoftext|>", "<|endoftext|>"]
+    (out / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}), "utf-8")
+    (out / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", "utf-8")
+    return out
+
+
+def clip_tokenizer(files_dir: Path | str) -> Any:
+    """A ``CLIPTokenizer`` (77-token context) from the files of :func:`write_clip_tokenizer_files`."""
+    from transformers import CLIPTokenizer
+
+    d = Path(files_dir)
+    return CLIPTokenizer(
+        str(d / "vocab.json"), str(d / "merges.txt"), pad_token="<|endoftext|>", model_max_length=77
+    )
+
+
+_ARCHS: dict[str, dict[str, Any]] = {
+    # A few-hundred-kilobyte SD-shaped model: seconds on CPU at 32x32, 2 steps.
+    "tiny": {
+        "unet": dict(
+            sample_size=8,
+            layers_per_block=1,
+            block_out_channels=(32, 64),
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+            cross_attention_dim=32,
+            attention_head_dim=4,
+            norm_num_groups=16,
+        ),
+        "vae": dict(
+            block_out_channels=(16, 32),
+            down_block_types=("DownEncoderBlock2D",) * 2,
+            up_block_types=("UpDecoderBlock2D",) * 2,
+            norm_num_groups=16,
+            sample_size=32,
+        ),
+        "text": dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            projection_dim=32,
+        ),
+        "vision": dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            image_size=32,
+            patch_size=8,
+        ),
+        "projection_dim": 32,
+        "image_size": 32,
+    },
+    # Stable Diffusion v1.5 (runwayml / stable-diffusion-v1-5): UNet 860 M, VAE 84 M, CLIP
+    # ViT-L/14 text encoder 123 M, safety checker on CLIP ViT-L/14 vision at 224 px.
+    "sd15": {
+        "unet": dict(
+            sample_size=64,
+            layers_per_block=2,
+            block_out_channels=(320, 640, 1280, 1280),
+            down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+            up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
+            cross_attention_dim=768,
+            attention_head_dim=8,
+            norm_num_groups=32,
+        ),
+        "vae": dict(
+            block_out_channels=(128, 256, 512, 512),
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            layers_per_block=2,
+            norm_num_groups=32,
+            sample_size=512,
+        ),
+        "text": dict(
+            hidden_size=768,
+            intermediate_size=3072,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            projection_dim=768,
+            hidden_act="quick_gelu",
+        ),
+        "vision": dict(
+            hidden_size=1024,
+            intermediate_size=4096,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            image_size=224,
+            patch_size=14,
+            hidden_act="quick_gelu",
+        ),
+        "projection_dim": 768,
+        "image_size": 224,
+    },
+}
+
+
+def random_sd_pipeline(
+    arch: str = "tiny",
+    *,
+    tokenizer_dir: Path | str | None = None,
+    safety_checker: bool = False,
+    scheduler: str = "PNDMScheduler",
+    seed: int = 0,
+) -> Any:
+    """A ``StableDiffusionPipeline`` with random weights, built offline from configs.
+
+    ``arch``: ``tiny`` (tests) or ``sd15`` (the SD 1.5 architecture, for timing). The
+    tokenizer is the real CLIP BPE tokenizer (``tokenizer_dir`` holding vocab.json/merges.txt,
+    else written from open_clip's bundled vocabulary). ``safety_checker`` adds a random-weight
+    ``StableDiffusionSafetyChecker`` and a CLIP image processor. The scheduler has SD 1.x's
+    training configuration (scaled-linear betas 0.00085-0.012, 1000 steps).
+    """
+    import tempfile
+
+    import diffusers
+    import torch
+    from diffusers import AutoencoderKL, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPTextConfig, CLIPTextModel
+
+    if arch not in _ARCHS:
+        raise ValueError(f"arch: {arch!r} is not one of {sorted(_ARCHS)}")
+    spec = _ARCHS[arch]
+    torch.manual_seed(seed)
+    if tokenizer_dir is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            tokenizer = clip_tokenizer(write_clip_tokenizer_files(tmp))
+    else:
+        tokenizer = clip_tokenizer(tokenizer_dir)
+    unet = UNet2DConditionModel(in_channels=4, out_channels=4, **spec["unet"])
+    vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, **spec["vae"])
+    text_config = CLIPTextConfig(vocab_size=49408, max_position_embeddings=77, **spec["text"])
+    text_encoder = CLIPTextModel(text_config)
+    scheduler_cls = getattr(diffusers, scheduler)
+    sched = scheduler_cls(
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        num_train_timesteps=1000,
+        steps_offset=1,
+        **({"skip_prk_steps": True} if scheduler == "PNDMScheduler" else {}),
+        **({"set_alpha_to_one": False} if scheduler in ("PNDMScheduler", "DDIMScheduler") else {}),
+    )
+    checker = extractor = None
+    if safety_checker:
+        from diffusers.pipelines.stable_diffusion.safety_checker import (
+            StableDiffusionSafetyChecker,
+        )
+
+        clip_config = CLIPConfig(
+            text_config=dict(spec["text"]),
+            vision_config=dict(spec["vision"]),
+            projection_dim=spec["projection_dim"],
+        )
+        checker = StableDiffusionSafetyChecker(clip_config)
+        size = spec["image_size"]
+        extractor = CLIPImageProcessor(
+            size={"shortest_edge": size}, crop_size={"height": size, "width": size}
+        )
+    return StableDiffusionPipeline(
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        unet=unet,
+        scheduler=sched,
+        safety_checker=checker,
+        feature_extractor=extractor,
+        requires_safety_checker=safety_checker,
+    )
