@@ -164,11 +164,30 @@ class GenerateSection:
     batch_size: int = 8
     dtype: str = "auto"  # auto | float16 | bfloat16 | float32
     paraphraser: str = ""  # local path or hub id of a text2text / causal LM; empty = off
+    scheduler: str = ""  # diffusers scheduler class, e.g. "DDIMScheduler"; empty = the model's own
+    nsfw_policy: str = "blackout"  # blackout (flagged images saved black) | keep; flag recorded
+    channels_last: bool = True  # UNet/VAE in channels-last memory format (GPU only)
+    compile: bool = False  # torch.compile the UNet (GPU only; minutes of warm-up)
+    paraphrase_strategies: list[str] = field(default_factory=lambda: ["keyword"])
+    paraphrase_max_new_tokens: int = 77
+    paraphrase_batch_size: int = 16
+    paraphrase_keep_lost: bool = False  # also generate from paraphrases that lost the occupation
 
     def validate(self) -> None:
         _positive("generate.images_per_prompt", self.images_per_prompt)
+        _positive("generate.images_per_caption", self.images_per_caption)
         _positive("generate.steps", self.steps)
+        _positive("generate.batch_size", self.batch_size)
+        _positive("generate.paraphrase_max_new_tokens", self.paraphrase_max_new_tokens)
+        _positive("generate.paraphrase_batch_size", self.paraphrase_batch_size)
         _choice("generate.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
+        _choice("generate.nsfw_policy", self.nsfw_policy, {"blackout", "keep"})
+        for key in ("height", "width"):
+            value = getattr(self, key)
+            if value < 8 or value % 8:
+                raise ConfigError(f"generate.{key}: {value} must be a positive multiple of 8")
+        if self.guidance_scale < 0:
+            raise ConfigError(f"generate.guidance_scale: {self.guidance_scale} must be >= 0")
 
 
 @dataclass
