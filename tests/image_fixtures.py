@@ -1,0 +1,140 @@
+"""Test images: real photos shipped in PyPI packages, and hand-built bad files.
+
+Photos are loaded at test time from scikit-image and matplotlib (never copied into the repo):
+``astronaut`` (Eileen Collins, a woman), ``camera`` (the cameraman, a man), ``grace``
+(Grace Hopper, a woman) and ``lfw_subset`` face crops. Bad files are built byte by byte so each
+test says exactly what is wrong with them.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import tarfile
+import zlib
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+
+@cache
+def photo(name: str) -> np.ndarray:
+    """A real photo as ``(H, W, 3)`` uint8: astronaut, camera or grace."""
+    import skimage.data
+
+    if name == "astronaut":
+        return np.ascontiguousarray(skimage.data.astronaut())
+    if name == "camera":
+        gray = skimage.data.camera()
+        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+    if name == "grace":
+        from matplotlib import cbook
+        from PIL import Image
+
+        with Image.open(cbook.get_sample_data("grace_hopper.jpg")) as im:
+            return np.ascontiguousarray(np.asarray(im.convert("RGB")))
+    raise KeyError(name)
+
+
+def lfw_faces(n: int, size: int = 160) -> list[np.ndarray]:
+    """``n`` LFW face crops (25x25 grey) placed on a grey canvas and scaled to ``size`` px."""
+    import skimage.data
+    from PIL import Image
+
+    crops = skimage.data.lfw_subset()[:n]
+    out = []
+    for crop in crops:
+        face = (np.clip(crop, 0, 1) * 255).astype(np.uint8)
+        canvas = np.full((50, 50), 128, dtype=np.uint8)
+        canvas[12:37, 12:37] = face
+        big = Image.fromarray(canvas).resize((size, size), Image.BICUBIC)
+        out.append(np.repeat(np.asarray(big)[:, :, None], 3, axis=2))
+    return out
+
+
+def two_people() -> np.ndarray:
+    """Astronaut (left) and cameraman (right): 300 x 300 crops around the faces, side by side."""
+    left = photo("astronaut")[0:300, 100:400]
+    right = photo("camera")[20:320, 90:390]
+    return np.ascontiguousarray(np.concatenate([left, right], axis=1))
+
+
+def encode(array: np.ndarray, fmt: str = "JPEG", **kwargs) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format=fmt, **kwargs)
+    return buf.getvalue()
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_raw(width: int, height: int, bit_depth: int, color_type: int, rows) -> bytes:
+    """A PNG from an iterable of raw scanlines (filter byte 0 is prepended here)."""
+    comp = zlib.compressobj(9)
+    body = bytearray()
+    for row in rows:
+        body += comp.compress(b"\x00" + row)
+    body += comp.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + _png_chunk(b"IDAT", bytes(body))
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+def png16_rgb(array8: np.ndarray) -> bytes:
+    """A 16-bit-per-channel RGB PNG of an 8-bit image (value v -> v * 257)."""
+    wide = array8.astype(">u2") * 257
+    return png_raw(
+        array8.shape[1], array8.shape[0], 16, 2, (r.tobytes() for r in wide.astype(">u2"))
+    )
+
+
+def png16_gray(array8: np.ndarray) -> bytes:
+    """A 16-bit greyscale PNG (mean of channels, v -> v * 257)."""
+    gray = array8.mean(axis=2).round().astype(np.uint16) * 257
+    return png_raw(gray.shape[1], gray.shape[0], 16, 0, (r.tobytes() for r in gray.astype(">u2")))
+
+
+def bomb_png(side: int = 20000) -> bytes:
+    """A valid ``side x side`` 1-bit PNG of zeros: ~50 kB on disk, 400 M pixels decoded."""
+    row = bytes((side + 7) // 8)
+    return png_raw(side, side, 1, 0, (row for _ in range(side)))
+
+
+def bad_files() -> dict[str, bytes]:
+    """Name -> bytes of each bad or awkward file of the issue's list."""
+    from PIL import Image
+
+    astro = photo("astronaut")
+    jpeg = encode(astro, "JPEG", quality=90)
+    rgba = np.dstack([astro, np.full(astro.shape[:2], 255, np.uint8)])
+    rgba[:, :256, 3] = 0  # left half fully transparent
+    cmyk = io.BytesIO()
+    Image.fromarray(astro).convert("CMYK").save(cmyk, format="JPEG", quality=90)
+    return {
+        "zero_byte.jpg": b"",
+        "truncated.jpg": jpeg[: len(jpeg) // 2],
+        "alpha.png": encode(rgba, "PNG"),
+        "cmyk.jpg": cmyk.getvalue(),
+        "rgb16.png": png16_rgb(astro),
+        "gray16.png": png16_gray(astro),
+        "bomb.png": bomb_png(),
+        "not_an_image.jpg": b"<html>404 not found</html>",
+    }
+
+
+def tar_with_traversal(path: Path, members: dict[str, bytes]) -> Path:
+    """A tar whose member names are used as given (``../../x.jpg`` included)."""
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
