@@ -53,10 +53,12 @@ CREATE TABLE IF NOT EXISTS human_labels (
     label        VARCHAR NOT NULL            -- male | female | unsure
 );
 
--- Paraphrased captions used as prompts.
+-- Paraphrased captions used as prompts. One row per (caption, occupation, paraphraser): the
+-- instruction names the occupation word to keep. Owner: corpus_audit/generate.py
 CREATE TABLE IF NOT EXISTS paraphrases (
     caption_id   BIGINT NOT NULL,
-    paraphraser  VARCHAR NOT NULL,
-    text         VARCHAR NOT NULL,
-    contains_occupation BOOLEAN
+    paraphraser  VARCHAR NOT NULL,           -- '<backend>:<model>', e.g. 'transformers:google/flan-t5-large'
+    text         VARCHAR NOT NULL,           -- the paraphrase ('' when the model returned nothing)
+    contains_occupation BOOLEAN,             -- FALSE: the model lost the occupation word
+    occupation   VARCHAR                     -- the occupation the caption was sampled for
 );
