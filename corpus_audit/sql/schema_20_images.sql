@@ -14,16 +14,50 @@ CREATE TABLE IF NOT EXISTS images (
     seed         BIGINT,                     -- per-image seed (generated images)
     nsfw         BOOLEAN,                    -- safety checker flag, NULL when the pipeline has none
     strategy     VARCHAR,                    -- captions-as-prompts subset, when applicable
-    created_at   TIMESTAMP DEFAULT CAST(current_timestamp AS TIMESTAMP)
+    created_at   TIMESTAMP DEFAULT CAST(current_timestamp AS TIMESTAMP),
+    origin       VARCHAR                     -- training: where the bytes came from (shard:member, url, file)
+);
+
+-- Items of an image source the `images` stage could not use (unsafe tar member names,
+-- unreadable shards, failed downloads...), one row each. Unmatched records are only counted.
+CREATE TABLE IF NOT EXISTS image_skips (
+    source       VARCHAR NOT NULL,           -- 'sources[i]:<kind>'
+    item         VARCHAR NOT NULL,           -- file, shard:member or row reference
+    reason       VARCHAR NOT NULL,           -- unsafe_name | not_a_file | unreadable_shard | ...
+    detail       VARCHAR
+);
+
+-- Shards / files of a source already registered (the `images` stage skips them on rerun).
+CREATE TABLE IF NOT EXISTS image_shards (
+    source       VARCHAR NOT NULL,
+    shard        VARCHAR NOT NULL,           -- absolute path of the shard/file/dataset
+    records      BIGINT,                     -- image records seen in it
+    registered   BIGINT,                     -- of which linked to a wanted caption and added
+    finished_at  TIMESTAMP
+);
+
+-- img2dataset's per-shard statistics (<shard>_stats.json), kept as written.
+CREATE TABLE IF NOT EXISTS download_stats (
+    source              VARCHAR NOT NULL,
+    shard               VARCHAR NOT NULL,
+    count               BIGINT,
+    successes           BIGINT,
+    failed_to_download  BIGINT,
+    failed_to_resize    BIGINT,
+    status_dict         VARCHAR              -- JSON {error message: count}
 );
 
 -- Face filter outcome per image (METHODS 1.4 step 1).
 CREATE TABLE IF NOT EXISTS face_filter (
     image_id     VARCHAR PRIMARY KEY,
-    detector     VARCHAR NOT NULL,
-    n_faces      INTEGER,
+    detector     VARCHAR NOT NULL,           -- e.g. 'mediapipe:full_range'
+    n_faces      INTEGER,                    -- faces with score >= min confidence; NULL if unreadable
     kept         BOOLEAN NOT NULL,
-    reason       VARCHAR                     -- NULL when kept; no_face | many_faces | small_face | unreadable
+    reason       VARCHAR,                    -- NULL when kept; no_face | many_faces | small_face | unreadable
+    kept_face    INTEGER,                    -- faces.face_index of the face that passed (NULL when dropped)
+    image_width  INTEGER,                    -- pixels (NULL when unreadable)
+    image_height INTEGER,
+    detail       VARCHAR                     -- why an image is unreadable (e.g. 'truncated image data')
 );
 
 -- Detected faces, ordered left to right (face_index 0 = leftmost). Box in pixels.
@@ -45,12 +79,24 @@ CREATE TABLE IF NOT EXISTS labels (
     threshold    DOUBLE NOT NULL,
     PRIMARY KEY (image_id, classifier)
 );
+-- Labels at another threshold t in [0.5, 1], without rerunning a model:
+--   CASE WHEN p_female >= t AND p_female > 0.5 THEN 'female'
+--        WHEN 1 - p_female >= t AND p_female < 0.5 THEN 'male' ELSE 'ambiguous' END
 
 -- Human validation labels (validate import).
 CREATE TABLE IF NOT EXISTS human_labels (
     image_id     VARCHAR NOT NULL,
     annotator    VARCHAR NOT NULL,
-    label        VARCHAR NOT NULL            -- male | female | unsure
+    label        VARCHAR NOT NULL,           -- male | female | unsure
+    source_file  VARCHAR                     -- the CSV it came from (a re-import replaces the annotator)
+);
+
+-- The sample of the latest `validate export` (item numbers as on the sheet).
+CREATE TABLE IF NOT EXISTS validation_items (
+    item         INTEGER NOT NULL,           -- 1-based, as printed on the sheet
+    image_id     VARCHAR NOT NULL,
+    classifier   VARCHAR NOT NULL,           -- whose labels the sample was stratified by
+    stratum      VARCHAR NOT NULL            -- '<source>/<label>'
 );
 
 -- Paraphrased captions used as prompts. One row per (caption, occupation, paraphraser): the
