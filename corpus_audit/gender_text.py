@@ -105,6 +105,34 @@ def _as_string_array(texts: pa.Array | pa.ChunkedArray | Sequence[str | None]) -
     return texts
 
 
+# -- markup ---------------------------------------------------------------------------------
+# A tag: '<', an optional '/', a tag name, then attributes up to '>'. "<3" or "a < b" are text.
+TAG_PATTERN = r"</?[A-Za-z][A-Za-z0-9]*(?:[\s/][^<>]*)?>"
+
+
+def clean_markup(texts: pa.Array | Sequence[str | None]) -> pa.Array:
+    """Captions as text: HTML entities decoded, then HTML tags replaced by a space.
+
+    Scraped captions carry markup (``<a href='...'>``, ``<br>``, ``&quot;``, ``&#39;``,
+    escaped tags ``&lt;i&gt;``). Tags and their attributes (URLs) are not caption words, and
+    ``Ren&eacute;`` is ``René``. Entities are decoded with :func:`html.unescape` (only on
+    captions holding ``&``); tags are removed with one RE2 replace over the batch. Nulls stay
+    null. The stored caption is not changed; this is what words and NER see.
+    """
+    import html
+
+    arr = _as_string_array(texts)
+    if len(arr) == 0:
+        return arr
+    amp = pc.fill_null(pc.match_substring(arr, "&"), False).to_numpy(zero_copy_only=False)
+    if amp.any():
+        values = arr.to_pylist()
+        for i in np.flatnonzero(amp).tolist():
+            values[i] = html.unescape(values[i])
+        arr = pa.array(values, pa.string())
+    return pc.replace_substring_regex(arr, TAG_PATTERN, " ")
+
+
 # -- words and pronouns ---------------------------------------------------------------------
 def _split_words(texts: Sequence[str]) -> list[list[str]]:
     """The words of lower-cased ``texts`` (the same split the matcher uses)."""
@@ -389,10 +417,13 @@ class IndicatorTagger:
     def tag(
         self, texts: pa.Array | Sequence[str | None], *, prefilter: bool = True
     ) -> LabelledBatch:
-        """Label every caption; identical captions are processed once (dictionary-encoded)."""
+        """Label every caption; identical captions are processed once (dictionary-encoded).
+
+        Captions are cleaned of markup first (:func:`clean_markup`).
+        """
         arr = _as_string_array(texts)
         encoded = pc.dictionary_encode(arr)
-        uniques = encoded.dictionary
+        uniques = clean_markup(encoded.dictionary)
         valid = pc.is_valid(encoded.indices).to_numpy(zero_copy_only=False)
         index = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
         per_text = self.words.match(uniques)

@@ -1,0 +1,369 @@
+"""The ``indicators`` stage: explicit gender indicators of every occupation caption (METHODS 1.6).
+
+For every caption in ``mentions`` it writes one row of ``indicators`` (label ``male``,
+``female``, ``both`` or ``none`` and a readable ``triggers`` string) and one row of
+``indicator_triggers`` per trigger (kind ``word``/``pronoun``/``name``, token, gender, and for
+names gender-guesser's raw answer). The matching rules live in :mod:`corpus_audit.gender_text`.
+Then it draws the ``no_indicators`` training subsets into ``samples``: per occupation a uniform
+random sample of ``select.sample_size`` among its captions labelled ``none``, ordered by the
+same hash rule as the keyword sample.
+
+Resumable: captions are labelled in batches of ``indicators.batch_size``, each committed in one
+transaction with its triggers; a rerun labels only what has no label yet (a killed run loses at
+most the batch in flight, nothing is written twice). When the labelling settings change (the
+gender-terms lexicon, the spaCy model or its version, the NER components, ``use_names``,
+gender-guesser's version) every caption is relabelled, in one transaction with the wipe.
+
+:func:`indicator_summary` gives the per-occupation table (captions, % with any indicator,
+% male-only, % female-only, % both); the stage also puts it in ``run.summary`` and the
+corpus-wide share of occupation captions with an indicator in ``run.messages``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from corpus_audit.errors import StageOrderError
+from corpus_audit.store import StageRun, Study, sql_text
+
+STAGE = "indicators"
+STRATEGY = "no_indicators"
+PAPER_LAION_SHARE = 59.5  # % of LAION occupation captions with an indicator (Seshadri et al.)
+MARKUP_RULE = (
+    "html-unescape+strip-tags/1"  # version of gender_text.clean_markup, for the fingerprint
+)
+
+
+def indicators(study: Study, *, progress: bool = True) -> StageRun:
+    """Label every caption of ``mentions`` and draw the ``no_indicators`` samples.
+
+    Raises :class:`StageOrderError` when ``select`` has not run, :class:`LexiconError` for a
+    bad gender-terms file and :class:`ModelError` when the spaCy model cannot be loaded.
+    """
+    from corpus_audit.lexicon import load_gender_terms
+
+    cfg = study.config.indicators
+    with study.stage(STAGE, "study", "lexicon", "select", "indicators") as run:
+        _require_select(study)
+        terms_spec = study.config.lexicon.gender_terms
+        terms = load_gender_terms(terms_spec, base=study.root)
+        settings = _settings(study, terms)
+        fingerprint = _fingerprint(settings)
+        relabel = _check_settings(study, fingerprint, settings, run)
+        orphans = _drop_orphans(study)
+        if orphans:
+            run.messages.append(f"removed the labels of {orphans} captions no longer in mentions")
+
+        con = study.con
+        con.execute(sql_text("indicators_todo.sql"))
+        todo = study.count("indicators_todo")
+        labelled_now = 0
+        stats = {"distinct_texts": 0, "ner_texts": 0}
+        if todo:
+            tagger, model_info = _build_tagger(study, terms, terms_spec)
+            run.provenance.update(model_info)
+            labelled_now = _label_all(study, tagger, todo, stats, progress=progress)
+        con.execute("DROP TABLE IF EXISTS indicators_todo")
+
+        sample_rows, sample_changed = _write_no_indicator_samples(study)
+
+        total = study.count("indicators")
+        share = _share(study)
+        run.rows_in = share["captions"]
+        run.rows_out = total
+        run.skipped = not (todo or relabel or orphans or sample_changed)
+        run.summary = indicator_summary(study)
+        run.messages.append(_share_message(share))
+        run.provenance.update(
+            {
+                "settings_fingerprint": fingerprint,
+                "gender_terms": terms_spec,
+                "use_names": cfg.use_names,
+                "spacy_model": cfg.spacy_model if cfg.use_names else None,
+                "spacy_model_version": settings.get("spacy_model_version"),
+                "gender_guesser_version": settings.get("gender_guesser_version"),
+                "captions_labelled_this_run": labelled_now,
+                "distinct_texts_this_run": stats["distinct_texts"],
+                "ner_texts_this_run": stats["ner_texts"],
+                "relabelled_all": relabel,
+                "sample_seed": _sample_seed(study),
+                "sample_size": study.config.select.sample_size,
+                "no_indicators_rows": sample_rows,
+                "share_with_indicator_pct": share["pct"],
+            }
+        )
+    return run
+
+
+def indicator_summary(study: Study) -> list[dict[str, Any]]:
+    """Per occupation: ``captions``, ``pct_any_indicator``, ``pct_male_only``,
+    ``pct_female_only``, ``pct_both`` (percent, 0-100, one decimal) and ``captions_none``.
+
+    Over the captions of ``mentions`` (a caption naming two occupations counts for both).
+    Raises :class:`StageOrderError` while some captions of ``mentions`` have no label yet.
+    """
+    share = _share(study)
+    if share["unlabelled"]:
+        raise StageOrderError(
+            f"{study.root}: {share['unlabelled']} captions in mentions have no indicator label "
+            "yet; run `corpus-audit indicators` first"
+        )
+    cur = study.con.execute(sql_text("indicators_summary.sql"))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def corpus_share(study: Study) -> dict[str, Any]:
+    """Corpus-wide: distinct occupation ``captions``, those ``with_indicator``, ``unlabelled``,
+    and ``pct`` (percent with an indicator among labelled captions, 0-100, or None)."""
+    return _share(study)
+
+
+# -- steps ----------------------------------------------------------------------------------
+def _require_select(study: Study) -> None:
+    if study.last_run("select") is None:
+        raise StageOrderError(
+            f"{study.root}: the indicators stage reads `mentions`; run `corpus-audit select` first"
+        )
+
+
+def _settings(study: Study, terms: Any) -> dict[str, Any]:
+    """Everything a label depends on (not batch sizes): hashed into the fingerprint."""
+    from corpus_audit.gender_text import gender_guesser_version
+
+    cfg = study.config.indicators
+    settings: dict[str, Any] = {
+        "words": {g: list(terms.words[g]) for g in ("male", "female")},
+        "pronouns": {g: list(terms.pronouns[g]) for g in ("male", "female")},
+        "markup": MARKUP_RULE,
+        "use_names": cfg.use_names,
+    }
+    if cfg.use_names:
+        settings.update(
+            {
+                "name_guesses": {g: list(terms.name_guesses[g]) for g in ("male", "female")},
+                "spacy_model": cfg.spacy_model,
+                "spacy_model_version": _model_version(cfg.spacy_model),
+                "ner_pipes": list(cfg.ner_pipes) or "auto",
+                "gender_guesser_version": gender_guesser_version(),
+            }
+        )
+    return settings
+
+
+def _model_version(model: str) -> str:
+    """The installed version of a spaCy pipeline package or path, without loading it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(model)
+    except (metadata.PackageNotFoundError, ValueError):
+        pass
+    meta = Path(model).expanduser() / "meta.json"
+    if meta.is_file():
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            return f"{data.get('name', '?')}-{data.get('version', '?')}"
+        except (OSError, ValueError):
+            pass
+    return "unknown"
+
+
+def _fingerprint(settings: dict[str, Any]) -> str:
+    blob = json.dumps(settings, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _check_settings(
+    study: Study, fingerprint: str, settings: dict[str, Any], run: StageRun
+) -> bool:
+    """Record the settings; wipe the labels when they were made with other ones. True = wiped."""
+    con = study.con
+    rows = con.execute("SELECT fingerprint FROM indicator_settings").fetchall()
+    stored = rows[0][0] if len(rows) == 1 else None
+    if stored == fingerprint:
+        return False
+    had_labels = study.count("indicators") > 0
+    with study.transaction():
+        if had_labels:
+            con.execute("DELETE FROM indicator_triggers")
+            con.execute("DELETE FROM indicators")
+        con.execute("DELETE FROM indicator_settings")
+        con.execute(
+            "INSERT INTO indicator_settings VALUES (?, ?)",
+            [fingerprint, json.dumps(settings, sort_keys=True)],
+        )
+    if had_labels:
+        run.messages.append(
+            "labelling settings changed since the stored labels were made "
+            "(lexicon, spaCy model, NER components or gender-guesser): relabelling all captions"
+        )
+    return had_labels
+
+
+def _drop_orphans(study: Study) -> int:
+    before = study.count("indicators")
+    if not before:
+        return 0
+    with study.transaction():
+        study.con.execute(sql_text("indicators_orphans.sql"))
+    return before - study.count("indicators")
+
+
+def _build_tagger(study: Study, terms: Any, terms_spec: str) -> tuple[Any, dict[str, Any]]:
+    """The word matcher and (with ``use_names``) the spaCy + gender-guesser name finder."""
+    from corpus_audit.gender_text import (
+        IndicatorTagger,
+        NameFinder,
+        WordMatcher,
+        load_spacy,
+    )
+
+    cfg = study.config.indicators
+    words = WordMatcher(terms, source=terms_spec)
+    info: dict[str, Any] = {}
+    names = None
+    if cfg.use_names:
+        import spacy
+
+        nlp = load_spacy(cfg.spacy_model)
+        names = NameFinder(nlp, terms, cfg.ner_batch_size, cfg.ner_pipes or None)
+        info = {
+            "spacy_version": spacy.__version__,
+            "spacy_pipeline": f"{nlp.meta.get('lang', '?')}_{nlp.meta.get('name', '?')}",
+            "spacy_pipeline_version": nlp.meta.get("version"),
+            "ner_pipes_run": names.pipes,
+            "ner_batch_size": cfg.ner_batch_size,
+            "counted_first_names": len(names.names),
+        }
+    return IndicatorTagger(words, names), info
+
+
+def _label_all(
+    study: Study, tagger: Any, todo: int, stats: dict[str, int], *, progress: bool
+) -> int:
+    """Label the to-do list batch by batch; each batch is one transaction. Returns captions done."""
+    from tqdm import tqdm
+
+    con = study.con
+    batch = study.config.indicators.batch_size
+    batch_sql = sql_text("indicators_batch.sql")
+    done = 0
+    with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
+        for lo in range(0, todo, batch):
+            table = con.sql(batch_sql, params={"lo": lo, "hi": lo + batch}).to_arrow_table()
+            result = tagger.tag(table.column("text"))
+            labels, triggers = _batch_tables(table.column("caption_id"), result)
+            with study.transaction():
+                con.register("_indicators_batch", labels)
+                con.register("_indicator_triggers_batch", triggers)
+                try:
+                    con.execute(
+                        "INSERT INTO indicators (caption_id, label, triggers) "
+                        "SELECT caption_id, label, triggers FROM _indicators_batch"
+                    )
+                    con.execute(
+                        "INSERT INTO indicator_triggers (caption_id, kind, token, gender, guess) "
+                        "SELECT caption_id, kind, token, gender, guess FROM _indicator_triggers_batch"
+                    )
+                finally:
+                    con.unregister("_indicators_batch")
+                    con.unregister("_indicator_triggers_batch")
+            done += table.num_rows
+            stats["distinct_texts"] += result.distinct_texts
+            stats["ner_texts"] += result.ner_texts
+            bar.update(table.num_rows)
+    return done
+
+
+def _batch_tables(caption_ids: pa.ChunkedArray, result: Any) -> tuple[pa.Table, pa.Table]:
+    from corpus_audit.gender_text import readable
+
+    ids = caption_ids.to_pylist()
+    labels = pa.table(
+        {
+            "caption_id": pa.array(ids, pa.int64()),
+            "label": pa.array(result.labels, pa.string()),
+            "triggers": pa.array([readable(t) for t in result.triggers], pa.string()),
+        }
+    )
+    cols: dict[str, list[Any]] = {k: [] for k in ("caption_id", "kind", "token", "gender", "guess")}
+    for cid, triggers in zip(ids, result.triggers, strict=True):
+        for t in triggers:
+            cols["caption_id"].append(cid)
+            cols["kind"].append(t.kind)
+            cols["token"].append(t.token)
+            cols["gender"].append(t.gender)
+            cols["guess"].append(t.guess)
+    trig = pa.table(
+        {
+            "caption_id": pa.array(cols["caption_id"], pa.int64()),
+            **{k: pa.array(cols[k], pa.string()) for k in ("kind", "token", "gender", "guess")},
+        }
+    )
+    return labels, trig
+
+
+def _sample_seed(study: Study) -> int:
+    """The seed of the per-occupation samples: the same one the keyword sample uses."""
+    return int(study.config.study.seed)
+
+
+def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
+    """(Re)write the ``no_indicators`` rows of ``samples`` when they differ from what the rule
+    gives now; one transaction. Returns (rows, whether they were rewritten)."""
+    con = study.con
+    params = {"seed": _sample_seed(study), "n": study.config.select.sample_size}
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE indicators_sample_new AS\n"
+        + sql_text("indicators_sample.sql"),
+        params,
+    )
+    cols = "strategy, occupation, prompt_id, caption_id, rank, score"
+    diff = con.execute(
+        f"""
+        SELECT count(*) FROM (
+            (SELECT {cols} FROM indicators_sample_new
+             EXCEPT ALL SELECT {cols} FROM samples WHERE strategy = '{STRATEGY}')
+            UNION ALL
+            (SELECT {cols} FROM samples WHERE strategy = '{STRATEGY}'
+             EXCEPT ALL SELECT {cols} FROM indicators_sample_new)
+        )
+        """
+    ).fetchone()[0]
+    rows = study.count("indicators_sample_new")
+    if diff:
+        with study.transaction():
+            con.execute("DELETE FROM samples WHERE strategy = ?", [STRATEGY])
+            con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM indicators_sample_new")
+    con.execute("DROP TABLE IF EXISTS indicators_sample_new")
+    return rows, bool(diff)
+
+
+def _share(study: Study) -> dict[str, Any]:
+    captions, with_indicator, unlabelled = study.con.execute(
+        sql_text("indicators_share.sql")
+    ).fetchone()
+    labelled = captions - unlabelled
+    pct = round(100.0 * with_indicator / labelled, 1) if labelled else None
+    return {
+        "captions": int(captions),
+        "with_indicator": int(with_indicator),
+        "unlabelled": int(unlabelled),
+        "pct": pct,
+    }
+
+
+def _share_message(share: dict[str, Any]) -> str:
+    if share["pct"] is None:
+        return "no occupation captions to label (mentions is empty)"
+    return (
+        f"{share['with_indicator']:,} of {share['captions']:,} occupation captions "
+        f"({share['pct']:.1f} %) carry an explicit gender indicator "
+        f"(paper, LAION: {PAPER_LAION_SHARE} %)"
+    )
