@@ -138,3 +138,41 @@ def tar_with_traversal(path: Path, members: dict[str, bytes]) -> Path:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return path
+
+
+OCCUPATION_RE = r"\b(nurse|teacher|doctor|chef|pilot|photographer|designer|artist)\b"
+
+
+def seed_captions(study, laion_path: Path, n: int = 12) -> list[tuple[int, str, str]]:
+    """Fill ``captions``/``mentions``/``samples`` with ``n`` real LAION captions that name an
+    occupation (what `select` would write), so the image stages can run without it.
+
+    Returns ``[(caption_id, url, occupation)]`` in caption_id order.
+    """
+    con = study.con
+    rows = con.execute(
+        f"""
+        SELECT (row_number() OVER () - 1) AS row_in_file, TEXT, URL
+        FROM read_parquet('{laion_path}')
+        """
+    ).fetchall()
+    import re
+
+    pattern = re.compile(OCCUPATION_RE)
+    picked = []
+    for row, text, url in rows:
+        m = pattern.search((text or "").lower())
+        if m and url:
+            picked.append((int(row), text, url, m.group(1)))
+        if len(picked) == n:
+            break
+    out = []
+    for rank, (row, text, url, occ) in enumerate(picked, start=1):
+        cid = (0 << 40) | row
+        con.execute(
+            "INSERT INTO captions VALUES (?, ?, ?, ?, ?)", [cid, text, url, str(laion_path), row]
+        )
+        con.execute("INSERT INTO mentions VALUES (?, ?, ?)", [cid, occ, occ])
+        con.execute("INSERT INTO samples VALUES ('keyword', ?, NULL, ?, ?, NULL)", [occ, cid, rank])
+        out.append((cid, url, occ))
+    return sorted(out)
