@@ -1,0 +1,521 @@
+"""The ``generate`` stage: text-to-image images per prompt and per caption-as-prompt (METHODS 1.3, 1.5).
+
+For each model in ``generate.models`` (several side by side, e.g. SD 1.4 and SD 1.5):
+
+* every prompt of the ``prompts`` table (written by ``select``) gets ``images_per_prompt``
+  images (500 in the paper);
+* with ``generate.captions_as_prompts = ["keyword", ...]`` every caption of those samples is
+  itself a prompt, ``images_per_caption`` images each (10 in the paper), linked by caption_id;
+  a caption in several samples is generated once (see ``sql/generate_caption_images.sql``);
+* with ``generate.paraphraser`` set, the captions of ``paraphrase_strategies`` are paraphrased
+  first (``corpus_audit.paraphrase``, stored in ``paraphrases``) and the paraphrases are
+  prompts too (``images.strategy = 'paraphrased:<strategy>'``); a paraphrase that lost the
+  occupation word is counted and skipped unless ``paraphrase_keep_lost``.
+
+Seeds: image ``i`` of prompt key ``k`` for model ``m`` has seed
+:func:`~corpus_audit.generators.derive_seed` ``(study.seed, m, k, i)``, recorded in
+``images.seed``; with ``generation_settings`` it regenerates the image alone
+(:func:`regenerate_image`).
+
+Files: ``<study>/images/generated/<model-slug>/{prompts,captions,paraphrases}/.../*.png``, one
+``images`` row (source ``generated``) and one ``generated_images`` row each.
+
+Resumable and idempotent: the work is the ordered list of (model, prompt, index); a run
+generates only those without an ``images`` row, in batches of ``generate.batch_size``: the
+batch's files are written first (atomically), then its rows in one transaction. A killed run
+loses at most the batch in flight; its files, if written, have no rows and are made again (the
+same pixels: same seeds) on the next run. Nothing is generated twice.
+
+Prompts longer than the text encoder's context (77 CLIP tokens) are truncated by the pipeline;
+each is counted (``generated_images.truncated``, ``run.provenance["truncated_prompts"]``) and
+reported in ``run.messages`` and as a ``UserWarning``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from corpus_audit.errors import StageOrderError
+from corpus_audit.generators import (
+    GENERATORS,
+    GeneratedImage,
+    GenerationSettings,
+    Generator,
+    derive_seed,
+    model_slug,
+    split_spec,
+)
+from corpus_audit.store import StageRun, Study, sql_text
+
+SEED_RULE = (
+    "seed = int(sha256(f'{study.seed}\\x1f{model_id}\\x1f{prompt_key}\\x1f{index}')[:8]) "
+    "& (2**63 - 1); initial noise from a CPU torch.Generator per image"
+)
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """One text given to the generator, ``n_images`` times with different seeds.
+
+    ``key`` identifies it for seeds and resume: a prompt_id (``paper:1:nurse``),
+    ``caption:<caption_id>`` or ``paraphrase:<paraphraser hash>:<occupation>:<caption_id>``.
+    """
+
+    key: str
+    text: str
+    n_images: int
+    kind: str  # prompt | caption | paraphrase
+    occupation: str | None = None
+    prompt_id: str | None = None
+    caption_id: int | None = None
+    strategy: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One image to make."""
+
+    spec: PromptSpec
+    index: int  # 0-based within the prompt
+    seed: int
+    image_id: str
+    rel_path: str  # relative to the study directory
+
+
+def generate(study: Study, *, progress: bool = True) -> StageRun:
+    """Generate the missing images of every configured model; see the module docstring."""
+    cfg = study.config.generate
+    with study.stage("generate", "generate", "study") as run:
+        if not cfg.models:
+            run.skipped = True
+            run.messages.append(
+                "no text-to-image model configured (generate.models is empty): nothing generated"
+            )
+            return run
+        settings = settings_from_config(study)
+        run.provenance.update(
+            seed_rule=SEED_RULE,
+            settings=asdict(settings),
+            images_per_prompt=cfg.images_per_prompt,
+            images_per_caption=cfg.images_per_caption,
+            batch_size=cfg.batch_size,
+            captions_as_prompts=list(cfg.captions_as_prompts),
+        )
+        specs = prompt_specs(study)
+        specs += caption_specs(study, cfg.captions_as_prompts)
+        if cfg.paraphraser:
+            paraphrase_captions(study, run, progress=progress)
+            specs += paraphrase_specs(study, run)
+        if not specs:
+            raise StageOrderError(
+                f"{study.root}: nothing to generate: the prompts table is empty and no captions "
+                "are used as prompts (run `corpus-audit select` first)"
+            )
+        run.provenance["prompts"] = {
+            kind: sum(1 for s in specs if s.kind == kind)
+            for kind in ("prompt", "caption", "paraphrase")
+        }
+        run.provenance["models"] = {}
+        run.provenance["truncated_prompts"] = {}
+        run.provenance["nsfw_images"] = {}
+        for model in cfg.models:
+            _generate_model(study, run, model, specs, settings, progress=progress)
+        if run.rows_out == 0 and not run.provenance.get("paraphrased"):
+            run.skipped = True
+            run.messages.append(f"all {run.rows_in} images already present: nothing generated")
+    return run
+
+
+def settings_from_config(study: Study) -> GenerationSettings:
+    """The generation settings of the study config (``generate`` + ``engine.device``)."""
+    cfg = study.config.generate
+    return GenerationSettings(
+        steps=cfg.steps,
+        guidance_scale=cfg.guidance_scale,
+        height=cfg.height,
+        width=cfg.width,
+        device=study.config.engine.device,
+        dtype=cfg.dtype,
+        scheduler=cfg.scheduler,
+        nsfw_policy=cfg.nsfw_policy,
+        channels_last=cfg.channels_last,
+        compile=cfg.compile,
+    )
+
+
+# -- what to generate -----------------------------------------------------------------------
+def prompt_specs(study: Study) -> list[PromptSpec]:
+    """The prompt-set prompts, in (set, template, occupation) order."""
+    n = study.config.generate.images_per_prompt
+    rows = study.con.execute(
+        "SELECT prompt_id, text, occupation FROM prompts ORDER BY prompt_set, template_id, occupation"
+    ).fetchall()
+    return [PromptSpec(pid, text, n, "prompt", occ, prompt_id=pid) for pid, text, occ in rows]
+
+
+def _check_strategies(study: Study, strategies: Sequence[str], key: str) -> None:
+    for strategy in strategies:
+        if not study.count("samples", "strategy = ?", [strategy]):
+            raise StageOrderError(
+                f"{study.root}: {key} names strategy '{strategy}' but the samples table has no "
+                "rows for it (run select/indicators/neighbors first, or fix the name: keyword, "
+                "no_indicators, nn, nn_no_indicators)"
+            )
+
+
+def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
+    """Captions of the samples of ``strategies`` as prompts (each caption once)."""
+    if not strategies:
+        return []
+    _check_strategies(study, strategies, "generate.captions_as_prompts")
+    n = study.config.generate.images_per_caption
+    rows = study.con.execute(
+        sql_text("generate_caption_prompts.sql"), {"strategies": list(strategies)}
+    ).fetchall()
+    return [
+        PromptSpec(f"caption:{cid}", text, n, "caption", occ, caption_id=cid, strategy=strategy)
+        for cid, text, strategy, occ in rows
+        if text and text.strip()
+    ]
+
+
+def _paraphraser_name(spec: str) -> str:
+    from corpus_audit.paraphrase import PARAPHRASERS
+
+    head, sep, rest = spec.partition(":")
+    return spec if sep and head in PARAPHRASERS and rest else f"transformers:{spec}"
+
+
+def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -> None:
+    """Paraphrase the captions of ``paraphrase_strategies`` that have no paraphrase yet.
+
+    Rows go to ``paraphrases`` one batch per transaction (a killed run keeps finished batches).
+    """
+    from tqdm import tqdm
+
+    from corpus_audit.lexicon import load_occupations
+    from corpus_audit.paraphrase import keeps_occupation, load_paraphraser
+
+    cfg = study.config.generate
+    strategies = list(cfg.paraphrase_strategies)
+    _check_strategies(study, strategies, "generate.paraphrase_strategies")
+    name = _paraphraser_name(cfg.paraphraser)
+    todo = study.con.execute(
+        sql_text("generate_paraphrase_todo.sql"),
+        {"strategies": strategies, "paraphraser": name},
+    ).fetchall()
+    run.provenance["paraphraser"] = {"name": name, "strategies": strategies}
+    if not todo:
+        return
+    occupations = {
+        o.name: o for o in load_occupations(study.config.lexicon.occupations, study.root)
+    }
+    backend, _, model = name.partition(":")
+    source = study.config.resolve(model)
+    paraphraser = load_paraphraser(
+        f"{backend}:{source if source.exists() else model}",
+        device=study.config.engine.device,
+        max_new_tokens=cfg.paraphrase_max_new_tokens,
+        batch_size=cfg.paraphrase_batch_size,
+    )
+    run.provenance["paraphraser"].update(paraphraser.describe(), name=name)
+    done = lost = 0
+    try:
+        bar = tqdm(total=len(todo), desc="paraphrase", unit="caption", file=sys.stderr,
+                   disable=not progress)  # fmt: skip
+        with bar:
+            for batch in _chunks(todo, cfg.paraphrase_batch_size):
+                words = []
+                for _cid, occ, _text in batch:
+                    o = occupations.get(occ)
+                    words.append(o.display if o else occ)
+                texts = paraphraser.paraphrase(
+                    [(t, w) for (_c, _o, t), w in zip(batch, words, strict=True)]
+                )
+                rows = []
+                for (cid, occ, _t), text in zip(batch, texts, strict=True):
+                    o = occupations.get(occ)
+                    forms = o.forms if o else (occ,)
+                    keep = bool(text) and keeps_occupation(text, forms)
+                    lost += not keep
+                    rows.append((cid, name, text, keep, occ))
+                with study.transaction() as con:
+                    con.executemany(
+                        "INSERT INTO paraphrases (caption_id, paraphraser, text, contains_occupation, "
+                        "occupation) VALUES (?, ?, ?, ?, ?)",
+                        rows,
+                    )
+                done += len(rows)
+                bar.update(len(rows))
+    finally:
+        paraphraser.close()
+        run.provenance["paraphrased"] = done
+        run.provenance["paraphrases_lost_occupation"] = lost
+    run.messages.append(
+        f"paraphrased {done} caption(s) with {name}; {lost} lost the occupation word"
+    )
+
+
+def paraphrase_specs(study: Study, run: StageRun) -> list[PromptSpec]:
+    """Paraphrases as prompts; those that lost the occupation word are skipped (counted)."""
+    cfg = study.config.generate
+    name = _paraphraser_name(cfg.paraphraser)
+    tag = hashlib.sha256(name.encode()).hexdigest()[:8]
+    rows = study.con.execute(
+        sql_text("generate_paraphrase_prompts.sql"),
+        {"strategies": list(cfg.paraphrase_strategies), "paraphraser": name},
+    ).fetchall()
+    specs = []
+    for cid, occ, strategy, text, contains in rows:
+        if not text or not text.strip():
+            run.drop("paraphrase_empty")
+            continue
+        if not contains and not cfg.paraphrase_keep_lost:
+            run.drop("paraphrase_lost_occupation")
+            continue
+        specs.append(
+            PromptSpec(
+                f"paraphrase:{tag}:{occ}:{cid}", text, cfg.images_per_caption, "paraphrase", occ,
+                caption_id=cid, strategy=f"paraphrased:{strategy}",
+            )
+        )  # fmt: skip
+    return specs
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("_") or "_"
+
+
+def image_path(slug: str, spec: PromptSpec, index: int, seed: int) -> str:
+    """Where an image goes, relative to the study directory (POSIX separators)."""
+    base = f"images/generated/{slug}"
+    if spec.kind == "prompt":
+        return f"{base}/prompts/{_safe(spec.key)}/{index:04d}_{seed}.png"
+    shard = f"{int(spec.caption_id or 0) % 1000:03d}"
+    if spec.kind == "caption":
+        return f"{base}/captions/{shard}/{spec.caption_id}_{index:03d}_{seed}.png"
+    _, tag, occ, _cid = spec.key.split(":", 3)
+    return f"{base}/paraphrases/{tag}/{shard}/{spec.caption_id}_{_safe(occ)}_{index:03d}_{seed}.png"
+
+
+def plan_jobs(study_seed: int, model_id: str, specs: Sequence[PromptSpec]) -> list[Job]:
+    """Every image of ``model_id``, in prompt order then index order."""
+    slug = model_slug(model_id)
+    jobs = []
+    for spec in specs:
+        for index in range(spec.n_images):
+            seed = derive_seed(study_seed, model_id, spec.key, index)
+            image_id = f"gen:{slug}:{spec.key}:{seed}"
+            jobs.append(Job(spec, index, seed, image_id, image_path(slug, spec, index, seed)))
+    return jobs
+
+
+# -- generation -----------------------------------------------------------------------------
+def open_generator(study: Study, model: str, settings: GenerationSettings) -> Generator:
+    """Load the generator of a ``generate.models`` entry (local paths relative to the study)."""
+    backend, name = split_spec(model)
+    path = study.config.resolve(name)
+    return GENERATORS[backend](str(path) if path.exists() else name, settings)
+
+
+def _generate_model(
+    study: Study,
+    run: StageRun,
+    model: str,
+    specs: Sequence[PromptSpec],
+    settings: GenerationSettings,
+    *,
+    progress: bool,
+) -> None:
+    from tqdm import tqdm
+
+    cfg = study.config.generate
+    slug = model_slug(model)
+    jobs = plan_jobs(study.config.study.seed, model, specs)
+    present = {
+        r[0]
+        for r in study.con.execute(
+            "SELECT image_id FROM images WHERE source = 'generated' AND model_id = ?", [model]
+        ).fetchall()
+    }
+    missing = [j for j in jobs if j.image_id not in present]
+    run.rows_in += len(jobs)
+    made = 0
+    if missing:
+        generator = open_generator(study, model, settings)
+        try:
+            details = generator.describe()
+            run.provenance["models"][model] = details
+            settings_id = _record_settings(study, model, details)
+            tokens = _token_counts(generator, {j.spec.text for j in missing})
+            limit = generator.max_prompt_tokens
+            bar = tqdm(total=len(missing), desc=f"generate {slug}", unit="img", file=sys.stderr,
+                       disable=not progress)  # fmt: skip
+            with bar:
+                for batch in _chunks(missing, cfg.batch_size):
+                    images = generator.generate(
+                        [j.spec.text for j in batch], [j.seed for j in batch]
+                    )
+                    _write_files(study, model, batch, images, details)
+                    _insert_rows(study, model, settings_id, batch, images, tokens, limit)
+                    made += len(batch)
+                    bar.update(len(batch))
+        finally:
+            generator.close()
+    run.rows_out += made
+    stats = study.con.execute(
+        """
+        SELECT count(*), count(*) FILTER (WHERE i.nsfw),
+               count(DISTINCT g.prompt_key) FILTER (WHERE g.truncated)
+        FROM images i LEFT JOIN generated_images g USING (image_id)
+        WHERE i.source = 'generated' AND i.model_id = ?
+        """,
+        [model],
+    ).fetchone()
+    total, nsfw, truncated = (int(x or 0) for x in stats)
+    run.provenance["truncated_prompts"][model] = truncated
+    run.provenance["nsfw_images"][model] = nsfw
+    if truncated:
+        text = (
+            f"{slug}: {truncated} prompt(s) longer than the text encoder's context were "
+            "truncated (generated_images.truncated)"
+        )
+        run.messages.append(text)
+        warnings.warn(text, UserWarning, stacklevel=2)
+    run.summary.append(
+        {"model": slug, "prompts": len(specs), "images": total, "new": made, "nsfw": nsfw,
+         "truncated_prompts": truncated}
+    )  # fmt: skip
+    run.outputs[f"images {slug}"] = str(study.root / "images" / "generated" / slug)
+
+
+def _token_counts(generator: Generator, texts: set[str]) -> dict[str, int]:
+    ordered = sorted(texts)
+    counts: dict[str, int] = {}
+    for batch in _chunks(ordered, 1024):
+        counts.update(zip(batch, generator.count_tokens(batch), strict=True))
+    return counts
+
+
+def _record_settings(study: Study, model: str, details: dict[str, Any]) -> str:
+    blob = json.dumps(details, sort_keys=True, default=str)
+    settings_id = hashlib.sha256(blob.encode()).hexdigest()[:16]
+    s = details.get("settings", {})
+    with study.transaction() as con:
+        con.execute(
+            "INSERT INTO generation_settings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [
+                settings_id, model, details.get("backend", ""), details.get("scheduler"),
+                s.get("steps"), s.get("guidance_scale"), s.get("height"), s.get("width"),
+                details.get("dtype", ""), str(details.get("device", "")).split(":")[0],
+                s.get("nsfw_policy", ""), blob,
+            ],
+        )  # fmt: skip
+    return settings_id
+
+
+def _write_files(
+    study: Study,
+    model: str,
+    batch: Sequence[Job],
+    images: Sequence[GeneratedImage],
+    details: dict[str, Any],
+) -> None:
+    """Write each image as PNG (tmp file + rename), with its recipe in an iTXt chunk."""
+    from PIL import Image, PngImagePlugin
+
+    if len(images) != len(batch):
+        raise RuntimeError(f"{model}: generator returned {len(images)} images for {len(batch)}")
+    s = details.get("settings", {})
+    for job, image in zip(batch, images, strict=True):
+        path = study.path(job.rel_path)
+        info = PngImagePlugin.PngInfo()
+        recipe = {
+            "model_id": model, "prompt": job.spec.text, "seed": job.seed,
+            "steps": s.get("steps"), "guidance_scale": s.get("guidance_scale"),
+            "scheduler": details.get("scheduler"), "image_id": job.image_id,
+        }  # fmt: skip
+        info.add_itxt("corpus_audit", json.dumps(recipe, ensure_ascii=False))
+        tmp = path.with_name(path.name + ".tmp")
+        Image.fromarray(image.pixels).save(tmp, format="PNG", pnginfo=info)
+        os.replace(tmp, path)
+
+
+def _insert_rows(
+    study: Study,
+    model: str,
+    settings_id: str,
+    batch: Sequence[Job],
+    images: Sequence[GeneratedImage],
+    tokens: dict[str, int],
+    limit: int | None,
+) -> None:
+    """The batch's ``images`` + ``generated_images`` rows, in one transaction."""
+    image_rows = []
+    gen_rows = []
+    for job, image in zip(batch, images, strict=True):
+        spec = job.spec
+        image_rows.append(
+            (job.image_id, "generated", spec.caption_id, spec.prompt_id, spec.occupation,
+             job.rel_path, model, spec.text, job.seed, image.nsfw, spec.strategy)
+        )  # fmt: skip
+        n = tokens.get(spec.text)
+        gen_rows.append(
+            (job.image_id, settings_id, spec.key, job.index, n,
+             bool(limit and n is not None and n > limit))
+        )  # fmt: skip
+    with study.transaction() as con:
+        con.executemany(
+            "INSERT INTO images (image_id, source, caption_id, prompt_id, occupation, path, "
+            "model_id, prompt_text, seed, nsfw, strategy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            image_rows,
+        )
+        con.executemany("INSERT INTO generated_images VALUES (?, ?, ?, ?, ?, ?)", gen_rows)
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), max(1, size)):
+        yield items[start : start + size]
+
+
+# -- one image again ------------------------------------------------------------------------
+def regenerate_image(
+    study: Study, image_id: str, *, generator: Generator | None = None
+) -> GeneratedImage:
+    """Make one generated image again from its recorded model, prompt, seed and settings.
+
+    Pass ``generator`` to reuse a loaded model (it must have the recorded settings). On the
+    same device type and dtype the pixels equal the stored file (CPU float32: bit for bit; GPU:
+    within rounding when the original batch held other prompts).
+    """
+    row = study.con.execute(
+        """
+        SELECT i.model_id, i.prompt_text, i.seed, s.details
+        FROM images i
+        JOIN generated_images g USING (image_id)
+        JOIN generation_settings s USING (settings_id)
+        WHERE i.image_id = ?
+        """,
+        [image_id],
+    ).fetchone()
+    if row is None:
+        raise StageOrderError(f"{study.root}: no generated image '{image_id}' in this study")
+    model, text, seed, details = row
+    recorded = json.loads(details)["settings"]
+    recorded["device"] = study.config.engine.device
+    own = generator is None
+    gen = generator or open_generator(study, model, GenerationSettings(**recorded))
+    try:
+        return gen.generate([text], [int(seed)])[0]
+    finally:
+        if own:
+            gen.close()
