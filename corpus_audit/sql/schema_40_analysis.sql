@@ -1,6 +1,11 @@
 -- Tables of the `analyze` stage. Owner: corpus_audit/analysis/
+-- The stage rewrites all of them in one transaction; percentages are 0-100, amplification is in
+-- percentage points (METHODS 1.7), intervals are at analysis.confidence (default 95 %).
 
 -- %female of a training subset or a generated set, with a Wilson interval.
+-- Captions-as-prompts sets: strategy captions_as_prompts[_no_indicators] (paraphrased_captions[...]
+-- for paraphrases), template_id 0, model_id set on both sides (the captions a model was
+-- prompted with define the training set).
 CREATE TABLE IF NOT EXISTS percent_female (
     side         VARCHAR NOT NULL,           -- training | generated
     model_id     VARCHAR,                    -- generated sets
@@ -12,10 +17,13 @@ CREATE TABLE IF NOT EXISTS percent_female (
     n_male       INTEGER NOT NULL,
     percent_female DOUBLE,                   -- NULL when n_female + n_male = 0
     ci_low       DOUBLE,
-    ci_high      DOUBLE
+    ci_high      DOUBLE,
+    n_images     INTEGER                     -- images of the set before face filter / labels
 );
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_images INTEGER;
 
 -- Amplification per (model, strategy, occupation, prompt template).
+-- template_id 0 = captions as prompts (the captions themselves were the prompts).
 CREATE TABLE IF NOT EXISTS amplification (
     model_id     VARCHAR NOT NULL,
     strategy     VARCHAR NOT NULL,
@@ -23,7 +31,70 @@ CREATE TABLE IF NOT EXISTS amplification (
     template_id  INTEGER NOT NULL,
     training_pf  DOUBLE,
     generated_pf DOUBLE,
-    amplification DOUBLE,
+    amplification DOUBLE,                    -- |G-50| - |T-50|; NULL when T or G is missing
     excluded     BOOLEAN NOT NULL,
-    exclude_reason VARCHAR                   -- direction_switch | no_training_labels | no_generated_labels
+    exclude_reason VARCHAR,                  -- direction_switch | no_training_labels | no_generated_labels
+    training_n   INTEGER,                    -- labelled training images behind training_pf
+    generated_n  INTEGER                     -- labelled generated images behind generated_pf
+);
+ALTER TABLE amplification ADD COLUMN IF NOT EXISTS training_n INTEGER;
+ALTER TABLE amplification ADD COLUMN IF NOT EXISTS generated_n INTEGER;
+
+-- Mean amplification per (model, strategy, prompt template) and overall (template_id NULL:
+-- the mean of the per-prompt means). The paper's Table 3 is this table pivoted.
+CREATE TABLE IF NOT EXISTS amplification_summary (
+    model_id     VARCHAR NOT NULL,
+    strategy     VARCHAR NOT NULL,
+    template_id  INTEGER,                    -- NULL = average over prompts
+    n_included   INTEGER NOT NULL,           -- occupations averaged (per prompt); pairs (average)
+    n_excluded   INTEGER NOT NULL,
+    n_prompts    INTEGER,                    -- average row: prompts with a mean
+    mean_amplification DOUBLE,               -- NULL when every occupation was excluded
+    ci_low       DOUBLE,                     -- bootstrap percentile interval
+    ci_high      DOUBLE,
+    t_stat       DOUBLE,                     -- one-sample t-test of mean = 0 (per prompt;
+    p_value      DOUBLE                      --   captions-as-prompts average row too)
+);
+
+-- Captions with a one-sided indicator used as prompts: share of their labelled generated images
+-- whose perceived gender matches the indicator. indicator = male | female | any.
+CREATE TABLE IF NOT EXISTS indicator_match (
+    model_id     VARCHAR NOT NULL,
+    kind         VARCHAR NOT NULL,           -- caption | paraphrase (the prompt was its paraphrase)
+    indicator    VARCHAR NOT NULL,
+    n_images     INTEGER NOT NULL,
+    n_match      INTEGER NOT NULL,
+    percent_match DOUBLE,
+    ci_low       DOUBLE,
+    ci_high      DOUBLE
+);
+
+-- Per occupation: indicator labels of the captions that mention it (caption side) and of the
+-- captions of its labelled keyword-sample training images (image side).
+CREATE TABLE IF NOT EXISTS occupation_indicators (
+    occupation   VARCHAR NOT NULL,
+    n_captions   INTEGER NOT NULL,           -- captions mentioning it
+    n_checked    INTEGER NOT NULL,           -- of those, labelled by the indicators stage
+    n_male       INTEGER NOT NULL,
+    n_female     INTEGER NOT NULL,
+    n_both       INTEGER NOT NULL,
+    n_none       INTEGER NOT NULL,
+    pct_any      DOUBLE,                     -- % of n_checked with any indicator
+    pct_male     DOUBLE,                     -- male only
+    pct_female   DOUBLE,                     -- female only
+    pct_both     DOUBLE,
+    n_female_images INTEGER,                 -- labelled keyword-sample training images
+    n_male_images   INTEGER,
+    pct_marked_female_images DOUBLE,         -- % of female images whose caption has an indicator
+    pct_marked_male_images   DOUBLE,
+    training_pf  DOUBLE,                     -- %female of those images
+    pct_female_indicator DOUBLE              -- % of their captions with a female (or both) indicator
+);
+
+-- Pearson r across occupations between training %female and % female-indicator captions.
+CREATE TABLE IF NOT EXISTS indicator_correlation (
+    strategy     VARCHAR NOT NULL,
+    n_occupations INTEGER NOT NULL,
+    r            DOUBLE,
+    p_value      DOUBLE
 );

@@ -1,0 +1,363 @@
+"""The ``analyze`` stage: %female, amplification per strategy, indicator statistics.
+
+Reads ``samples``, ``prompts``, ``images``, ``face_filter``, ``labels``, ``mentions`` and
+``indicators`` (whatever of them earlier stages filled) and rewrites the tables of
+``sql/schema_40_analysis.sql`` in one transaction. Works with only the caption side done
+(the demo: no images): then the amplification tables stay empty and the stage says why.
+
+Idempotent and resumable: the run records a fingerprint of its inputs (row counts and an
+order-free hash of the columns it reads, plus the ``analysis`` config); a rerun with the
+same fingerprint keeps the tables and reports ``skipped``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+
+from tqdm import tqdm
+
+from corpus_audit.analysis.amplification import (
+    Pair,
+    Rate,
+    make_pair,
+    strategy_sort_key,
+    summarize,
+)
+from corpus_audit.analysis.correlation import indicator_correlation
+from corpus_audit.analysis.percent import (
+    CAPTION_PROMPTS_TEMPLATE,
+    ImageSet,
+    caption_prompt_sets,
+    choose_classifier,
+    generated_sets,
+    indicator_match_rows,
+    occupation_indicator_rows,
+    prepare_labels,
+    training_sets,
+)
+from corpus_audit.analysis.stats import stable_seed
+from corpus_audit.errors import StageOrderError
+from corpus_audit.store import StageRun, Study
+
+ANALYSIS_TABLES = (
+    "percent_female",
+    "amplification",
+    "amplification_summary",
+    "indicator_match",
+    "occupation_indicators",
+    "indicator_correlation",
+)
+
+# Columns each input table contributes to the fingerprint.
+_FINGERPRINT_COLUMNS = {
+    "samples": "strategy, occupation, prompt_id, caption_id, rank",
+    "prompts": "prompt_id, template_id, occupation",
+    "images": "image_id, source, caption_id, prompt_id, occupation, model_id, strategy, path",
+    "face_filter": "image_id, kept",
+    "labels": "image_id, classifier, p_female, label",
+    "mentions": "caption_id, occupation",
+    "indicators": "caption_id, label",
+}
+
+
+def input_fingerprint(study: Study) -> str:
+    """Hash of everything the analysis reads (rows and config), order-independent."""
+    parts: dict[str, object] = {"config": study.config.section_hash("analysis", "study")}
+    for table, cols in _FINGERPRINT_COLUMNS.items():
+        row = study.con.execute(
+            f"SELECT count(*), coalesce(bit_xor(hash({cols})), 0) FROM {table}"
+        ).fetchone()
+        parts[table] = [int(row[0]), int(row[1])] if row else [0, 0]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def analyze(study: Study, *, progress: bool = True) -> StageRun:
+    """Compute every analysis table from the study's tables (see the module docstring)."""
+    if not any(study.count(t) for t in ("samples", "mentions", "images")):
+        raise StageOrderError(
+            f"{study.root}: nothing to analyse (no mentions, samples or images); run "
+            f"`corpus-audit select {study.root}` and the later stages first"
+        )
+    fingerprint = input_fingerprint(study)
+    last = study.last_run("analyze")
+    with study.stage("analyze", "analysis", "label") as run:
+        run.provenance["input_fingerprint"] = fingerprint
+        if last is not None and last["provenance"].get("input_fingerprint") == fingerprint:
+            run.skipped = True
+            for key in ("classifier", "threshold", "bootstrap", "confidence", "bootstrap_seed"):
+                if key in last["provenance"]:
+                    run.provenance[key] = last["provenance"][key]
+            run.rows_out = study.count("amplification")
+            run.summary = summary_rows(study)
+            run.messages.append("inputs unchanged since the last analysis; tables kept")
+            return run
+        _analyze(study, run, progress=progress)
+    return run
+
+
+def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
+    cfg = study.config.analysis
+    classifier = choose_classifier(study)
+    seed = stable_seed(study.config.study.seed, "analyze")
+    run.provenance.update(
+        {
+            "classifier": classifier,
+            "threshold": cfg.threshold,
+            "bootstrap": cfg.bootstrap,
+            "confidence": cfg.confidence,
+            "bootstrap_seed": seed,
+        }
+    )
+    with study.transaction() as con:
+        n_labelled = prepare_labels(con, classifier, cfg.threshold)
+        train = training_sets(con)
+        gen = generated_sets(con)
+        caps = caption_prompt_sets(con)
+        match = indicator_match_rows(con, cfg.confidence)
+        occ_rows = occupation_indicator_rows(con)
+        con.execute("DROP TABLE IF EXISTS analysis_labelled")
+
+        no_template = [g for g in gen if g.template_id is None]
+        gen = [g for g in gen if g.template_id is not None]
+        amp_rows, summ_rows = _amplification(
+            train, gen, caps, cfg.bootstrap, cfg.confidence, seed, progress
+        )
+        corr = indicator_correlation(occ_rows)
+
+        percent_rows = [s.row(cfg.confidence) for s in train + gen]
+        for t_set, g_set in caps:
+            percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
+        for table in ANALYSIS_TABLES:
+            con.execute(f"DELETE FROM {table}")
+        _insert(con, "percent_female", percent_rows)
+        _insert(con, "amplification", amp_rows)
+        _insert(con, "amplification_summary", summ_rows)
+        _insert(con, "indicator_match", match)
+        _insert(con, "occupation_indicators", occ_rows)
+        _insert(con, "indicator_correlation", [corr])
+
+    run.rows_in = n_labelled
+    run.rows_out = len(amp_rows)
+    for row in amp_rows:
+        if row["excluded"]:
+            run.drop(f"pair excluded: {row['exclude_reason']}")
+    run.provenance["models"] = sorted({g.model_id for g in gen} | {c[1].model_id for c in caps})
+    run.provenance["labelled_images"] = n_labelled
+    run.summary = summary_rows(study)
+    run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
+
+
+def _amplification(
+    train: list[ImageSet],
+    gen: list[ImageSet],
+    caps: list[tuple[ImageSet, ImageSet]],
+    replicates: int,
+    confidence: float,
+    seed: int,
+    progress: bool,
+) -> tuple[list[dict], list[dict]]:
+    """Rows of ``amplification`` and ``amplification_summary``."""
+    per_prompt_strategies = {t.strategy for t in train if t.prompt_id is not None}
+    strategies = sorted({t.strategy for t in train if t.strategy}, key=strategy_sort_key)
+    t_index: dict[tuple, ImageSet] = {}
+    for t in train:
+        template = t.template_id if t.prompt_id is not None else None
+        t_index[(t.strategy, t.occupation, template)] = t
+    templates = sorted({g.template_id for g in gen})
+    by_model: dict[str, list[ImageSet]] = defaultdict(list)
+    for g in gen:
+        by_model[g.model_id or "unknown"].append(g)
+
+    amp_rows: list[dict] = []
+    summ_rows: list[dict] = []
+    jobs = [(m, s) for m in sorted(by_model) for s in strategies]
+    cap_groups: dict[tuple[str, str], list[tuple[ImageSet, ImageSet]]] = defaultdict(list)
+    for t_set, g_set in caps:
+        cap_groups[(g_set.model_id or "unknown", t_set.strategy or "")].append((t_set, g_set))
+    bar = tqdm(
+        total=len(jobs) + len(cap_groups), desc="analyze", unit="table", disable=not progress
+    )
+    for model, strategy in jobs:
+        pairs: list[Pair] = []
+        for g in sorted(by_model[model], key=lambda s: (s.occupation, s.template_id)):
+            template = g.template_id if strategy in per_prompt_strategies else None
+            t = t_index.get((strategy, g.occupation, template))
+            t_rate = t.rate() if t else Rate(("missing", strategy, g.occupation, template), None, 0)
+            pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate()))
+        per_prompt, overall = summarize(
+            pairs, prompts=templates, replicates=replicates, confidence=confidence, seed=seed
+        )
+        amp_rows += [_amp_row(model, strategy, p) for p in pairs]
+        for s in per_prompt:
+            summ_rows.append(
+                _summ_row(
+                    model,
+                    strategy,
+                    s.prompt,
+                    s.n_included,
+                    s.n_excluded,
+                    None,
+                    s.mean,
+                    s.ci_low,
+                    s.ci_high,
+                    s.t_stat,
+                    s.p_value,
+                )
+            )
+        summ_rows.append(
+            _summ_row(
+                model,
+                strategy,
+                None,
+                sum(s.n_included for s in per_prompt),
+                sum(s.n_excluded for s in per_prompt),
+                overall.n_prompts,
+                overall.mean,
+                overall.ci_low,
+                overall.ci_high,
+                None,
+                None,
+            )
+        )
+        bar.update()
+    for (model, strategy), group in sorted(cap_groups.items()):
+        pairs = [
+            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, t.rate(), g.rate())
+            for t, g in sorted(group, key=lambda tg: tg[1].occupation)
+        ]
+        (s,), overall = summarize(
+            pairs,
+            prompts=[CAPTION_PROMPTS_TEMPLATE],
+            replicates=replicates,
+            confidence=confidence,
+            seed=seed,
+        )
+        amp_rows += [_amp_row(model, strategy, p) for p in pairs]
+        summ_rows.append(
+            _summ_row(
+                model,
+                strategy,
+                None,
+                s.n_included,
+                s.n_excluded,
+                overall.n_prompts,
+                s.mean,
+                s.ci_low,
+                s.ci_high,
+                s.t_stat,
+                s.p_value,
+            )
+        )
+        bar.update()
+    bar.close()
+    return amp_rows, summ_rows
+
+
+def _amp_row(model: str, strategy: str, p: Pair) -> dict:
+    return {
+        "model_id": model,
+        "strategy": strategy,
+        "occupation": p.occupation,
+        "template_id": p.prompt,
+        "training_pf": p.training.percent,
+        "generated_pf": p.generated.percent,
+        "amplification": p.amplification,
+        "excluded": p.excluded,
+        "exclude_reason": p.exclude_reason,
+        "training_n": p.training.n,
+        "generated_n": p.generated.n,
+    }
+
+
+def _summ_row(model, strategy, template, n_inc, n_exc, n_prompts, mean, lo, hi, t, p) -> dict:
+    return {
+        "model_id": model,
+        "strategy": strategy,
+        "template_id": template,
+        "n_included": n_inc,
+        "n_excluded": n_exc,
+        "n_prompts": n_prompts,
+        "mean_amplification": mean,
+        "ci_low": lo,
+        "ci_high": hi,
+        "t_stat": t,
+        "p_value": p,
+    }
+
+
+def _insert(con, table: str, rows: list[dict]) -> None:
+    """Insert dict rows (keys = column names) through Arrow, in one statement."""
+    if not rows:
+        return
+    import pyarrow as pa
+
+    cols = list(rows[0])
+    data = pa.Table.from_pylist(rows)
+    con.register("_analysis_rows", data)
+    try:
+        con.execute(
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _analysis_rows"
+        )
+    finally:
+        con.unregister("_analysis_rows")
+
+
+def summary_rows(study: Study) -> list[dict]:
+    """What the CLI prints: the paper-layout table, or without it the caption-side summary."""
+    from corpus_audit.analysis.amplification import paper_layout
+    from corpus_audit.analysis.read import summary_table
+
+    layout = paper_layout(summary_table(study))
+    if layout:
+        out = []
+        for model, rows in layout.items():
+            for row in rows:
+                line = {"model": model, "strategy": row["strategy"]}
+                for col in [c for c in row if c.startswith("#")] + ["average"]:
+                    cell = row.get(col)
+                    line[col] = _cell_text(cell)
+                out.append(line)
+        return out
+    cur = study.con.execute(
+        "SELECT occupation, n_captions AS captions, pct_any, pct_male, pct_female, pct_both "
+        "FROM occupation_indicators WHERE n_captions > 0 ORDER BY n_captions DESC, occupation"
+    )
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _cell_text(cell: dict | None) -> str | None:
+    if not cell or cell.get("mean") is None:
+        return None
+    text = f"{cell['mean']:+.1f}"
+    if cell.get("ci_low") is not None:
+        text += f" [{cell['ci_low']:+.1f}, {cell['ci_high']:+.1f}]"
+    return text
+
+
+def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
+    notes = []
+    if classifier is None:
+        notes.append(
+            "no perceived-gender labels: %female and amplification need the images, "
+            "generate and label stages"
+        )
+    else:
+        notes.append(f"labels of classifier '{classifier}'")
+    if not gen:
+        notes.append("no generated images from prompts: no amplification table")
+    if train and not any(t.n for t in train):
+        notes.append("no labelled training images: training %female is undefined")
+    if no_template:
+        n = sum(g.n_images for g in no_template)
+        notes.append(f"{n} generated images name a prompt_id not in `prompts`; not analysed")
+    if caps:
+        notes.append(f"captions as prompts: {len(caps)} (model, subset, occupation) sets")
+    if corr["r"] is not None:
+        notes.append(
+            f"Pearson r(training %female, % female-indicator captions) = {corr['r']:.3f} "
+            f"(p = {corr['p_value']:.3g}, {corr['n_occupations']} occupations; paper -0.458)"
+        )
+    return notes
