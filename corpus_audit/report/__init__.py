@@ -1,0 +1,138 @@
+"""The ``report`` stage: one self-contained HTML page (``<study>/report/report.html``).
+
+The page needs nothing but itself: figures are PNG ``data:`` URIs (their PNG and SVG files are
+also written to ``<study>/report/figures/``), image thumbnails are downscaled JPEG ``data:``
+URIs, the style sheet is inline, there is no script and no external URL, so it opens from
+disk offline. It is rendered by Jinja2 with autoescape on: every caption, prompt, occupation
+and path (text that came from a corpus or a user) is HTML-escaped.
+
+Idempotent: the run records a fingerprint of what the page shows (analysis tables, stage
+runs, config, template); a rerun with the same fingerprint and the file in place is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.store import StageRun, Study
+
+REPORT_DIR = "report"
+REPORT_NAME = "report.html"
+TEMPLATE = "report.html.j2"
+
+
+def report(study: Study, *, progress: bool = True) -> StageRun:
+    """Write ``<study>/report/report.html``; its path goes in ``run.outputs['report']``."""
+    out = study.path(REPORT_DIR, REPORT_NAME)
+    fingerprint = report_fingerprint(study)
+    last = study.last_run("report")
+    with study.stage("report", "analysis", "study") as run:
+        run.provenance["fingerprint"] = fingerprint
+        run.provenance["report_path"] = str(out)
+        run.outputs["report"] = str(out)
+        if (
+            last is not None
+            and last["provenance"].get("fingerprint") == fingerprint
+            and out.is_file()
+        ):
+            run.skipped = True
+            run.messages.append("nothing changed since the last report; file kept")
+            return run
+        from corpus_audit.report.context import build_context
+
+        ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)
+        html = render(ctx)
+        tmp = out.with_suffix(".html.tmp")
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(out)
+        run.rows_in = sum(len(b["rows"]) for b in ctx["results"]["blocks"])
+        run.rows_out = 1
+        run.provenance["figures"] = [f["name"] for f in ctx["figures"]]
+        run.provenance["bytes"] = len(html.encode("utf-8"))
+        unreadable = sum(o["unreadable"] for o in ctx["occupations"])
+        if unreadable:
+            run.drop("thumbnail_unreadable", unreadable)
+        for note in ctx["image_notes"]:
+            run.messages.append(f"{note['stage']} {note['state']}: {note['reason']}")
+        if ctx["analysis"]["stale"]:
+            run.messages.append(
+                "the analysis is older than the study's tables: run `corpus-audit analyze` "
+                "and then the report again"
+            )
+        elif not ctx["analysis"]["ran"]:
+            run.messages.append("the analyze stage has not run: the report shows no results")
+        run.messages.append(
+            f"{len(ctx['figures'])} figures (PNG + SVG in {out.parent / 'figures'})"
+        )
+    return run
+
+
+def render(ctx: dict[str, Any]) -> str:
+    """Render the report template with autoescape on."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("corpus_audit.report", "templates"),
+        autoescape=True,  # captions, prompts and paths are untrusted text
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["pct"] = _pct
+    env.filters["pval"] = _pval
+    return env.get_template(TEMPLATE).render(**ctx)
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _pct(value: Any) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def _pval(value: Any) -> str:
+    if value is None:
+        return "–"
+    return "<0.001" if value < 0.001 else f"{value:.3g}"
+
+
+def report_fingerprint(study: Study) -> str:
+    """Hash of what the report shows: analysis tables, stage runs, config and template."""
+    parts: dict[str, Any] = {"config": study.config.section_hash()}
+    for table in (
+        "percent_female",
+        "amplification",
+        "amplification_summary",
+        "indicator_match",
+        "occupation_indicators",
+        "indicator_correlation",
+        "similarity_diagnostics",
+        "images",
+        "face_filter",
+        "labels",
+    ):
+        row = study.con.execute(
+            f"SELECT count(*), coalesce(bit_xor(hash(t::VARCHAR)), 0) FROM {table} t"
+        ).fetchone()
+        parts[table] = [int(row[0]), int(row[1])] if row else [0, 0]
+    row = study.con.execute(
+        "SELECT count(*), max(finished_at)::VARCHAR FROM stage_runs WHERE stage <> 'report'"
+    ).fetchone()
+    parts["stage_runs"] = [int(row[0]), row[1]] if row else [0, None]
+    template = resources.files("corpus_audit.report").joinpath("templates", TEMPLATE)
+    parts["template"] = hashlib.sha256(template.read_bytes()).hexdigest()
+    here = Path(__file__).parent
+    parts["code"] = hashlib.sha256(
+        b"".join((here / n).read_bytes() for n in ("context.py", "figures.py", "__init__.py"))
+    ).hexdigest()
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,590 @@
+"""Everything the report template shows, gathered from the study's tables into plain data.
+
+Each ``*_section`` function reads only tables (and ``stage_runs``) and returns lists/dicts;
+nothing here formats HTML (the template does, with autoescape on). Sections whose tables
+are empty return empty data and the template says what did not run and why.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from corpus_audit.analysis.amplification import strategy_sort_key
+from corpus_audit.analysis.read import amplification_pairs, rows, table3
+from corpus_audit.metrics import METRICS
+from corpus_audit.report import figures as figs
+from corpus_audit.report.thumbs import resolve, thumbnail_uri
+from corpus_audit.stages import STAGE_NAMES
+from corpus_audit.store import Study
+
+IMAGE_STAGES = ("images", "generate", "label")
+TOP_NEIGHBOR_OCCUPATIONS = 4
+TOP_NEIGHBORS = 5
+EXAMPLE_CAPTIONS = 3
+
+
+def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> dict[str, Any]:
+    """The template context (see ``templates/report.html.j2``)."""
+    from corpus_audit import __version__
+
+    analysis_run = study.last_run("analyze")
+    ctx: dict[str, Any] = {
+        "name": study.config.study.name,
+        "root": str(study.root.resolve()),
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "version": __version__,
+        "metrics": METRICS,
+        "analysis": analysis_section(study, analysis_run),
+        "stages": stages_section(study),
+        "image_notes": image_stage_notes(study),
+        "image_funnel": image_funnel(study, (analysis_run or {}).get("provenance", {})),
+    }
+    ctx["results"] = results_section(study)
+    ctx["excluded"] = [p for p in amplification_pairs(study) if p["excluded"]]
+    ctx["percent"] = rows(
+        study,
+        "SELECT * FROM percent_female ORDER BY side, model_id NULLS FIRST, strategy NULLS FIRST, "
+        "occupation, template_id NULLS FIRST",
+    )
+    ctx["indicator_match"] = rows(
+        study, "SELECT * FROM indicator_match ORDER BY model_id, kind, indicator"
+    )
+    ctx["indicators"] = indicators_section(study)
+    ctx["similarity"] = similarity_section(study)
+    ctx["neighbors"] = top_neighbors(study)
+    ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
+    ctx["occupations"] = occupations_section(study, progress)
+    ctx["provenance"] = provenance_section(study)
+    return ctx
+
+
+# -- stages ---------------------------------------------------------------------------------
+def stages_section(study: Study) -> list[dict[str, Any]]:
+    """The latest run of every stage (the report's own previous runs aside): the funnel."""
+    out = []
+    for name in STAGE_NAMES:
+        if name == "report":
+            continue
+        last = study.last_run(name)
+        if last is None:
+            out.append(
+                {
+                    "stage": name,
+                    "status": "not run",
+                    "rows_in": None,
+                    "rows_out": None,
+                    "dropped": [],
+                    "finished_at": None,
+                }
+            )
+            continue
+        out.append(
+            {
+                "stage": name,
+                "status": last["status"],
+                "rows_in": last["rows_in"],
+                "rows_out": last["rows_out"],
+                "dropped": sorted(last["dropped"].items(), key=lambda kv: (-kv[1], kv[0])),
+                "finished_at": str(last["finished_at"])[:19],
+            }
+        )
+    return out
+
+
+def image_stage_notes(study: Study) -> list[dict[str, str]]:
+    """For each image stage that did not run or produced nothing: what happened and why."""
+    cfg = study.config
+    counts = {
+        "images": study.count("images", "source = 'training'"),
+        "generate": study.count("images", "source = 'generated'"),
+        "label": study.count("labels"),
+    }
+    default_reason = {
+        "images": "no training image sources are configured ([images] sources is empty in "
+        "study.toml), so no training image was registered"
+        if not cfg.images.sources
+        else "the configured image sources matched none of the selected captions",
+        "generate": "no text-to-image model is configured ([generate] models is empty in "
+        "study.toml), so no image was generated"
+        if not cfg.generate.models
+        else "no image was generated",
+        "label": "there are no images to label"
+        if not (counts["images"] or counts["generate"])
+        else "no image got a perceived-gender label",
+    }
+    notes = []
+    for stage in IMAGE_STAGES:
+        last = study.last_run(stage)
+        if last is not None and counts[stage] > 0:
+            continue
+        stated = _stated_reason(last)
+        if last is None:
+            state = "did not run"
+        elif last["status"] == "skipped":
+            state = "ran and skipped"
+        else:
+            state = "ran and produced nothing"
+        notes.append({"stage": stage, "state": state, "reason": stated or default_reason[stage]})
+    return notes
+
+
+def _stated_reason(last: dict[str, Any] | None) -> str | None:
+    """A reason a stage recorded in its provenance (``messages``/``reason``), if any."""
+    if not last:
+        return None
+    prov = last.get("provenance") or {}
+    for key in ("skip_reason", "reason", "note"):
+        if isinstance(prov.get(key), str) and prov[key]:
+            return prov[key]
+    messages = prov.get("messages")
+    if isinstance(messages, list) and messages:
+        return "; ".join(str(m) for m in messages)
+    return None
+
+
+def image_funnel(study: Study, analysis_prov: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per image source: registered -> face filter (drop reasons) -> labels by class."""
+    classifier = analysis_prov.get("classifier")
+    out = []
+    for source in ("training", "generated"):
+        n = study.count("images", "source = ?", [source])
+        if not n:
+            continue
+        reasons = rows(
+            study,
+            "SELECT coalesce(f.reason, 'dropped') AS reason, count(*) AS n FROM images i "
+            "JOIN face_filter f USING (image_id) WHERE i.source = ? AND NOT f.kept "
+            "GROUP BY ALL ORDER BY n DESC, reason",
+            [source],
+        )
+        checked = study.count(
+            "images i JOIN face_filter f USING (image_id)", "i.source = ?", [source]
+        )
+        kept = study.count(
+            "images i JOIN face_filter f USING (image_id)", "i.source = ? AND f.kept", [source]
+        )
+        labels = rows(
+            study,
+            "SELECT l.label, count(*) AS n FROM images i JOIN labels l USING (image_id) "
+            "WHERE i.source = ? AND l.classifier = ? GROUP BY ALL ORDER BY l.label",
+            [source, classifier or ""],
+        )
+        out.append(
+            {
+                "source": source,
+                "images": n,
+                "face_checked": checked,
+                "face_kept": kept,
+                "face_dropped": [(r["reason"], r["n"]) for r in reasons],
+                "labels": [(r["label"], r["n"]) for r in labels],
+            }
+        )
+    return out
+
+
+# -- results --------------------------------------------------------------------------------
+def analysis_section(study: Study, run: dict[str, Any] | None) -> dict[str, Any]:
+    """How the analysis was run and whether it is current."""
+    from corpus_audit.analysis.stage import input_fingerprint
+
+    if run is None:
+        return {"ran": False, "stale": False, "provenance": {}}
+    prov = run["provenance"]
+    return {
+        "ran": True,
+        "stale": prov.get("input_fingerprint") != input_fingerprint(study),
+        "provenance": prov,
+        "finished_at": str(run["finished_at"])[:19],
+    }
+
+
+def results_section(study: Study) -> dict[str, Any]:
+    """The strategy x prompt table per model, cells ready to print."""
+    layout = table3(study)
+    columns: list[str] = []
+    for lines in layout.values():
+        for line in lines:
+            for col in line:
+                if col.startswith("#") and col not in columns:
+                    columns.append(col)
+    columns = sorted(columns, key=lambda c: int(c[1:])) + ["average"]
+    blocks = []
+    for model, lines in layout.items():
+        blocks.append(
+            {
+                "model": model,
+                "rows": [
+                    {
+                        "strategy": line["strategy"],
+                        "cells": [_cell(line.get(col)) for col in columns],
+                    }
+                    for line in lines
+                ],
+                "layout": lines,
+            }
+        )
+    return {"columns": columns, "blocks": blocks}
+
+
+def _cell(cell: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not cell or cell.get("mean") is None:
+        if cell and cell.get("n_excluded"):
+            return {
+                "text": "all excluded",
+                "ci": "",
+                "p": "",
+                "sign": "none",
+                "n": f"0 included, {cell['n_excluded']} excluded",
+            }
+        return None
+    mean = cell["mean"]
+    ci = ""
+    if cell.get("ci_low") is not None:
+        ci = f"[{cell['ci_low']:+.1f}, {cell['ci_high']:+.1f}]"
+    p = cell.get("p_value")
+    return {
+        "text": f"{mean:+.1f}",
+        "ci": ci,
+        "p": "" if p is None else (f"p={p:.2g}" if p >= 0.001 else "p<0.001"),
+        "sign": "amp" if mean > 0 else "deamp" if mean < 0 else "none",
+        "n": f"{cell.get('n_included') or 0} included, {cell.get('n_excluded') or 0} excluded",
+    }
+
+
+def indicators_section(study: Study) -> dict[str, Any]:
+    """Caption-side indicator summary per occupation, overall shares and the correlation."""
+    per_occ = rows(study, "SELECT * FROM occupation_indicators ORDER BY occupation")
+    overall = rows(
+        study,
+        "SELECT count(*) AS captions, count(d.caption_id) AS checked, "
+        "count(*) FILTER (WHERE d.label IN ('male', 'female', 'both')) AS with_indicator "
+        "FROM (SELECT DISTINCT caption_id FROM mentions) m "
+        "LEFT JOIN indicators d USING (caption_id)",
+    )[0]
+    overall["pct"] = (
+        100.0 * overall["with_indicator"] / overall["checked"] if overall["checked"] else None
+    )
+    corr = rows(study, "SELECT * FROM indicator_correlation")
+    examples = rows(
+        study,
+        """
+        SELECT label, triggers, text FROM (
+            SELECT d.label, d.triggers, c.text,
+                   row_number() OVER (PARTITION BY d.label ORDER BY hash(c.caption_id)) AS k
+            FROM indicators d JOIN captions c USING (caption_id)
+            WHERE d.label <> 'none'
+        ) WHERE k <= 4 ORDER BY label, k
+        """,
+    )
+    return {
+        "rows": per_occ,
+        "overall": overall,
+        "correlation": corr[0] if corr else None,
+        "examples": examples,
+        "ran": study.last_run("indicators") is not None or study.count("indicators") > 0,
+    }
+
+
+def similarity_section(study: Study) -> dict[str, Any]:
+    """Mean caption-prompt similarity per strategy, and per occupation."""
+    detail = rows(
+        study,
+        "SELECT d.*, p.template_id FROM similarity_diagnostics d "
+        "LEFT JOIN prompts p USING (prompt_id) ORDER BY occupation, strategy, template_id",
+    )
+    summary = rows(
+        study,
+        "SELECT strategy, count(DISTINCT occupation) AS occupations, count(*) AS subsets, "
+        "avg(mean_similarity) AS mean_similarity, min(mean_similarity) AS min_similarity, "
+        "max(mean_similarity) AS max_similarity, "
+        "count(*) FILTER (WHERE short_of_k) AS short_of_k "
+        "FROM similarity_diagnostics GROUP BY strategy",
+    )
+    summary.sort(key=lambda r: strategy_sort_key(r["strategy"]))
+    return {"summary": summary, "detail": detail}
+
+
+def top_neighbors(study: Study) -> list[dict[str, Any]]:
+    """For the occupations with the most captions: each prompt's top `nn` captions."""
+    occupations = [
+        r["occupation"]
+        for r in rows(
+            study,
+            "SELECT occupation, count(*) AS n FROM samples WHERE strategy = 'nn' "
+            "GROUP BY occupation ORDER BY n DESC, occupation LIMIT ?",
+            [TOP_NEIGHBOR_OCCUPATIONS],
+        )
+    ]
+    if not occupations:
+        return []
+    found = rows(
+        study,
+        """
+        SELECT s.occupation, p.template_id, p.text AS prompt, s.rank, s.score, c.text,
+               d.label AS indicator
+        FROM samples s
+        JOIN prompts p USING (prompt_id)
+        JOIN captions c USING (caption_id)
+        LEFT JOIN indicators d USING (caption_id)
+        WHERE s.strategy = 'nn' AND s.rank <= ? AND list_contains(?, s.occupation)
+        ORDER BY s.occupation, p.template_id, s.rank
+        """,
+        [TOP_NEIGHBORS, occupations],
+    )
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in found:
+        groups.setdefault((r["occupation"], r["prompt"]), []).append(r)
+    return [{"occupation": o, "prompt": p, "captions": c} for (o, p), c in groups.items()]
+
+
+# -- figures --------------------------------------------------------------------------------
+def figures_section(
+    study: Study, ctx: dict[str, Any], out_dir: Path | None, progress: bool
+) -> list[dict[str, Any]]:
+    """Render every figure the data allows; returns name, title, caption, data URI."""
+    import base64
+
+    rendered: list[figs.RenderedFigure] = []
+    pairs = amplification_pairs(study)
+    jobs: list[tuple[str, Any]] = []
+    for block in ctx["results"]["blocks"]:
+        model = block["model"]
+        mine = [p for p in pairs if p["model_id"] == model and p["template_id"] != 0]
+        templates = sorted({p["template_id"] for p in mine})
+        strategies = sorted({p["strategy"] for p in mine}, key=strategy_sort_key)
+        if mine:
+            jobs.append(("scatter", (model, mine, templates, strategies)))
+        jobs.append(("bars", (model, block["layout"], ctx["results"]["columns"])))
+    if any(r.get("pct_any") is not None for r in ctx["indicators"]["rows"]):
+        jobs.append(("indicators", None))
+    corr = ctx["indicators"]["correlation"]
+    if corr and corr["n_occupations"]:
+        jobs.append(("correlation", corr))
+    if ctx["similarity"]["detail"]:
+        jobs.append(("similarity", None))
+    for kind, args in tqdm(jobs, desc="report figures", unit="fig", disable=not progress):
+        rendered.append(_render_figure(kind, args, ctx, out_dir))
+    return [
+        {
+            "name": r.name,
+            "title": r.title,
+            "caption": r.caption,
+            "uri": "data:image/png;base64," + base64.b64encode(r.png).decode("ascii"),
+        }
+        for r in rendered
+    ]
+
+
+def _render_figure(
+    kind: str, args: Any, ctx: dict[str, Any], out_dir: Path | None
+) -> figs.RenderedFigure:
+    safe = _file_name
+    if kind == "scatter":
+        model, mine, templates, strategies = args
+        fig = figs.scatter_grid(model, mine, templates, strategies)
+        return figs.save(
+            fig,
+            f"scatter_{safe(model)}",
+            f"Training vs generated %female: {model}",
+            "One point per occupation; rows are selection strategies, columns prompts. Red: "
+            "amplification (generated further from 50 than training), blue: de-amplification, "
+            "hatched grey: direction switch (excluded, crosses).",
+            out_dir,
+        )
+    if kind == "bars":
+        model, layout, columns = args
+        fig = figs.amplification_bars(model, layout, columns)
+        return figs.save(
+            fig,
+            f"amplification_{safe(model)}",
+            f"Mean amplification by strategy and prompt: {model}",
+            "Bars: mean A over included occupations (percentage points); whiskers: bootstrap "
+            "interval. Above 0 = amplification.",
+            out_dir,
+        )
+    if kind == "indicators":
+        fig = figs.indicator_bars(ctx["indicators"]["rows"])
+        return figs.save(
+            fig,
+            "indicators",
+            "Explicit gender indicators per occupation",
+            "Share of the captions mentioning each occupation (count in brackets) that carry a "
+            "male-only, female-only or both-gender indicator.",
+            out_dir,
+        )
+    if kind == "correlation":
+        fig = figs.correlation_scatter(ctx["indicators"]["rows"], args["r"], args["p_value"])
+        return figs.save(
+            fig,
+            "indicator_correlation",
+            "Female indicators vs training %female",
+            "One point per occupation (labelled keyword-sample training images).",
+            out_dir,
+        )
+    fig = figs.similarity_plot(ctx["similarity"]["detail"])
+    return figs.save(
+        fig,
+        "similarity",
+        "Caption-prompt similarity by strategy",
+        "Mean SBERT cosine similarity between each subset's captions and its prompt; dots are "
+        "(occupation, prompt) subsets.",
+        out_dir,
+    )
+
+
+def _file_name(text: str) -> str:
+    keep = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
+    return keep.strip("._")[:80] or "model"
+
+
+# -- per occupation -------------------------------------------------------------------------
+def occupations_section(study: Study, progress: bool) -> list[dict[str, Any]]:
+    """Per occupation: %female numbers, example captions, training/generated thumbnails."""
+    n_thumbs = study.config.analysis.thumbnails
+    max_pixels = study.config.images.max_pixels
+    occupations = [
+        r["occupation"]
+        for r in rows(
+            study,
+            "SELECT occupation FROM samples UNION SELECT occupation FROM images "
+            "WHERE occupation IS NOT NULL UNION SELECT occupation FROM percent_female "
+            "ORDER BY occupation",
+        )
+    ]
+    training_pf = _group(
+        rows(
+            study,
+            "SELECT * FROM percent_female WHERE side = 'training' AND model_id IS NULL "
+            "ORDER BY strategy, template_id NULLS FIRST",
+        )
+    )
+    generated_pf = _group(
+        rows(
+            study,
+            "SELECT * FROM percent_female WHERE side = 'generated' AND template_id <> 0 "
+            "ORDER BY model_id, template_id",
+        )
+    )
+    captions = _group(
+        rows(
+            study,
+            """
+            SELECT occupation, text, label AS indicator FROM (
+                SELECT s.occupation, c.text, d.label,
+                       row_number() OVER (PARTITION BY s.occupation ORDER BY s.rank) AS k
+                FROM samples s JOIN captions c USING (caption_id)
+                LEFT JOIN indicators d USING (caption_id)
+                WHERE s.strategy = 'keyword'
+            ) WHERE k <= ?
+            """,
+            [EXAMPLE_CAPTIONS],
+        )
+    )
+    classifier = (study.last_run("analyze") or {}).get("provenance", {}).get("classifier") or ""
+    out = []
+    for occ in tqdm(occupations, desc="report thumbnails", unit="occ", disable=not progress):
+        entry: dict[str, Any] = {
+            "occupation": occ,
+            "training": training_pf.get(occ, []),
+            "generated": generated_pf.get(occ, []),
+            "captions": captions.get(occ, []),
+            "thumbs": [],
+            "unreadable": 0,
+        }
+        if n_thumbs:
+            for group in _thumbnail_groups(study, occ, classifier, n_thumbs):
+                items = []
+                for img in group["images"]:
+                    uri = thumbnail_uri(resolve(study.root, img["path"]), max_pixels=max_pixels)
+                    if uri is None:
+                        entry["unreadable"] += 1
+                        continue
+                    items.append({**img, "uri": uri})
+                if items:
+                    entry["thumbs"].append({"title": group["title"], "images": items})
+        out.append(entry)
+    return out
+
+
+def _thumbnail_groups(
+    study: Study, occupation: str, classifier: str, n: int
+) -> list[dict[str, Any]]:
+    """Training images (keyword sample) and each model's generated images of ``occupation``,
+    labelled ones first, in a fixed pseudo-random order."""
+    training = rows(
+        study,
+        """
+        SELECT i.image_id, i.path, coalesce(l.label, f.reason, 'unlabelled') AS label,
+               c.text AS title
+        FROM images i
+        JOIN (SELECT DISTINCT caption_id FROM samples WHERE occupation = ?) s USING (caption_id)
+        LEFT JOIN captions c USING (caption_id)
+        LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
+        LEFT JOIN face_filter f ON f.image_id = i.image_id
+        WHERE i.source = 'training'
+        ORDER BY l.label IS NULL, hash(i.image_id) LIMIT ?
+        """,
+        [occupation, classifier, n],
+    )
+    groups = [{"title": "training", "images": training}]
+    generated = rows(
+        study,
+        """
+        SELECT * FROM (
+            SELECT i.image_id, i.path, coalesce(i.model_id, 'unknown') AS model_id,
+                   coalesce(l.label, f.reason, 'unlabelled') AS label, i.prompt_text AS title,
+                   row_number() OVER (PARTITION BY i.model_id
+                                      ORDER BY l.label IS NULL, hash(i.image_id)) AS k
+            FROM images i
+            LEFT JOIN prompts p ON p.prompt_id = i.prompt_id
+            LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
+            LEFT JOIN face_filter f ON f.image_id = i.image_id
+            WHERE i.source = 'generated' AND coalesce(i.occupation, p.occupation) = ?
+        ) WHERE k <= ? ORDER BY model_id, k
+        """,
+        [classifier, occupation, n],
+    )
+    for model in sorted({g["model_id"] for g in generated}):
+        groups.append(
+            {
+                "title": f"generated: {model}",
+                "images": [g for g in generated if g["model_id"] == model],
+            }
+        )
+    return groups
+
+
+def _group(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        out.setdefault(item["occupation"], []).append(item)
+    return out
+
+
+# -- provenance -----------------------------------------------------------------------------
+def provenance_section(study: Study) -> dict[str, Any]:
+    """Config (as TOML), per-stage provenance (JSON), versions, seeds, models."""
+    from corpus_audit.config import dump_toml
+
+    stages = []
+    versions: dict[str, Any] = {}
+    for name in STAGE_NAMES:
+        last = study.last_run(name)
+        if last is None:
+            continue
+        prov = dict(last["provenance"])
+        versions = prov.pop("versions", versions) or versions
+        stages.append(
+            {"stage": name, "json": json.dumps(prov, indent=2, sort_keys=True, default=str)}
+        )
+    return {
+        "config": dump_toml(study.config.to_dict()),
+        "stages": stages,
+        "versions": sorted(versions.items()),
+        "seed": study.config.study.seed,
+    }

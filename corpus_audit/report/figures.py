@@ -1,0 +1,284 @@
+"""Figures of the report (matplotlib, object API on the Agg canvas; PNG + SVG).
+
+- :func:`scatter_grid`: per model, one panel per (strategy, prompt): training %female (x)
+  vs generated %female (y), one point per occupation; amplification region shaded red,
+  de-amplification blue, direction-switch quadrants grey; excluded points drawn as crosses.
+- :func:`amplification_bars`: the strategy x prompt table of one model as grouped bars with
+  bootstrap intervals.
+- :func:`indicator_bars`, :func:`similarity_plot`, :func:`correlation_scatter`: the caption
+  side (these exist even when no image stage ran).
+
+Figures use :class:`matplotlib.figure.Figure` directly (no pyplot, no global backend
+switch), so they render the same in a headless run and display in a notebook.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.analysis.amplification import PARITY, strategy_sort_key
+
+AMP_COLOR = "#d62728"
+DEAMP_COLOR = "#1f77b4"
+SWITCH_COLOR = "#7f7f7f"
+PROMPT_COLORS = ("#4c72b0", "#55a868", "#c44e52", "#8172b2", "#ccb974", "#64b5cd")
+DPI = 90
+
+
+@dataclass
+class RenderedFigure:
+    """A saved figure: PNG bytes (for inlining) and the files written."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+    png_path: Path | None
+    svg_path: Path | None
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+
+
+def save(
+    fig: Any, name: str, title: str, caption: str, out_dir: Path | None = None
+) -> RenderedFigure:
+    """Render ``fig`` to PNG (and write PNG + SVG to ``out_dir`` when given)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    png = buf.getvalue()
+    png_path = svg_path = None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        png_path = out_dir / f"{name}.png"
+        svg_path = out_dir / f"{name}.svg"
+        png_path.write_bytes(png)
+        fig.savefig(svg_path, format="svg", metadata={"Date": None})
+    return RenderedFigure(name, title, caption, png, png_path, svg_path)
+
+
+def shade_regions(ax: Any) -> None:
+    """Shade amplification / de-amplification / direction-switch regions on a 0-100 square."""
+    import numpy as np
+
+    lo = np.linspace(0, PARITY, 2)
+    hi = np.linspace(PARITY, 100, 2)
+    # Amplification: same side of 50 and further from it than the training value.
+    ax.fill_between(lo, 0, lo, color=AMP_COLOR, alpha=0.13, lw=0, label="amplification")
+    ax.fill_between(hi, hi, 100, color=AMP_COLOR, alpha=0.13, lw=0)
+    # De-amplification: same side, closer to 50.
+    ax.fill_between(lo, lo, PARITY, color=DEAMP_COLOR, alpha=0.13, lw=0, label="de-amplification")
+    ax.fill_between(hi, PARITY, hi, color=DEAMP_COLOR, alpha=0.13, lw=0)
+    # Direction switch: T and G on different sides of 50 (excluded from the means).
+    ax.fill_between(
+        lo,
+        PARITY,
+        100,
+        color=SWITCH_COLOR,
+        alpha=0.10,
+        lw=0,
+        hatch="//",
+        label="direction switch (excluded)",
+    )
+    ax.fill_between(hi, 0, PARITY, color=SWITCH_COLOR, alpha=0.10, lw=0, hatch="//")
+    ax.plot([0, 100], [0, 100], color="black", lw=0.6, ls="--")
+    ax.axhline(PARITY, color="black", lw=0.5)
+    ax.axvline(PARITY, color="black", lw=0.5)
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, 100)
+    ax.set_aspect("equal")
+
+
+def scatter_panel(ax: Any, pairs: Sequence[dict], *, annotate: bool | None = None) -> None:
+    """One panel: ``pairs`` are ``amplification`` rows (training_pf, generated_pf, excluded)."""
+    shade_regions(ax)
+    points = [p for p in pairs if p["training_pf"] is not None and p["generated_pf"] is not None]
+    inc = [p for p in points if not p["excluded"]]
+    exc = [p for p in points if p["excluded"]]
+    if inc:
+        ax.scatter(
+            [p["training_pf"] for p in inc],
+            [p["generated_pf"] for p in inc],
+            s=18,
+            color="black",
+            zorder=3,
+            label="occupation",
+        )
+    if exc:
+        ax.scatter(
+            [p["training_pf"] for p in exc],
+            [p["generated_pf"] for p in exc],
+            s=30,
+            marker="x",
+            color=AMP_COLOR,
+            zorder=3,
+            label="excluded",
+        )
+    if annotate is None:
+        annotate = len(points) <= 12
+    if annotate:
+        for p in points:
+            ax.annotate(
+                p["occupation"],
+                (p["training_pf"], p["generated_pf"]),
+                fontsize=6,
+                xytext=(2, 2),
+                textcoords="offset points",
+            )
+
+
+def scatter_grid(
+    model: str, pairs: Sequence[dict], templates: Sequence[int], strategies: Sequence[str]
+) -> Any:
+    """Strategy (rows) x prompt (columns) grid of :func:`scatter_panel` for one model."""
+    n_rows, n_cols = max(1, len(strategies)), max(1, len(templates))
+    fig = _figure(2.6 * n_cols + 0.6, 2.6 * n_rows + 0.6)
+    axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey=True)
+    for i, strategy in enumerate(strategies):
+        for j, template in enumerate(templates):
+            ax = axes[i][j]
+            cell = [p for p in pairs if p["strategy"] == strategy and p["template_id"] == template]
+            scatter_panel(ax, cell)
+            if i == 0:
+                ax.set_title(f"prompt #{template}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(f"{strategy}\ngenerated %female", fontsize=8)
+            if i == n_rows - 1:
+                ax.set_xlabel("training %female", fontsize=8)
+            ax.tick_params(labelsize=7)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    seen: dict[str, Any] = {}
+    for row in axes:
+        for ax in row:
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=5, fontsize=8)
+    fig.suptitle(f"Training vs generated %female per occupation: {model}", fontsize=10)
+    return fig
+
+
+def amplification_bars(model: str, layout_rows: Sequence[dict], columns: Sequence[str]) -> Any:
+    """Grouped bars: one group per strategy, one bar per prompt column (+ average)."""
+    import numpy as np
+
+    rows = sorted(layout_rows, key=lambda r: strategy_sort_key(r["strategy"]))
+    fig = _figure(max(6.0, 1.1 * len(rows) * max(1, len(columns)) / 2.5 + 2), 3.8)
+    ax = fig.subplots()
+    width = 0.8 / max(1, len(columns))
+    x = np.arange(len(rows))
+    for k, col in enumerate(columns):
+        means, lo_err, hi_err = [], [], []
+        for r in rows:
+            cell = r.get(col) or {}
+            m = cell.get("mean")
+            means.append(np.nan if m is None else m)
+            lo, hi = cell.get("ci_low"), cell.get("ci_high")
+            lo_err.append(0.0 if m is None or lo is None else max(0.0, m - lo))
+            hi_err.append(0.0 if m is None or hi is None else max(0.0, hi - m))
+        color = "#333333" if col == "average" else PROMPT_COLORS[k % len(PROMPT_COLORS)]
+        ax.bar(
+            x + (k - (len(columns) - 1) / 2) * width,
+            means,
+            width,
+            yerr=[lo_err, hi_err],
+            color=color,
+            label=col,
+            capsize=2,
+            error_kw={"lw": 0.7},
+        )
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(x, [r["strategy"].replace("_", "\n") for r in rows], fontsize=8)
+    ax.set_ylabel("mean amplification (pp)")
+    ax.set_title(f"Mean amplification by strategy and prompt: {model}", fontsize=10)
+    ax.legend(fontsize=7, ncols=min(5, len(columns)), loc="best")
+    return fig
+
+
+def indicator_bars(rows: Sequence[dict], limit: int = 40) -> Any:
+    """Stacked horizontal bars: % of each occupation's captions with a male-only,
+    female-only or both-gender indicator (occupations with the most captions first)."""
+    usable = [r for r in rows if r.get("pct_any") is not None]
+    usable = sorted(usable, key=lambda r: (-r["n_captions"], r["occupation"]))[:limit]
+    usable.reverse()
+    fig = _figure(7.0, 0.28 * len(usable) + 1.4)
+    ax = fig.subplots()
+    names = [f"{r['occupation']} ({r['n_captions']})" for r in usable]
+    left = [0.0] * len(usable)
+    for key, color, label in (
+        ("pct_male", "#4c72b0", "male only"),
+        ("pct_female", "#dd8452", "female only"),
+        ("pct_both", "#8c8c8c", "both"),
+    ):
+        vals = [r[key] or 0.0 for r in usable]
+        ax.barh(names, vals, left=left, color=color, label=label)
+        left = [a + b for a, b in zip(left, vals, strict=True)]
+    ax.set_xlabel("% of captions with an explicit gender indicator")
+    ax.set_xlim(0, max(max(left, default=0.0) * 1.1, 5.0))
+    ax.tick_params(axis="y", labelsize=7)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Explicit gender indicators per occupation (captions)", fontsize=10)
+    return fig
+
+
+def similarity_plot(rows: Sequence[dict]) -> Any:
+    """Mean caption-prompt cosine similarity per strategy: one dot per (occupation, prompt),
+    the strategy mean as a bar."""
+    import numpy as np
+
+    strategies = sorted({r["strategy"] for r in rows}, key=strategy_sort_key)
+    fig = _figure(max(4.0, 1.4 * len(strategies) + 1.5), 3.2)
+    ax = fig.subplots()
+    for i, s in enumerate(strategies):
+        vals = [
+            r["mean_similarity"]
+            for r in rows
+            if r["strategy"] == s and r["mean_similarity"] is not None
+        ]
+        if not vals:
+            continue
+        ax.bar(i, float(np.mean(vals)), 0.6, color="#c7d7ea")
+        jitter = (np.arange(len(vals)) % 7 - 3) * 0.04
+        ax.scatter(i + jitter, vals, s=6, color="#333333", zorder=3)
+    ax.set_xticks(range(len(strategies)), [s.replace("_", "\n") for s in strategies], fontsize=8)
+    ax.set_ylabel("mean cosine similarity\n(caption vs prompt)")
+    ax.set_title("Caption-prompt similarity by selection strategy", fontsize=10)
+    return fig
+
+
+def correlation_scatter(rows: Sequence[dict], r: float | None, p: float | None) -> Any:
+    """Training %female (x) vs % female-indicator captions (y) per occupation."""
+    pts = [
+        q
+        for q in rows
+        if q.get("training_pf") is not None and q.get("pct_female_indicator") is not None
+    ]
+    fig = _figure(4.6, 4.0)
+    ax = fig.subplots()
+    ax.scatter(
+        [q["training_pf"] for q in pts],
+        [q["pct_female_indicator"] for q in pts],
+        s=16,
+        color="#dd8452",
+    )
+    if len(pts) <= 20:
+        for q in pts:
+            ax.annotate(
+                q["occupation"],
+                (q["training_pf"], q["pct_female_indicator"]),
+                fontsize=6,
+                xytext=(2, 2),
+                textcoords="offset points",
+            )
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("training %female (keyword sample)")
+    ax.set_ylabel("% captions with a female indicator")
+    stat = "r undefined" if r is None else f"r = {r:.3f}, p = {p:.3g}"
+    ax.set_title(f"Female indicators vs training %female ({stat})", fontsize=9)
+    return fig

@@ -1,0 +1,32 @@
+"""Downscaled image thumbnails as ``data:`` URIs, for inlining into the report."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+THUMB_PX = 96  # longest side, pixels
+
+
+def resolve(study_root: Path, path: str) -> Path:
+    """An ``images.path``: relative paths are relative to the study directory."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else study_root / p
+
+
+def thumbnail_uri(path: Path, *, size: int = THUMB_PX, max_pixels: int = 89_478_485) -> str | None:
+    """A JPEG ``data:`` URI of ``path`` downscaled to ``size`` px (longest side), or None when
+    the file cannot be decoded (missing, corrupt, over ``max_pixels``: see ``imagefile``)."""
+    from PIL import Image
+
+    from corpus_audit.imagefile import try_read_rgb
+
+    array, _detail = try_read_rgb(path, max_pixels=max_pixels)
+    if array is None:
+        return None
+    thumb = Image.fromarray(array)
+    thumb.thumbnail((size, size))
+    buf = io.BytesIO()
+    thumb.save(buf, format="JPEG", quality=70, optimize=True)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
