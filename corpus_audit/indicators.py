@@ -45,6 +45,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
     Raises :class:`StageOrderError` when ``select`` has not run, :class:`LexiconError` for a
     bad gender-terms file and :class:`ModelError` when the spaCy model cannot be loaded.
     """
+    from corpus_audit.gender_text import WordMatcher
     from corpus_audit.lexicon import load_gender_terms
 
     cfg = study.config.indicators
@@ -52,9 +53,18 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         _require_select(study)
         terms_spec = study.config.lexicon.gender_terms
         terms = load_gender_terms(terms_spec, base=study.root)
+        words = WordMatcher(terms, source=terms_spec)  # validates the terms
         settings = _settings(study, terms)
         fingerprint = _fingerprint(settings)
-        relabel = _check_settings(study, fingerprint, settings, run)
+        stale = _stored_fingerprint(study) not in (None, fingerprint) or (
+            _stored_fingerprint(study) is None and study.count("indicators") > 0
+        )
+        tagger = None
+        if stale or _share(study)["unlabelled"]:
+            # everything that can fail (lexicon, model) fails here, before anything is changed
+            tagger, model_info = _build_tagger(study, terms, words)
+            run.provenance.update(model_info)
+        relabel = _record_settings(study, fingerprint, settings, stale, run)
         orphans = _drop_orphans(study)
         if orphans:
             run.messages.append(f"removed the labels of {orphans} captions no longer in mentions")
@@ -65,8 +75,9 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         labelled_now = 0
         stats = {"distinct_texts": 0, "ner_texts": 0}
         if todo:
-            tagger, model_info = _build_tagger(study, terms, terms_spec)
-            run.provenance.update(model_info)
+            if tagger is None:  # pragma: no cover - todo > 0 implies unlabelled captions
+                tagger, model_info = _build_tagger(study, terms, words)
+                run.provenance.update(model_info)
             labelled_now = _label_all(study, tagger, todo, stats, progress=progress)
         con.execute("DROP TABLE IF EXISTS indicators_todo")
 
@@ -179,18 +190,21 @@ def _fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _check_settings(
-    study: Study, fingerprint: str, settings: dict[str, Any], run: StageRun
+def _stored_fingerprint(study: Study) -> str | None:
+    rows = study.con.execute("SELECT fingerprint FROM indicator_settings").fetchall()
+    return rows[0][0] if len(rows) == 1 else None
+
+
+def _record_settings(
+    study: Study, fingerprint: str, settings: dict[str, Any], stale: bool, run: StageRun
 ) -> bool:
-    """Record the settings; wipe the labels when they were made with other ones. True = wiped."""
-    con = study.con
-    rows = con.execute("SELECT fingerprint FROM indicator_settings").fetchall()
-    stored = rows[0][0] if len(rows) == 1 else None
-    if stored == fingerprint:
+    """Store the settings; when the stored labels are ``stale`` (made with other settings)
+    remove them in the same transaction. Returns whether labels were removed."""
+    if _stored_fingerprint(study) == fingerprint and not stale:
         return False
-    had_labels = study.count("indicators") > 0
+    con = study.con
     with study.transaction():
-        if had_labels:
+        if stale:
             con.execute("DELETE FROM indicator_triggers")
             con.execute("DELETE FROM indicators")
         con.execute("DELETE FROM indicator_settings")
@@ -198,12 +212,12 @@ def _check_settings(
             "INSERT INTO indicator_settings VALUES (?, ?)",
             [fingerprint, json.dumps(settings, sort_keys=True)],
         )
-    if had_labels:
+    if stale:
         run.messages.append(
             "labelling settings changed since the stored labels were made "
             "(lexicon, spaCy model, NER components or gender-guesser): relabelling all captions"
         )
-    return had_labels
+    return stale
 
 
 def _drop_orphans(study: Study) -> int:
@@ -215,17 +229,11 @@ def _drop_orphans(study: Study) -> int:
     return before - study.count("indicators")
 
 
-def _build_tagger(study: Study, terms: Any, terms_spec: str) -> tuple[Any, dict[str, Any]]:
+def _build_tagger(study: Study, terms: Any, words: Any) -> tuple[Any, dict[str, Any]]:
     """The word matcher and (with ``use_names``) the spaCy + gender-guesser name finder."""
-    from corpus_audit.gender_text import (
-        IndicatorTagger,
-        NameFinder,
-        WordMatcher,
-        load_spacy,
-    )
+    from corpus_audit.gender_text import IndicatorTagger, NameFinder, load_spacy
 
     cfg = study.config.indicators
-    words = WordMatcher(terms, source=terms_spec)
     info: dict[str, Any] = {}
     names = None
     if cfg.use_names:
@@ -256,6 +264,7 @@ def _label_all(
     done = 0
     with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
         for lo in range(0, todo, batch):
+            con.complete()  # a pending execute() result (Study.count's fetchone) blocks con.sql
             table = con.sql(batch_sql, params={"lo": lo, "hi": lo + batch}).to_arrow_table()
             result = tagger.tag(table.column("text"))
             labels, triggers = _batch_tables(table.column("caption_id"), result)
@@ -335,7 +344,7 @@ def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
              EXCEPT ALL SELECT {cols} FROM indicators_sample_new)
         )
         """
-    ).fetchone()[0]
+    ).fetchall()[0][0]
     rows = study.count("indicators_sample_new")
     if diff:
         with study.transaction():
@@ -346,9 +355,9 @@ def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
 
 
 def _share(study: Study) -> dict[str, Any]:
-    captions, with_indicator, unlabelled = study.con.execute(
+    ((captions, with_indicator, unlabelled),) = study.con.execute(
         sql_text("indicators_share.sql")
-    ).fetchone()
+    ).fetchall()
     labelled = captions - unlabelled
     pct = round(100.0 * with_indicator / labelled, 1) if labelled else None
     return {
