@@ -302,6 +302,11 @@ class ClipClassifier:
                     f"label.clip_model: {folder}: no weights file (*.safetensors, *.bin, *.pth); "
                     "set label.clip_pretrained = 'random' only for untrained tests"
                 )
+            if not ckpts:
+                warnings.warn(
+                    f"clip classifier {folder}: random (untrained) weights; labels are meaningless",
+                    stacklevel=3,
+                )
             return (
                 f"local-dir:{folder}",
                 None,

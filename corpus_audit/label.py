@@ -1,0 +1,323 @@
+"""Stage ``label``: face filter + perceived-gender label for every image (METHODS 1.4).
+
+For every row of ``images`` (training and generated alike) that has no ``face_filter`` row
+yet, or that passed the face filter but has no label from the configured classifier, the
+stage, batch by batch (``label.batch_size`` images):
+
+1. decodes the file with :func:`corpus_audit.imagefile.read_rgb` (``unreadable`` + detail
+   when it fails; ``label.decode_workers`` threads decode the next batch while the models run);
+2. runs the face detector (:mod:`corpus_audit.faces`) and the one-face rule; writes
+   ``face_filter`` (one row per image) and ``faces`` (every detected face, left to right);
+3. runs the classifier (:mod:`corpus_audit.classifiers`) on the images that passed, and
+   writes ``labels``: ``p_female`` in [0, 1], the label at ``label.threshold``
+   (``female`` / ``male`` / ``ambiguous``), the threshold and the classifier id.
+
+Each batch is written in one transaction, so a killed run loses at most the batch in flight
+and a rerun continues where it stopped; nothing is written twice. Switching
+``label.classifier`` later labels the kept images again under the new classifier id and
+reuses the face filter results.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from corpus_audit.classifiers import build_classifier, classifier_id, decide
+from corpus_audit.faces import Face, FaceResult, face_filter, get_face_detector
+from corpus_audit.imagefile import try_read_rgb
+from corpus_audit.store import StageRun, Study
+
+PENDING_SQL = """
+SELECT i.image_id, i.path, f.image_id IS NOT NULL AS filtered, f.kept_face
+FROM images i
+LEFT JOIN face_filter f USING (image_id)
+LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
+WHERE f.image_id IS NULL OR (f.kept AND l.image_id IS NULL)
+ORDER BY i.image_id
+"""
+
+
+@dataclass
+class Pending:
+    """One image the stage still has to work on."""
+
+    image_id: str
+    path: str
+    filtered: bool  # face_filter row exists (only the label is missing)
+    kept_face: int | None
+
+
+@dataclass
+class BatchResult:
+    """What one batch writes."""
+
+    filter_rows: list[tuple]
+    face_rows: list[tuple]
+    label_rows: list[tuple]
+    reasons: Counter
+
+
+def resolve_image_path(study: Study, path: str) -> Path:
+    """``images.path`` as a file path (relative paths are inside the study directory)."""
+    p = Path(path)
+    return p if p.is_absolute() else study.root / p
+
+
+def pending_images(study: Study, cid: str) -> list[Pending]:
+    """Images without a face-filter row, or kept but without a label from ``cid``."""
+    rows = study.con.execute(PENDING_SQL, [cid]).fetchall()
+    return [Pending(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+
+
+def _chunks(items: Sequence[Pending], size: int) -> Iterator[Sequence[Pending]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _decode_batch(
+    study: Study, batch: Sequence[Pending], max_pixels: int, pool: ThreadPoolExecutor | None
+) -> list[tuple[np.ndarray | None, str | None]]:
+    paths = [resolve_image_path(study, p.path) for p in batch]
+
+    def one(path: Path) -> tuple[np.ndarray | None, str | None]:
+        return try_read_rgb(path, max_pixels=max_pixels)
+
+    return list(pool.map(one, paths)) if pool is not None else [one(p) for p in paths]
+
+
+def _stored_face(study: Study, image_id: str, index: int | None) -> Face | None:
+    if index is None:
+        return None
+    row = study.con.execute(
+        "SELECT x, y, w, h, score FROM faces WHERE image_id = ? AND face_index = ?",
+        [image_id, index],
+    ).fetchone()
+    return Face(*map(float, row)) if row else None
+
+
+def process_batch(
+    study: Study,
+    batch: Sequence[Pending],
+    decoded: list[tuple[np.ndarray | None, str | None]],
+    detector: Any,
+    classifier: Any,
+    cid: str,
+) -> BatchResult:
+    """Face filter + classifier for one decoded batch (no database writes)."""
+    cfg = study.config.label
+    out = BatchResult([], [], [], Counter())
+    to_classify: list[tuple[str, np.ndarray, Face | None]] = []
+    for item, (array, detail) in zip(batch, decoded, strict=True):
+        if item.filtered:  # only the label is missing
+            if array is None:
+                out.reasons["unreadable_now"] += 1
+                continue
+            to_classify.append(
+                (item.image_id, array, _stored_face(study, item.image_id, item.kept_face))
+            )
+            continue
+        if array is None:
+            out.filter_rows.append(
+                (item.image_id, detector.name, None, False, "unreadable", None, None, None, detail)
+            )
+            out.reasons["unreadable"] += 1
+            continue
+        height, width = array.shape[:2]
+        result: FaceResult = face_filter(
+            detector.detect(array),
+            width,
+            height,
+            min_face_fraction=cfg.min_face_fraction,
+            count_small_faces=cfg.count_small_faces,
+        )
+        out.filter_rows.append(
+            (
+                item.image_id,
+                detector.name,
+                len(result.faces),
+                result.kept,
+                result.reason,
+                result.kept_face,
+                width,
+                height,
+                None,
+            )
+        )
+        for index, f in enumerate(result.faces):
+            out.face_rows.append((item.image_id, index, f.x, f.y, f.w, f.h, f.score, width, height))
+        if result.kept:
+            to_classify.append((item.image_id, array, result.face))
+        else:
+            out.reasons[result.reason or "dropped"] += 1
+    if to_classify:
+        probs = classifier.p_female([a for _, a, _ in to_classify], [f for _, _, f in to_classify])
+        for (image_id, _, _), p in zip(to_classify, probs, strict=True):
+            p = float(min(1.0, max(0.0, p)))
+            out.label_rows.append((image_id, cid, p, decide(p, cfg.threshold), cfg.threshold))
+    return out
+
+
+def write_batch(study: Study, result: BatchResult) -> None:
+    """One transaction per batch: face_filter + faces + labels."""
+    with study.transaction() as con:
+        if result.filter_rows:
+            con.executemany(
+                "INSERT INTO face_filter (image_id, detector, n_faces, kept, reason, kept_face, "
+                "image_width, image_height, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                result.filter_rows,
+            )
+        if result.face_rows:
+            con.executemany(
+                "INSERT INTO faces (image_id, face_index, x, y, w, h, score, image_width, "
+                "image_height) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                result.face_rows,
+            )
+        if result.label_rows:
+            con.executemany(
+                "INSERT INTO labels (image_id, classifier, p_female, label, threshold) "
+                "VALUES (?, ?, ?, ?, ?)",
+                result.label_rows,
+            )
+
+
+def label(study: Study, *, progress: bool = True) -> StageRun:
+    """Face filter + perceived-gender labels for all images not yet labelled (resumable)."""
+    from tqdm.auto import tqdm
+
+    from corpus_audit.classifiers import resolve_device
+
+    cfg = study.config.label
+    with study.stage("label", "label") as run:
+        if study.count("images") == 0:
+            run.skipped = True
+            run.messages.append("no images yet (run `images` and/or `generate` first)")
+            return run
+        cid = classifier_id(cfg)
+        pending = pending_images(study, cid)
+        run.rows_in = len(pending)
+        if not pending:
+            run.skipped = True
+            run.summary = _summary(study, cid)
+            return run
+        needs_detection = any(not p.filtered for p in pending)
+        detector = (
+            get_face_detector(
+                cfg.face_detector,
+                face_model=cfg.face_model,
+                min_detection_confidence=cfg.min_detection_confidence,
+            )
+            if needs_detection
+            else None
+        )
+        classifier = build_classifier(
+            cfg, device=resolve_device(study.config.engine.device), seed=study.config.study.seed
+        )
+        if classifier.id != cid:  # the id is computed twice; they must agree
+            raise RuntimeError(f"classifier id mismatch: {classifier.id} != {cid}")
+        pool = ThreadPoolExecutor(cfg.decode_workers) if cfg.decode_workers > 1 else None
+        prefetch = ThreadPoolExecutor(1)
+        bar = tqdm(total=len(pending), desc="label", unit="img", disable=not progress)
+        reasons: Counter = Counter()
+        try:
+            max_pixels = study.config.images.max_pixels
+            batches = list(_chunks(pending, cfg.batch_size))
+            future: Future | None = (
+                prefetch.submit(_decode_batch, study, batches[0], max_pixels, pool)
+                if batches
+                else None
+            )
+            for i, batch in enumerate(batches):
+                assert future is not None
+                decoded = future.result()
+                future = (
+                    prefetch.submit(_decode_batch, study, batches[i + 1], max_pixels, pool)
+                    if i + 1 < len(batches)
+                    else None
+                )
+                result = process_batch(study, batch, decoded, detector, classifier, cid)
+                write_batch(study, result)
+                reasons.update(result.reasons)
+                run.rows_out += len(result.label_rows)
+                bar.update(len(batch))
+        finally:
+            bar.close()
+            prefetch.shutdown(wait=True, cancel_futures=True)
+            if pool is not None:
+                pool.shutdown(wait=True)
+            if detector is not None:
+                detector.close()
+            close = getattr(classifier, "close", None)
+            if close is not None:
+                close()
+        for reason, n in sorted(reasons.items()):
+            run.drop(reason, n)
+        other = study.con.execute(
+            "SELECT DISTINCT detector FROM face_filter WHERE detector <> ?",
+            [detector.name if detector else ""],
+        ).fetchall()
+        if detector is not None and other:
+            run.messages.append(
+                "face_filter also holds results of "
+                + ", ".join(r[0] for r in other)
+                + " (kept; delete those rows to filter again with "
+                + detector.name
+                + ")"
+            )
+        run.summary = _summary(study, cid)
+        run.provenance.update(
+            {
+                "classifier": getattr(classifier, "provenance", {"classifier": cid}),
+                "detector": getattr(detector, "provenance", None),
+                "threshold": cfg.threshold,
+                "min_face_fraction": cfg.min_face_fraction,
+                "count_small_faces": cfg.count_small_faces,
+                "batch_size": cfg.batch_size,
+                "max_pixels": study.config.images.max_pixels,
+            }
+        )
+        run.messages.append(
+            f"labels of {cid} at threshold {cfg.threshold}; perceived binary gender is a "
+            "limited construct (p_female is kept for other thresholds)"
+        )
+    return run
+
+
+def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
+    """Per image source: images, kept by the face filter, and labels of ``cid`` by value."""
+    rows = study.con.execute(
+        """
+        SELECT i.source,
+               count(*) AS images,
+               count(*) FILTER (WHERE f.kept) AS faces_kept,
+               count(*) FILTER (WHERE l.label = 'female') AS female,
+               count(*) FILTER (WHERE l.label = 'male') AS male,
+               count(*) FILTER (WHERE l.label = 'ambiguous') AS ambiguous,
+               count(*) FILTER (WHERE f.reason = 'no_face') AS no_face,
+               count(*) FILTER (WHERE f.reason = 'many_faces') AS many_faces,
+               count(*) FILTER (WHERE f.reason = 'small_face') AS small_face,
+               count(*) FILTER (WHERE f.reason = 'unreadable') AS unreadable
+        FROM images i
+        LEFT JOIN face_filter f USING (image_id)
+        LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
+        GROUP BY i.source ORDER BY i.source
+        """,
+        [cid],
+    )
+    cols = [d[0] for d in rows.description]
+    return [dict(zip(cols, r, strict=True)) for r in rows.fetchall()]
+
+
+def label_counts(study: Study, cid: str) -> dict[str, int]:
+    """``{label: count}`` of classifier ``cid`` (for reports and tests)."""
+    return dict(
+        study.con.execute(
+            "SELECT label, count(*) FROM labels WHERE classifier = ? GROUP BY label", [cid]
+        ).fetchall()
+    )
