@@ -56,18 +56,30 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         words = WordMatcher(terms, source=terms_spec)  # validates the terms
         settings = _settings(study, terms)
         fingerprint = _fingerprint(settings)
-        stale = _stored_fingerprint(study) not in (None, fingerprint) or (
-            _stored_fingerprint(study) is None and study.count("indicators") > 0
+        stored_fp, stored_select = _stored_settings(study)
+        select_fp = _select_fingerprint(study)
+        stale = stored_fp not in (None, fingerprint) or (
+            stored_fp is None and study.count("indicators") > 0
         )
+        recheck = stored_select != select_fp  # select rewrote captions since the last check
         tagger = None
-        if stale or _share(study)["unlabelled"]:
+        if stale or recheck or _share(study)["unlabelled"]:
             # everything that can fail (lexicon, model) fails here, before anything is changed
             tagger, model_info = _build_tagger(study, terms, words)
             run.provenance.update(model_info)
-        relabel = _record_settings(study, fingerprint, settings, stale, run)
-        orphans = _drop_orphans(study)
+        relabel, orphans = False, 0
+        if stale or recheck or stored_fp != fingerprint:
+            relabel, orphans = _update_settings(study, fingerprint, settings, select_fp, stale)
+        if relabel:
+            run.messages.append(
+                "labelling settings changed since the stored labels were made (lexicon, spaCy "
+                "model, NER components or gender-guesser): relabelling all captions"
+            )
         if orphans:
-            run.messages.append(f"removed the labels of {orphans} captions no longer in mentions")
+            run.messages.append(
+                f"removed the labels of {orphans} captions that left mentions or whose text "
+                "changed (select was rerun); they are labelled again"
+            )
 
         con = study.con
         con.execute(sql_text("indicators_todo.sql"))
@@ -190,43 +202,47 @@ def _fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _stored_fingerprint(study: Study) -> str | None:
-    rows = study.con.execute("SELECT fingerprint FROM indicator_settings").fetchall()
-    return rows[0][0] if len(rows) == 1 else None
+def _stored_settings(study: Study) -> tuple[str | None, str | None]:
+    """(settings fingerprint, select fingerprint) the stored labels were checked against."""
+    rows = study.con.execute(
+        "SELECT fingerprint, select_fingerprint FROM indicator_settings"
+    ).fetchall()
+    return (rows[0][0], rows[0][1]) if len(rows) == 1 else (None, None)
 
 
-def _record_settings(
-    study: Study, fingerprint: str, settings: dict[str, Any], stale: bool, run: StageRun
-) -> bool:
-    """Store the settings; when the stored labels are ``stale`` (made with other settings)
-    remove them in the same transaction. Returns whether labels were removed."""
-    if _stored_fingerprint(study) == fingerprint and not stale:
-        return False
+def _select_fingerprint(study: Study) -> str:
+    """What identifies the output of the latest ``select`` run (its own fingerprint)."""
+    last = study.last_run("select") or {}
+    prov = last.get("provenance") or {}
+    return str(prov.get("fingerprint") or last.get("finished_at") or "")
+
+
+def _update_settings(
+    study: Study,
+    fingerprint: str,
+    settings: dict[str, Any],
+    select_fp: str,
+    stale: bool,
+) -> tuple[bool, int]:
+    """In one transaction: remove all labels when ``stale`` (other settings), else those whose
+    caption left ``mentions`` or changed text; record the settings. Returns (all removed,
+    how many removed as orphans)."""
     con = study.con
+    before = study.count("indicators")
     with study.transaction():
         if stale:
-            con.execute("DELETE FROM indicator_triggers")
-            con.execute("DELETE FROM indicators")
+            for table in ("indicator_triggers", "indicators", "indicator_texts"):
+                con.execute(f"DELETE FROM {table}")
+        elif before:
+            con.execute(sql_text("indicators_orphans.sql"))
         con.execute("DELETE FROM indicator_settings")
         con.execute(
-            "INSERT INTO indicator_settings VALUES (?, ?)",
-            [fingerprint, json.dumps(settings, sort_keys=True)],
+            "INSERT INTO indicator_settings VALUES (?, ?, ?)",
+            [fingerprint, json.dumps(settings, sort_keys=True), select_fp],
         )
-    if stale:
-        run.messages.append(
-            "labelling settings changed since the stored labels were made "
-            "(lexicon, spaCy model, NER components or gender-guesser): relabelling all captions"
-        )
-    return stale
-
-
-def _drop_orphans(study: Study) -> int:
-    before = study.count("indicators")
-    if not before:
-        return 0
-    with study.transaction():
-        study.con.execute(sql_text("indicators_orphans.sql"))
-    return before - study.count("indicators")
+    con.execute("DROP TABLE IF EXISTS indicators_stale")
+    removed = before - study.count("indicators")
+    return stale and before > 0, 0 if stale else removed
 
 
 def _build_tagger(study: Study, terms: Any, words: Any) -> tuple[Any, dict[str, Any]]:
@@ -271,6 +287,7 @@ def _label_all(
             with study.transaction():
                 con.register("_indicators_batch", labels)
                 con.register("_indicator_triggers_batch", triggers)
+                con.register("_indicator_texts_batch", table)
                 try:
                     con.execute(
                         "INSERT INTO indicators (caption_id, label, triggers) "
@@ -280,9 +297,14 @@ def _label_all(
                         "INSERT INTO indicator_triggers (caption_id, kind, token, gender, guess) "
                         "SELECT caption_id, kind, token, gender, guess FROM _indicator_triggers_batch"
                     )
+                    con.execute(
+                        "INSERT INTO indicator_texts (caption_id, text_md5) "
+                        "SELECT caption_id, md5_number(text) FROM _indicator_texts_batch"
+                    )
                 finally:
-                    con.unregister("_indicators_batch")
-                    con.unregister("_indicator_triggers_batch")
+                    for name in ("_indicators_batch", "_indicator_triggers_batch"):
+                        con.unregister(name)
+                    con.unregister("_indicator_texts_batch")
             done += table.num_rows
             stats["distinct_texts"] += result.distinct_texts
             stats["ner_texts"] += result.ner_texts

@@ -576,9 +576,30 @@ def test_lexicon_change_relabels_and_bad_input_keeps_results(tmp_path, coco_path
 
         study.config.indicators.spacy_model = "no_such_spacy_model"
         study.config.lexicon.gender_terms = "builtin:gender_terms_en.toml"
-        with pytest.raises(ModelError):
-            indicators(study, progress=False)  # a new model version = relabel, load fails
-        assert _labels(study) == before  # the wipe and the relabel are one transaction? no:
+        with pytest.raises(ModelError, match="no_such_spacy_model"):
+            indicators(study, progress=False)  # another model = relabel, but the load fails
+        assert _labels(study) == before  # ...before anything was removed
+
+        # a valid lexicon without 'woman'/'women': every caption is relabelled
+        study.config.indicators.spacy_model = MODEL
+        narrow = tmp_path / "narrow.toml"
+        narrow.write_text(
+            '[words]\nmale = ["man", "men"]\nfemale = ["girl"]\n'
+            '[pronouns]\nmale = ["he", "his"]\nfemale = ["she", "her"]\n'
+            '[names]\nmale = ["male"]\nfemale = ["female"]\n',
+            encoding="utf-8",
+        )
+        study.config.lexicon.gender_terms = str(narrow)
+        run = indicators(study, progress=False)
+        assert any("relabelling all captions" in m for m in run.messages)
+        assert run.provenance["captions_labelled_this_run"] == len(before)
+        after = {cid: trig for cid, _, trig in _labels(study)}
+        woman_only = [cid for cid, _, trig in before if trig == "woman"]
+        assert woman_only and all(after[cid] == "" for cid in woman_only)
+
+        study.config.lexicon.gender_terms = "builtin:gender_terms_en.toml"
+        indicators(study, progress=False)
+        assert _labels(study) == before
     finally:
         study.close()
 
@@ -589,3 +610,32 @@ def test_stage_needs_select(make_study, coco_path):
     study = make_study([coco_path])
     with pytest.raises(StageOrderError, match="select"):
         indicators(study, progress=False)
+
+
+def test_changed_corpus_relabels_only_changed_captions(tmp_path):
+    from corpus_audit.indicators import indicators
+    from corpus_audit.pipeline import init_study
+
+    path = tmp_path / "corpus.parquet"
+    texts = ["A woman chef at work", "A teacher with students", "John the baker", "A nurse"]
+    pq.write_table(pa.table({"TEXT": texts}), path)
+    study = init_study(tmp_path / "s", [str(path)], overrides={"select": {"sample_size": 5}})
+    try:
+        _select(study)
+        indicators(study, progress=False)
+        assert [r[1] for r in _labels(study)] == ["female", "none", "male", "none"]
+        # the file changes under the study: row 0 now says 'man', row 3 is gone
+        pq.write_table(pa.table({"TEXT": ["A man chef at work", *texts[1:3]]}), path)
+        _select(study)
+        run = indicators(study, progress=False)
+        assert [r[1:] for r in _labels(study)] == [
+            ("male", "man"),
+            ("none", ""),
+            ("male", "name:John(male)"),
+        ]
+        assert run.provenance["captions_labelled_this_run"] == 1
+        assert any("text" in m and "changed" in m for m in run.messages)
+        assert study.count("indicator_texts") == 3
+        assert _triggers(study)[0][1:3] == ("word", "man")
+    finally:
+        study.close()

@@ -1,8 +1,11 @@
 -- The `no_indicators` training subsets (METHODS 1.5): per occupation, a uniform random sample
--- of $n captions among those that mention it and are labelled 'none'.
--- Same rule as the keyword sample (select): captions ordered by hash(caption_id, $seed), ties
--- by caption_id, so the sample is the same whatever the thread count or file order, and the
--- keyword sample's indicator-free captions come first in the same order.
+-- of $n captions (all when fewer) among those that mention it and are labelled 'none'.
+-- Same permutation as the keyword sample of `select` (sql/select_40_samples.sql):
+-- md5('keyword:<seed>:<occupation>:<file name>:<row in file>') ascending, caption_id breaking
+-- ties. So the sample depends only on the seed and stable keys (never on thread count, file
+-- order or DuckDB's hash()), and every indicator-free caption of the keyword sample is in it.
+-- (When corpus.key_column is set, select orders by that key, which `captions` does not keep;
+-- this sample then still uses file name and row.)
 SELECT
     'no_indicators' AS strategy,
     occupation,
@@ -15,9 +18,14 @@ FROM (
         m.occupation,
         m.caption_id,
         row_number() OVER (
-            PARTITION BY m.occupation ORDER BY hash(m.caption_id, $seed), m.caption_id
+            PARTITION BY m.occupation
+            ORDER BY md5(concat_ws(':', 'keyword', $seed::VARCHAR, m.occupation,
+                                   parse_filename(c.source_file) || ':'
+                                   || c.row_in_file::VARCHAR)),
+                     m.caption_id
         ) AS rank
     FROM (SELECT DISTINCT occupation, caption_id FROM mentions) m
+    JOIN captions c ON c.caption_id = m.caption_id
     JOIN indicators i ON i.caption_id = m.caption_id
     WHERE i.label = 'none'
 )
