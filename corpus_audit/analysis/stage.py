@@ -66,10 +66,13 @@ def input_fingerprint(study: Study) -> str:
     """Hash of everything the analysis reads (rows and config), order-independent."""
     parts: dict[str, object] = {"config": study.config.section_hash("analysis", "study")}
     for table, cols in _FINGERPRINT_COLUMNS.items():
+        # One hash per row of its text form, summed: order-free, and unlike a multi-argument
+        # hash() under bit_xor (linear in its last argument) it sees swapped values.
         row = study.con.execute(
-            f"SELECT count(*), coalesce(bit_xor(hash({cols})), 0) FROM {table}"
+            f"SELECT count(*), coalesce(sum(hash(r::VARCHAR)), 0)::VARCHAR "
+            f"FROM (SELECT {cols} FROM {table}) r"
         ).fetchone()
-        parts[table] = [int(row[0]), int(row[1])] if row else [0, 0]
+        parts[table] = [int(row[0]), row[1]] if row else [0, "0"]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

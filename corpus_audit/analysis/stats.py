@@ -44,7 +44,9 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float | N
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half))
+    lo = 0.0 if k == 0 else max(0.0, centre - half)  # exact bounds at 0 and n (no rounding)
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return (100.0 * lo, 100.0 * hi)
 
 
 def ttest_zero(values: Sequence[float]) -> tuple[float | None, float | None]:

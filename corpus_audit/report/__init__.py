@@ -122,9 +122,9 @@ def report_fingerprint(study: Study) -> str:
         "labels",
     ):
         row = study.con.execute(
-            f"SELECT count(*), coalesce(bit_xor(hash(t::VARCHAR)), 0) FROM {table} t"
+            f"SELECT count(*), coalesce(sum(hash(t::VARCHAR)), 0)::VARCHAR FROM {table} t"
         ).fetchone()
-        parts[table] = [int(row[0]), int(row[1])] if row else [0, 0]
+        parts[table] = [int(row[0]), row[1]] if row else [0, "0"]
     row = study.con.execute(
         "SELECT count(*), max(finished_at)::VARCHAR FROM stage_runs WHERE stage <> 'report'"
     ).fetchone()
