@@ -567,6 +567,7 @@ def random_sd_pipeline(
     safety_checker: bool = False,
     scheduler: str = "PNDMScheduler",
     seed: int = 0,
+    device: str | None = None,
 ) -> Any:
     """A ``StableDiffusionPipeline`` with random weights, built offline from configs.
 
@@ -574,7 +575,8 @@ def random_sd_pipeline(
     tokenizer is the real CLIP BPE tokenizer (``tokenizer_dir`` holding vocab.json/merges.txt,
     else written from open_clip's bundled vocabulary). ``safety_checker`` adds a random-weight
     ``StableDiffusionSafetyChecker`` and a CLIP image processor. The scheduler has SD 1.x's
-    training configuration (scaled-linear betas 0.00085-0.012, 1000 steps).
+    training configuration (scaled-linear betas 0.00085-0.012, 1000 steps). ``device``
+    (e.g. ``"cuda"``) creates the weights there directly (fast for ``sd15``); float32.
     """
     import tempfile
 
@@ -592,10 +594,12 @@ def random_sd_pipeline(
             tokenizer = clip_tokenizer(write_clip_tokenizer_files(tmp))
     else:
         tokenizer = clip_tokenizer(tokenizer_dir)
-    unet = UNet2DConditionModel(in_channels=4, out_channels=4, **spec["unet"])
-    vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, **spec["vae"])
-    text_config = CLIPTextConfig(vocab_size=49408, max_position_embeddings=77, **spec["text"])
-    text_encoder = CLIPTextModel(text_config)
+    place = torch.device(device) if device else contextlib.nullcontext()
+    with place:
+        unet = UNet2DConditionModel(in_channels=4, out_channels=4, **spec["unet"])
+        vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, **spec["vae"])
+        text_config = CLIPTextConfig(vocab_size=49408, max_position_embeddings=77, **spec["text"])
+        text_encoder = CLIPTextModel(text_config)
     scheduler_cls = getattr(diffusers, scheduler)
     sched = scheduler_cls(
         beta_start=0.00085,
@@ -617,7 +621,8 @@ def random_sd_pipeline(
             vision_config=dict(spec["vision"]),
             projection_dim=spec["projection_dim"],
         )
-        checker = StableDiffusionSafetyChecker(clip_config)
+        with place:
+            checker = StableDiffusionSafetyChecker(clip_config)
         size = spec["image_size"]
         extractor = CLIPImageProcessor(
             size={"shortest_edge": size}, crop_size={"height": size, "width": size}
