@@ -79,9 +79,12 @@ class SelectSection:
     """Keyword selection (METHODS 1.5)."""
 
     sample_size: int = 500  # captions per occupation in each random sample
+    prefilter: bool = True  # RE2 prefilter in pyarrow before the SQL (same result, ~2x faster)
+    batch_rows: int = 262_144  # rows per record batch read from the corpus (memory vs speed)
 
     def validate(self) -> None:
         _positive("select.sample_size", self.sample_size)
+        _positive("select.batch_rows", self.batch_rows)
 
 
 @dataclass
