@@ -113,17 +113,32 @@ class NeighborsSection:
     """SBERT embeddings + FAISS nearest-neighbour selection (METHODS 1.5)."""
 
     model: str = "all-MiniLM-L6-v2"  # the offline package by default; any ST id or local path
+    embedder: str = "sbert"  # embedder backend (registry name in corpus_audit/embeddings.py)
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (auto: bf16/fp16 only if probe cos >= 0.999)
+    max_seq_length: int = 0  # tokens; 0 = the model's own limit (256 for all-MiniLM-L6-v2)
     k: int = 500
     index: str = "flat"  # flat (exact) | ivf | hnsw
     nlist: int = 1024  # ivf
     nprobe: int = 16  # ivf
-    batch_size: int = 256
-    cache_dir: str = ""  # where embeddings are cached; default <study>/embeddings
+    hnsw_m: int = 32  # hnsw
+    ef_search: int = 0  # hnsw; 0 = 2 * k
+    batch_size: int = 0  # texts per model batch; 0 = auto (64 on CPU, 512 on GPU)
+    chunk_size: int = 16384  # texts per cache part (a killed run loses at most one chunk)
+    cache_dir: str = ""  # embedding cache; default $CORPUS_AUDIT_CACHE or ~/.cache/corpus_audit
+    index_dir: str = ""  # FAISS indexes; default <study>/indexes
 
     def validate(self) -> None:
         _positive("neighbors.k", self.k)
-        _positive("neighbors.batch_size", self.batch_size)
+        if self.batch_size < 0:
+            raise ConfigError(f"neighbors.batch_size: {self.batch_size} must be >= 0 (0 = auto)")
+        if self.max_seq_length < 0:
+            raise ConfigError(f"neighbors.max_seq_length: {self.max_seq_length} must be >= 0")
+        _positive("neighbors.chunk_size", self.chunk_size)
+        _positive("neighbors.nlist", self.nlist)
+        _positive("neighbors.nprobe", self.nprobe)
+        _positive("neighbors.hnsw_m", self.hnsw_m)
         _choice("neighbors.index", self.index, {"flat", "ivf", "hnsw"})
+        _choice("neighbors.precision", self.precision, {"auto", "fp32", "bf16", "fp16"})
 
 
 @dataclass
