@@ -1,6 +1,9 @@
 """Explicit gender indicators in caption text (METHODS 1.6): the pure matching logic.
 
-A caption is ``male``, ``female``, ``both`` or ``none``; each label comes with its triggers:
+A caption is ``male``, ``female``, ``both`` or ``none``; each label comes with its triggers.
+Markup is not caption text: HTML entities are decoded and tags (with their attributes, e.g.
+the URL of ``<a href=...>``) removed first (:func:`clean_markup`); then
+
 
 - **words** and **pronouns** from the gender-terms lexicon file (never hard-coded here):
   a caption is lower-cased (Unicode) and split into words, a word being a maximal run of
@@ -27,6 +30,11 @@ the output is identical to running NER on every caption; see ``docs/indicators.m
 2. or the caption contains, as a plain substring, a counted name holding a non-letter
    (``Ken'ichi``, ``Abdel-Aziz``) or a special case of the tokenizer with such a name
    among its pieces (``Mayn't``).
+
+The argument holds for spaCy's rule-based tokenizers, whose prefix, suffix and infix rules
+split at non-letter characters (tested on 15 k real LAION and COCO captions and on the
+tokenizer's special cases); for a pipeline with another tokenizer, check with
+``find(texts, prefilter=False)``.
 
 Everything here is pure: no database, no files besides the lexicon and the models it is
 given. The stage (``corpus_audit.indicators``) feeds it batches and stores the results.
