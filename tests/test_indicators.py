@@ -450,6 +450,7 @@ def test_summary(labelled):
     )
     total = sum(counts.values())
     assert chef["captions"] == total
+    assert all(isinstance(r["pct_any_indicator"], float) for r in rows)
     assert chef["pct_female_only"] == round(100 * counts.get("female", 0) / total, 1)
     assert chef["pct_any_indicator"] == round(100 * (total - counts.get("none", 0)) / total, 1)
     share = corpus_share(study)

@@ -4,10 +4,10 @@
 SELECT
     m.occupation,
     count(*) AS captions,
-    round(100.0 * count(*) FILTER (WHERE i.label <> 'none') / count(*), 1) AS pct_any_indicator,
-    round(100.0 * count(*) FILTER (WHERE i.label = 'male') / count(*), 1) AS pct_male_only,
-    round(100.0 * count(*) FILTER (WHERE i.label = 'female') / count(*), 1) AS pct_female_only,
-    round(100.0 * count(*) FILTER (WHERE i.label = 'both') / count(*), 1) AS pct_both,
+    round(100 * (count(*) FILTER (WHERE i.label <> 'none'))::DOUBLE / count(*), 1) AS pct_any_indicator,
+    round(100 * (count(*) FILTER (WHERE i.label = 'male'))::DOUBLE / count(*), 1) AS pct_male_only,
+    round(100 * (count(*) FILTER (WHERE i.label = 'female'))::DOUBLE / count(*), 1) AS pct_female_only,
+    round(100 * (count(*) FILTER (WHERE i.label = 'both'))::DOUBLE / count(*), 1) AS pct_both,
     count(*) FILTER (WHERE i.label = 'none') AS captions_none
 FROM (SELECT DISTINCT occupation, caption_id FROM mentions) m
 JOIN indicators i ON i.caption_id = m.caption_id
