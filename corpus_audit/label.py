@@ -191,8 +191,6 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
     """Face filter + perceived-gender labels for all images not yet labelled (resumable)."""
     from tqdm.auto import tqdm
 
-    from corpus_audit.classifiers import resolve_device
-
     cfg = study.config.label
     with study.stage("label", "label") as run:
         if study.count("images") == 0:
@@ -217,7 +215,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
             else None
         )
         classifier = build_classifier(
-            cfg, device=resolve_device(study.config.engine.device), seed=study.config.study.seed
+            cfg, device=study.config.engine.device, seed=study.config.study.seed
         )
         if classifier.id != cid:  # the id is computed twice; they must agree
             raise RuntimeError(f"classifier id mismatch: {classifier.id} != {cid}")
