@@ -30,11 +30,12 @@ import glob
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -172,25 +173,39 @@ def _as_strings(arr: pa.Array | pa.ChunkedArray, *, count_bad: bool) -> tuple[pa
     return pa.array(out, pa.string()), bad
 
 
-def clean_batch(batch: pa.RecordBatch | pa.Table, rows: Any, columns: ColumnMap) -> CleanBatch:
-    """Bring a reader's batch into :data:`BATCH_SCHEMA` and count unusable captions."""
+def clean_batch(
+    batch: pa.RecordBatch | pa.Table,
+    rows: Any,
+    columns: ColumnMap,
+    keep: Callable[[pa.Array], pa.Array] | None = None,
+) -> CleanBatch:
+    """Bring a reader's batch into :data:`BATCH_SCHEMA` and count unusable captions.
+
+    ``keep`` (optional) maps the cleaned caption array to a boolean mask; only those rows
+    are returned (url/key are then converted for them alone). Counts cover every row.
+    """
     n = batch.num_rows
     names = set(batch.schema.names)
     text, bad = _as_strings(batch.column(columns.text), count_bad=True)
     null_text = text.null_count - bad + int(pc.sum(pc.equal(text, "")).as_py() or 0)
-
-    def optional(name: str | None) -> pa.Array:
-        if name is None or name not in names:
-            return pa.nulls(n, pa.string())
-        return _as_strings(batch.column(name), count_bad=False)[0]
-
     if isinstance(rows, int):
-        row_numbers = pa.array(range(rows, rows + n), pa.int64()) if n else pa.array([], pa.int64())
+        row_numbers = pa.array(np.arange(rows, rows + n, dtype=np.int64))
     else:
         row_numbers = pa.array(rows, pa.int64())
-    table = pa.Table.from_arrays(
-        [row_numbers, text, optional(columns.url), optional(columns.key)], schema=BATCH_SCHEMA
+    others = [
+        batch.column(c) if c is not None and c in names else None
+        for c in (columns.url, columns.key)
+    ]
+    if keep is not None:
+        mask = keep(text)
+        text, row_numbers = text.filter(mask), row_numbers.filter(mask)
+        others = [o.filter(mask) if o is not None else None for o in others]
+    m = len(text)
+    url, key = (
+        _as_strings(o, count_bad=False)[0] if o is not None else pa.nulls(m, pa.string())
+        for o in others
     )
+    table = pa.Table.from_arrays([row_numbers, text, url, key], schema=BATCH_SCHEMA)
     return CleanBatch(table, n, null_text, bad)
 
 
@@ -611,14 +626,19 @@ def fingerprint_entry(file: CorpusFile) -> dict[str, Any]:
 
 
 def iter_clean_batches(
-    file: CorpusFile, unit: Any, columns: ColumnMap, batch_rows: int = DEFAULT_BATCH_ROWS
+    file: CorpusFile,
+    unit: Any,
+    columns: ColumnMap,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    keep: Callable[[pa.Array], pa.Array] | None = None,
 ) -> Iterator[CleanBatch]:
-    """Read one unit of ``file`` as :class:`CleanBatch` es (errors name the file)."""
+    """Read one unit of ``file`` as :class:`CleanBatch` es (errors name the file); ``keep``
+    as in :func:`clean_batch`."""
     reader = get_reader(file.format)
     path = Path(file.path)
     try:
         for batch, rows in reader.read(path, unit, columns, batch_rows):
-            yield clean_batch(batch, rows, columns)
+            yield clean_batch(batch, rows, columns, keep)
     except CorpusError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -183,12 +183,15 @@ def _scan_unit(work: _Work, pattern: str, prefilter: bool, batch_rows: int) -> I
     import numpy as np
     import pyarrow.compute as pc
 
+    def keep(text: pa.Array) -> pa.Array:
+        return pc.match_substring_regex(text, pattern, ignore_case=True)
+
     fid = work.file.file_id
-    for cb in iter_clean_batches(work.file, work.unit, work.columns, batch_rows):
+    batches = iter_clean_batches(
+        work.file, work.unit, work.columns, batch_rows, keep if prefilter else None
+    )
+    for cb in batches:
         table = cb.table
-        if prefilter and table.num_rows:
-            mask = pc.match_substring_regex(table.column("text"), pattern, ignore_case=True)
-            table = table.filter(mask)
         table = table.add_column(0, "file_id", pa.array(np.full(table.num_rows, fid, np.int32)))
         yield _Piece(fid, cb.rows, cb.null_text, cb.bad_text, table)
     yield _Piece(fid, 0, 0, 0, pa.table({}), unit_done=True)

@@ -1,0 +1,265 @@
+"""Throughput and peak memory of the ``select`` stage next to simpler designs, same process.
+
+Usage::
+
+    python benchmarks/bench_select.py --rows 10000000 [--threads 2] [--memory-limit 2GB]
+
+Writes (once, cached under ``--data-dir``) a synthetic LAION-like corpus with
+``benchmarks/synth_corpus.py``, then times on it:
+
+1. ``select`` stage (default settings: pyarrow RE2 prefilter + DuckDB SQL extraction), end to
+   end: reading, matching, writing captions/mentions/samples, commit.
+2. ``select`` stage with ``select.prefilter = false`` (DuckDB SQL does every row).
+3. one DuckDB query: a single regex alternation over ``read_parquet`` + ``regexp_extract_all``
+   on the matching rows (the design of the first probe in ENGINEERING_NOTES).
+4. the naive baseline: one DuckDB regex per occupation (62 queries), on the first
+   ``--baseline-rows`` rows held in memory (it is too slow for the whole corpus; reading the
+   parquet is not timed for it, which flatters it).
+
+rows/s = corpus rows / wall seconds. Peak RSS is sampled every 20 ms (psutil) during each
+run. The per-occupation counts of (1) and (4) on the baseline rows are compared as a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import synth_corpus  # noqa: E402
+
+from corpus_audit.lexicon import load_occupations  # noqa: E402
+from corpus_audit.pipeline import init_study  # noqa: E402
+from corpus_audit.select import build_matcher, form_regex, select  # noqa: E402
+
+
+class PeakRss:
+    """Peak resident memory of this process while the block runs (sampled)."""
+
+    def __init__(self, every: float = 0.02):
+        self.every, self.peak, self._stop = every, 0, threading.Event()
+
+    def _run(self) -> None:
+        proc = psutil.Process()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, proc.memory_info().rss)
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> PeakRss:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, psutil.Process().memory_info().rss)
+
+
+def corpus_dir(data_dir: Path, rows: int, seed: int) -> Path:
+    """The cached synthetic corpus for (rows, seed), written if missing."""
+    out = data_dir / f"synth_{rows}_s{seed}"
+    if not (out / ".complete").exists():
+        files = min(64, max(2, rows // 1_250_000))
+        print(f"writing a {rows:,}-row synthetic corpus in {files} files to {out} ...", flush=True)
+        synth_corpus.write_corpus(out, rows, files=files, seed=seed, progress=True)
+        (out / ".complete").write_text("ok\n")
+    return out
+
+
+def timed(fn):
+    """(result, wall seconds, cpu seconds, peak rss bytes) of ``fn()``."""
+    with PeakRss() as mem:
+        w0, c0 = time.perf_counter(), time.process_time()
+        result = fn()
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return result, wall, cpu, mem.peak
+
+
+def new_study(corpus: Path, root: Path, threads: int, memory_limit: str, prefilter: bool):
+    """A fresh study on ``corpus`` (created outside the timed block)."""
+    return init_study(
+        root,
+        [str(corpus)],
+        overrides={
+            "engine": {"threads": threads, "memory_limit": memory_limit},
+            "select": {"prefilter": prefilter},
+        },
+    )
+
+
+def mention_counts(study) -> dict[str, int]:
+    return dict(
+        study.con.execute("SELECT occupation, count(*) FROM mentions GROUP BY 1").fetchall()
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--memory-limit", default="2GB", help="DuckDB memory_limit of the study")
+    ap.add_argument(
+        "--baseline-rows",
+        type=int,
+        default=200_000,
+        help="rows the naive 62-regex baseline runs on (default 200 k)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(__file__).resolve().parent / ".data",
+        help="where synthetic corpora are cached",
+    )
+    ap.add_argument("--skip", default="", help="comma list of runs to skip: sql_only,duckdb")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    args = ap.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    corpus = corpus_dir(args.data_dir, args.rows, args.seed)
+    files = sorted(str(p) for p in corpus.glob("*.parquet"))
+    matcher = build_matcher(load_occupations())
+    results: list[dict] = []
+    tmp = Path(tempfile.mkdtemp(prefix="bench_select_"))
+
+    def record(name: str, rows: int, wall: float, cpu: float, peak: int, **extra) -> None:
+        results.append(
+            {
+                "method": name,
+                "rows": rows,
+                "seconds": round(wall, 3),
+                "cpu_seconds": round(cpu, 3),
+                "rows_per_s": rows / wall,
+                "peak_rss_mb": round(peak / 2**20),
+                **extra,
+            }
+        )
+
+    # warm-up on the bundled 10 k real captions (imports, first DuckDB/RE2 use): not recorded
+    warm = init_study(tmp / "warm", [str(synth_corpus.VOCAB_SOURCE)])
+    select(warm, progress=False)
+    warm.close()
+
+    # 1. the stage (select() only: creating the study is not timed)
+    study = new_study(corpus, tmp / "stage", args.threads, args.memory_limit, True)
+    run, wall, cpu, peak = timed(lambda: select(study, progress=False))
+    rows = run.rows_in
+    counts = mention_counts(study)
+    record(
+        "select stage (RE2 prefilter + SQL)",
+        rows,
+        wall,
+        cpu,
+        peak,
+        captions=run.rows_out,
+        seconds_by_step=run.provenance["seconds"],
+    )
+    baseline_ids = (0, args.baseline_rows)
+    subset_counts = dict(
+        study.con.execute(
+            "SELECT occupation, count(*) FROM mentions WHERE caption_id >> 40 = ? "
+            "AND (caption_id & ((1::BIGINT << 40) - 1)) < ? GROUP BY 1",
+            list(baseline_ids),
+        ).fetchall()
+    )
+    study.close()
+
+    # 2. the stage, SQL only
+    if "sql_only" not in skip:
+        study = new_study(corpus, tmp / "sql_only", args.threads, args.memory_limit, False)
+        run2, wall, cpu, peak = timed(lambda: select(study, progress=False))
+        same = mention_counts(study) == counts
+        study.close()
+        record("select stage, prefilter off (SQL only)", rows, wall, cpu, peak, same_mentions=same)
+
+    con = duckdb.connect()
+    con.execute(f"SET threads = {args.threads}")
+    con.execute(f"SET memory_limit = '{args.memory_limit}'")
+
+    # 3. one DuckDB query with one alternation
+    if "duckdb" not in skip:
+        q = (
+            "SELECT count(*) FROM (SELECT unnest(regexp_extract_all(TEXT, $p, 0, 'i')) "
+            f"FROM read_parquet({files!r}) WHERE regexp_matches(TEXT, $p, 'i'))"
+        )
+        _, wall, cpu, peak = timed(lambda: con.execute(q, {"p": matcher.pattern}).fetchone())
+        record("one DuckDB query, 1 regex alternation", rows, wall, cpu, peak)
+
+    # 4. naive: one regex per occupation
+    n = args.baseline_rows
+    con.execute(
+        f"CREATE TEMP TABLE sub AS SELECT TEXT FROM read_parquet('{files[0]}', "
+        f"file_row_number = true) WHERE file_row_number < {n}"
+    )
+    n = con.execute("SELECT count(*) FROM sub").fetchone()[0]
+    per_occ: dict[str, list[str]] = {}
+    for form, occ in matcher.forms:
+        per_occ.setdefault(occ, []).append(form)
+    patterns = {
+        occ: "(?:" + "|".join(form_regex(f) for f in forms) + ")" for occ, forms in per_occ.items()
+    }
+
+    def naive() -> dict[str, int]:
+        out = {}
+        for occ, p in patterns.items():
+            c = con.execute(
+                "SELECT count(*) FROM sub WHERE regexp_matches(TEXT, $p, 'i')", {"p": p}
+            ).fetchone()[0]
+            if c:
+                out[occ] = c
+        return out
+
+    naive_counts, wall, cpu, peak = timed(naive)
+    record(f"naive: {len(patterns)} regexes, 1 per occupation", n, wall, cpu, peak, subset=True)
+    check = naive_counts == subset_counts
+
+    base = results[-1]["rows_per_s"]
+    print()
+    print(
+        f"corpus: {rows:,} rows, {len(files)} parquet files, {run.rows_out:,} captions "
+        f"mention an occupation; threads={args.threads}, memory_limit={args.memory_limit}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    head = (
+        f"{'method':44s} {'rows':>12s} {'seconds':>8s} {'M rows/s':>9s} {'x naive':>8s} "
+        f"{'cpu s':>7s} {'peak RSS MB':>11s}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        r["x_naive"] = r["rows_per_s"] / base
+        print(
+            f"{r['method']:44s} {r['rows']:>12,} {r['seconds']:>8.2f} "
+            f"{r['rows_per_s'] / 1e6:>9.2f} {r['x_naive']:>8.1f} {r['cpu_seconds']:>7.2f} "
+            f"{r['peak_rss_mb']:>11,}"
+        )
+    print(f"\nstage steps (s): {results[0]['seconds_by_step']}")
+    print(
+        f"check: naive and stage per-occupation counts on the first {n:,} rows "
+        f"{'agree' if check else 'DIFFER'}"
+    )
+    if len(results) > 1 and "same_mentions" in results[1]:
+        print(f"check: prefilter on/off give the same mentions: {results[1]['same_mentions']}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"rows": rows, "threads": args.threads, "results": results, "check": check},
+                indent=2,
+            )
+        )
+    return 0 if check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
