@@ -91,28 +91,30 @@ def allocate(available: dict[str, int], n: int) -> dict[str, int]:
 
 
 def draw_sample(study: Study, cid: str, n: int) -> list[tuple[str, str, str]]:
-    """``[(image_id, path, stratum)]``: the stratified sample, in a stable shuffled order."""
+    """``[(image_id, path, stratum)]``: the stratified sample, in a stable shuffled order.
+
+    Within a stratum images are ranked by ``sha256(seed:image_id)``, so the sample depends
+    only on the study seed and the labels (not on DuckDB's hash or row order)."""
     seed = study.config.study.seed
+
+    def rank(image_id: str) -> str:
+        return hashlib.sha256(f"{seed}:{image_id}".encode()).hexdigest()
+
     rows = study.con.execute(
         """
-        SELECT l.image_id, i.path, i.source || '/' || l.label AS stratum,
-               hash(l.image_id, ?) AS h
+        SELECT l.image_id, i.path, i.source || '/' || l.label AS stratum
         FROM labels l JOIN images i USING (image_id)
         WHERE l.classifier = ?
-        ORDER BY stratum, h, l.image_id
         """,
-        [seed, cid],
+        [cid],
     ).fetchall()
     by_stratum: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
-    for image_id, path, stratum, _ in rows:
+    for image_id, path, stratum in sorted(rows, key=lambda r: (r[2], rank(r[0]))):
         by_stratum[stratum].append((image_id, path, stratum))
     take = allocate({s: len(v) for s, v in by_stratum.items()}, n)
     chosen = [item for s, items in sorted(by_stratum.items()) for item in items[: take[s]]]
-
-    def order(item: tuple[str, str, str]) -> str:
-        return hashlib.sha256(f"{seed}:{item[0]}".encode()).hexdigest()
-
-    return sorted(chosen, key=order)  # strata interleaved on the sheet
+    # interleave the strata on the sheet (a different ranking than the one that chose them)
+    return sorted(chosen, key=lambda item: rank("sheet:" + item[0]))
 
 
 def _thumbnail(path: Path, max_pixels: int) -> str | None:
