@@ -41,9 +41,11 @@ import dataclasses
 import hashlib
 import json
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -409,7 +411,8 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
         return run
 
     con = study.con
-    with study.transaction(), study.stage(STAGE, *CONFIG_SECTIONS) as run:
+    headroom = _arrow_headroom(study, cfg.engine.threads, cfg.select.batch_rows)
+    with headroom, study.transaction(), study.stage(STAGE, *CONFIG_SECTIONS) as run:
         con.execute(sql_text("select_00_clear.sql"))
         con.execute(sql_text("select_05_work_tables.sql"))
         forms = pa.table(
@@ -509,6 +512,45 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
             }
         )
     return run
+
+
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def parse_bytes(text: str) -> int | None:
+    """``'2GB'`` -> 2000000000 (DuckDB's units, KB = 1000 B, KiB = 1024 B); None if unknown."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in _BYTE_UNITS:
+        return None
+    return int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
+
+
+@contextmanager
+def _arrow_headroom(study: Study, threads: int, batch_rows: int) -> Iterator[None]:
+    """Lower DuckDB's memory_limit while select runs by what the arrow batches in flight and
+    Python need (256 MiB + threads x batch_rows x 640 B), so the whole process stays within
+    ``engine.memory_limit``; restored afterwards."""
+    limit = parse_bytes(study.config.engine.memory_limit)
+    if limit is None:
+        yield
+        return
+    reserve = 256 * 2**20 + threads * batch_rows * 640
+    study.con.execute(f"SET memory_limit = '{max(limit - reserve, 128 * 2**20) // 2**20}MiB'")
+    try:
+        yield
+    finally:
+        study.con.execute(f"SET memory_limit = '{study.config.engine.memory_limit}'")
 
 
 def _write_corpus_files(study: Study, files: list[CorpusFile], stats: ScanStats) -> None:

@@ -480,3 +480,17 @@ def test_progress_bar_goes_to_stderr(tmp_path, laion_path, capsys) -> None:
     out = capsys.readouterr()
     assert "select" in out.err and out.out == ""
     study.close()
+
+
+def test_memory_limit_is_restored_and_parsed(tmp_path, laion_path) -> None:
+    from corpus_audit.select import parse_bytes
+
+    assert parse_bytes("2GB") == 2 * 10**9 and parse_bytes("1.5GiB") == 3 * 2**29
+    assert parse_bytes("lots") is None
+    study = init_study(
+        tmp_path / "s", [str(laion_path)], overrides={"engine": {"memory_limit": "1GB"}}
+    )
+    before = study.con.execute("SELECT current_setting('memory_limit')").fetchone()
+    select(study, progress=False)
+    assert study.con.execute("SELECT current_setting('memory_limit')").fetchone() == before
+    study.close()
