@@ -204,21 +204,23 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
             run.skipped = True
             run.summary = _summary(study, cid)
             return run
-        needs_detection = any(not p.filtered for p in pending)
-        detector = (
-            get_face_detector(
-                cfg.face_detector,
-                face_model=cfg.face_model,
-                min_detection_confidence=cfg.min_detection_confidence,
-            )
-            if needs_detection
-            else None
-        )
+        # the classifier first: a model that cannot load fails before anything else starts
         classifier = build_classifier(
             cfg, device=study.config.engine.device, seed=study.config.study.seed
         )
         if classifier.id != cid:  # the id is computed twice; they must agree
             raise RuntimeError(f"classifier id mismatch: {classifier.id} != {cid}")
+        detector = None
+        if any(not p.filtered for p in pending):
+            try:
+                detector = get_face_detector(
+                    cfg.face_detector,
+                    face_model=cfg.face_model,
+                    min_detection_confidence=cfg.min_detection_confidence,
+                )
+            except BaseException:
+                getattr(classifier, "close", lambda: None)()
+                raise
         pool = ThreadPoolExecutor(cfg.decode_workers) if cfg.decode_workers > 1 else None
         prefetch = ThreadPoolExecutor(1)
         bar = tqdm(total=len(pending), desc="label", unit="img", disable=not progress)

@@ -20,6 +20,7 @@ from image_fixtures import (
 
 import corpus_audit.label as label_module
 from corpus_audit.classifiers import decide
+from corpus_audit.errors import ModelError
 from corpus_audit.images import images
 from corpus_audit.label import label, pending_images
 
@@ -197,6 +198,14 @@ def test_second_classifier_reuses_the_face_filter(built, tmp_path, monkeypatch):
         assert r["label"] == decide(r["p_female"], 0.5) and r["label"] != "ambiguous"
     assert study.count("labels", "classifier = 'agegender'") == first  # kept, not replaced
     assert run.provenance["classifier"]["clip_pretrained"] == "random"
+
+
+def test_unavailable_clip_weights_stop_before_any_work(built):
+    study, _ = built
+    study.config.label.classifier = "clip"  # ViT-L-14 / openai: no weights on this machine
+    with pytest.raises(ModelError, match="label.clip_pretrained"):
+        label(study, progress=False)
+    assert study.count("face_filter") == 0 and study.last_run("label") is None
 
 
 def test_label_without_images_is_a_skip(make_study, laion_path):
