@@ -293,3 +293,35 @@ def test_no_sources_is_a_skip(make_study, laion_path):
     s = make_study([laion_path], name="nosrc")
     run = images(s, progress=False)
     assert run.skipped and "images.sources" in run.messages[0]
+
+
+def test_img2dataset_files_and_parquet_output_formats(study, tmp_path):
+    """img2dataset's `files` format (NNNNN/<key>.jpg + .json, a metadata parquet without
+    images) and its `parquet` format (image bytes in a `jpg` column) are both recognised."""
+    seeded = study.seeded
+    files_out = tmp_path / "i2d_files"
+    (files_out / "00000").mkdir(parents=True)
+    (files_out / "00000" / "000000000.jpg").write_bytes(_jpeg())
+    (files_out / "00000" / "000000000.json").write_text(json.dumps({"url": seeded[6][1]}))
+    (files_out / "00000" / "000000000.txt").write_text("caption")
+    pq.write_table(
+        pa.table({"key": ["000000000"], "url": [seeded[6][1]]}), files_out / "00000.parquet"
+    )
+    parquet_out = tmp_path / "i2d_parquet"
+    parquet_out.mkdir()
+    pq.write_table(
+        pa.table({"key": ["000000000"], "url": [seeded[7][1]], "jpg": [_jpeg("camera")]}),
+        parquet_out / "00000.parquet",
+    )
+    _set_sources(
+        study,
+        [
+            {"kind": "img2dataset", "path": str(files_out)},
+            {"kind": "img2dataset", "path": str(parquet_out)},
+        ],
+    )
+    run = images(study, progress=False)
+    assert [r["registered"] for r in run.summary] == [1, 1]
+    paths = dict(_rows(study, "SELECT caption_id, path FROM images"))
+    assert Path(paths[seeded[6][0]]) == (files_out / "00000" / "000000000.jpg").resolve()
+    assert (study.root / paths[seeded[7][0]]).read_bytes() == _jpeg("camera")
