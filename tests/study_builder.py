@@ -177,7 +177,7 @@ def build(study: Any, corpus: list[Path], *, with_images: bool = True) -> dict[s
             rotated = ordered[t - 1 :] + ordered[: t - 1]
             if occ == "teacher" and t == 1:  # the script caption is the top neighbour
                 rotated.sort(key=lambda c: c["source_file"] != "synthetic-xss.csv")
-            top = rotated[:8]
+            top = rotated[: 9 if occ == "teacher" else 8]  # teacher: most nn captions
             for rank, c in enumerate(top, start=1):
                 samples.append(["nn", occ, pid, c["caption_id"], rank, 0.9 - 0.03 * rank])
             for rank, c in enumerate([c for c in top if labels[c["caption_id"]] == "none"], 1):
@@ -188,9 +188,23 @@ def build(study: Any, corpus: list[Path], *, with_images: bool = True) -> dict[s
         "INSERT INTO samples (strategy, occupation, prompt_id, caption_id, rank, score) VALUES (?, ?, ?, ?, ?, ?)",
         samples,
     )
+    # Similarity diagnostics as the neighbors stage writes them (values set for the fixture:
+    # keyword subsets far from the prompt, nn subsets close, as on LAION 0.385 vs 0.704).
+    diagnostics = []
+    for occ in OCCUPATIONS:
+        for t in (1, 2, 3, 4):
+            pid = prompt_set.prompt_id(t, occ)
+            for strategy, base in (("keyword", 0.38), ("nn", 0.70), ("nn_no_indicators", 0.68)):
+                diagnostics.append([strategy, occ, pid, 8, base + 0.01 * t, False])
+    con.executemany(
+        "INSERT INTO similarity_diagnostics (strategy, occupation, prompt_id, n_captions, "
+        "mean_similarity, short_of_k) VALUES (?, ?, ?, ?, ?, ?)",
+        diagnostics,
+    )
     info: dict[str, Any] = {"by_occ": by_occ, "prompts": prompts, "labels": labels}
     _record_runs(study, "select", len(used), len(samples))
     _record_runs(study, "indicators", len(used), len(labels))
+    _record_runs(study, "neighbors", len(samples), len(diagnostics))
     if with_images:
         info["images"] = _images(study, by_occ, prompt_set)
     return info
@@ -332,3 +346,27 @@ def _record_runs(
         for reason, n in (dropped or {}).items():
             run.drop(reason, n)
         run.provenance["fixture"] = "tests/study_builder.py"
+
+
+def build_reported(root: Path, corpus: list[Path], *, with_images: bool = True) -> Path:
+    """Create a study at ``root``, fill it, run ``analyze`` and ``report``; returns the
+    report path. The study is closed afterwards (reopen it with ``Study.open``)."""
+    from corpus_audit.analysis import analyze
+    from corpus_audit.pipeline import init_study
+    from corpus_audit.report import report
+
+    study = init_study(root, [str(corpus[0])], overrides={"analysis": {"bootstrap": 200}})
+    try:
+        build(study, corpus, with_images=with_images)
+        if with_images:
+            # One generated set whose files are corrupt: thumbnails counted as unreadable.
+            (root / "imgs" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+            study.con.execute(
+                "UPDATE images SET path = 'imgs/broken.png' "
+                "WHERE model_id = 'sd-tiny-b' AND occupation = 'cook'"
+            )
+        analyze(study, progress=False)
+        run = report(study, progress=False)
+    finally:
+        study.close()
+    return Path(run.outputs["report"])

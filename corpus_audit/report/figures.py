@@ -41,10 +41,10 @@ class RenderedFigure:
     svg_path: Path | None
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float, *, layout: str | None = "constrained"):
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    return Figure(figsize=(width, height), dpi=DPI, layout=layout)
 
 
 def save(
@@ -54,6 +54,7 @@ def save(
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     png = buf.getvalue()
+    fig.set_layout_engine("none")  # keep the positions just computed: the SVG needs no relayout
     png_path = svg_path = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,33 +67,48 @@ def save(
 
 def shade_regions(ax: Any) -> None:
     """Shade amplification / de-amplification / direction-switch regions on a 0-100 square."""
-    import numpy as np
+    from matplotlib.collections import PolyCollection
 
-    lo = np.linspace(0, PARITY, 2)
-    hi = np.linspace(PARITY, 100, 2)
-    # Amplification: same side of 50 and further from it than the training value.
-    ax.fill_between(lo, 0, lo, color=AMP_COLOR, alpha=0.13, lw=0, label="amplification")
-    ax.fill_between(hi, hi, 100, color=AMP_COLOR, alpha=0.13, lw=0)
-    # De-amplification: same side, closer to 50.
-    ax.fill_between(lo, lo, PARITY, color=DEAMP_COLOR, alpha=0.13, lw=0, label="de-amplification")
-    ax.fill_between(hi, PARITY, hi, color=DEAMP_COLOR, alpha=0.13, lw=0)
-    # Direction switch: T and G on different sides of 50 (excluded from the means).
-    ax.fill_between(
-        lo,
-        PARITY,
-        100,
-        color=SWITCH_COLOR,
-        alpha=0.10,
-        lw=0,
-        hatch="//",
-        label="direction switch (excluded)",
+    p = PARITY
+    regions = (
+        # Amplification: same side of 50 and further from it than the training value.
+        (
+            [[(0, 0), (p, 0), (p, p)], [(p, p), (p, 100), (100, 100)]],
+            AMP_COLOR,
+            0.13,
+            None,
+            "amplification",
+        ),
+        # De-amplification: same side, closer to 50.
+        (
+            [[(0, 0), (p, p), (0, p)], [(p, p), (100, p), (100, 100)]],
+            DEAMP_COLOR,
+            0.13,
+            None,
+            "de-amplification",
+        ),
+        # Direction switch: T and G on different sides of 50 (excluded from the means).
+        (
+            [[(0, p), (p, p), (p, 100), (0, 100)], [(p, 0), (100, 0), (100, p), (p, p)]],
+            SWITCH_COLOR,
+            0.10,
+            "//",
+            "direction switch (excluded)",
+        ),
     )
-    ax.fill_between(hi, 0, PARITY, color=SWITCH_COLOR, alpha=0.10, lw=0, hatch="//")
+    for polys, color, alpha, hatch, label in regions:
+        ax.add_collection(
+            PolyCollection(
+                polys, facecolors=color, alpha=alpha, linewidths=0, hatch=hatch, label=label
+            )
+        )
     ax.plot([0, 100], [0, 100], color="black", lw=0.6, ls="--")
     ax.axhline(PARITY, color="black", lw=0.5)
     ax.axvline(PARITY, color="black", lw=0.5)
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
+    ax.set_xticks([0, 25, 50, 75, 100])
+    ax.set_yticks([0, 25, 50, 75, 100])
     ax.set_aspect("equal")
 
 
@@ -109,6 +125,7 @@ def scatter_panel(ax: Any, pairs: Sequence[dict], *, annotate: bool | None = Non
             s=18,
             color="black",
             zorder=3,
+            clip_on=False,
             label="occupation",
         )
     if exc:
@@ -119,6 +136,7 @@ def scatter_panel(ax: Any, pairs: Sequence[dict], *, annotate: bool | None = Non
             marker="x",
             color=AMP_COLOR,
             zorder=3,
+            clip_on=False,
             label="excluded",
         )
     if annotate is None:
@@ -139,7 +157,17 @@ def scatter_grid(
 ) -> Any:
     """Strategy (rows) x prompt (columns) grid of :func:`scatter_panel` for one model."""
     n_rows, n_cols = max(1, len(strategies)), max(1, len(templates))
-    fig = _figure(2.6 * n_cols + 0.6, 2.6 * n_rows + 0.6)
+    width, height = 2.4 * n_cols + 1.2, 2.4 * n_rows + 1.2
+    # A regular grid: fixed margins (constrained layout costs seconds for 16 panels).
+    fig = _figure(width, height, layout=None)
+    fig.subplots_adjust(
+        left=1.0 / width,
+        right=1 - 0.15 / width,
+        bottom=0.85 / height,
+        top=1 - 0.75 / height,
+        wspace=0.08,
+        hspace=0.08,
+    )
     axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey=True)
     for i, strategy in enumerate(strategies):
         for j, template in enumerate(templates):
@@ -153,14 +181,17 @@ def scatter_grid(
             if i == n_rows - 1:
                 ax.set_xlabel("training %female", fontsize=8)
             ax.tick_params(labelsize=7)
-    handles, labels = axes[0][0].get_legend_handles_labels()
     seen: dict[str, Any] = {}
     for row in axes:
         for ax in row:
             for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
                 seen.setdefault(lab, h)
-    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=5, fontsize=8)
-    fig.suptitle(f"Training vs generated %female per occupation: {model}", fontsize=10)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncols=5, fontsize=8)
+    fig.suptitle(
+        f"Training vs generated %female per occupation: {model}",
+        fontsize=10,
+        y=1 - 0.2 / height,
+    )
     return fig
 
 
