@@ -38,6 +38,7 @@ import json
 import os
 import re
 import sys
+import uuid
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -462,7 +463,8 @@ def _insert_rows(
     """The batch's ``images`` + ``generated_images`` rows, in one transaction."""
     image_rows = []
     gen_rows = []
-    for job, image in zip(batch, images, strict=True):
+    batch_id = uuid.uuid4().hex[:16]
+    for pos, (job, image) in enumerate(zip(batch, images, strict=True)):
         spec = job.spec
         image_rows.append(
             (job.image_id, "generated", spec.caption_id, spec.prompt_id, spec.occupation,
@@ -471,7 +473,7 @@ def _insert_rows(
         n = tokens.get(spec.text)
         gen_rows.append(
             (job.image_id, settings_id, spec.key, job.index, n,
-             bool(limit and n is not None and n > limit))
+             bool(limit and n is not None and n > limit), batch_id, pos)
         )  # fmt: skip
     with study.transaction() as con:
         con.executemany(
@@ -479,7 +481,7 @@ def _insert_rows(
             "model_id, prompt_text, seed, nsfw, strategy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             image_rows,
         )
-        con.executemany("INSERT INTO generated_images VALUES (?, ?, ?, ?, ?, ?)", gen_rows)
+        con.executemany("INSERT INTO generated_images VALUES (?, ?, ?, ?, ?, ?, ?, ?)", gen_rows)
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -489,17 +491,20 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 
 # -- one image again ------------------------------------------------------------------------
 def regenerate_image(
-    study: Study, image_id: str, *, generator: Generator | None = None
+    study: Study, image_id: str, *, generator: Generator | None = None, exact: bool = True
 ) -> GeneratedImage:
     """Make one generated image again from its recorded model, prompt, seed and settings.
 
-    Pass ``generator`` to reuse a loaded model (it must have the recorded settings). On the
-    same device type and dtype the pixels equal the stored file (CPU float32: bit for bit; GPU:
-    within rounding when the original batch held other prompts).
+    The seed alone fixes the initial noise, but the numerics of a batched call depend a little
+    on the batch, so with ``exact`` (default) the whole original batch is replayed (its other
+    prompts and seeds are recorded) and this image returned: the same pixels as the stored file
+    on the same device type, dtype and library versions. ``exact=False`` generates the image
+    alone: the same picture within rounding (pixel values within 1-2 levels).
+    Pass ``generator`` to reuse a loaded model (it must have the recorded settings).
     """
     row = study.con.execute(
         """
-        SELECT i.model_id, i.prompt_text, i.seed, s.details
+        SELECT i.model_id, i.prompt_text, i.seed, s.details, g.batch_id, g.batch_pos
         FROM images i
         JOIN generated_images g USING (image_id)
         JOIN generation_settings s USING (settings_id)
@@ -509,13 +514,21 @@ def regenerate_image(
     ).fetchone()
     if row is None:
         raise StageOrderError(f"{study.root}: no generated image '{image_id}' in this study")
-    model, text, seed, details = row
+    model, text, seed, details, batch_id, batch_pos = row
+    prompts, seeds, pick = [text], [int(seed)], 0
+    if exact and batch_id is not None:
+        batch = study.con.execute(
+            "SELECT i.prompt_text, i.seed FROM generated_images g JOIN images i USING (image_id) "
+            "WHERE g.batch_id = ? ORDER BY g.batch_pos",
+            [batch_id],
+        ).fetchall()
+        prompts, seeds, pick = [b[0] for b in batch], [int(b[1]) for b in batch], int(batch_pos)
     recorded = json.loads(details)["settings"]
     recorded["device"] = study.config.engine.device
     own = generator is None
     gen = generator or open_generator(study, model, GenerationSettings(**recorded))
     try:
-        return gen.generate([text], [int(seed)])[0]
+        return gen.generate(prompts, seeds)[pick]
     finally:
         if own:
             gen.close()

@@ -24,5 +24,7 @@ CREATE TABLE IF NOT EXISTS generated_images (
     prompt_key   VARCHAR NOT NULL,           -- prompt_id | caption:<caption_id> | paraphrase:<p>:<occupation>:<caption_id>
     image_index  INTEGER NOT NULL,           -- 0-based index of the image within its prompt
     n_tokens     INTEGER,                    -- prompt tokens incl. start/end, before truncation
-    truncated    BOOLEAN                     -- longer than the text encoder's context (77 for CLIP): cut
-);
+    truncated    BOOLEAN,                    -- longer than the text encoder's context (77 for CLIP): cut
+    batch_id     VARCHAR,                    -- the generator call it was made in (same for its batch)
+    batch_pos    INTEGER                     -- 0-based position in that call: the batch is replayed
+);                                           -- to regenerate bit for bit (numerics depend on batch)
