@@ -148,7 +148,8 @@ def load_embedder(
         )
     if precision not in PRECISIONS:
         raise ModelError(f"neighbors.precision: {precision!r} is not one of {list(PRECISIONS)}")
-    key = (backend, model, device, precision, batch_size, max_seq_length)
+    device = resolve_device(device)
+    key = (backend, model, device, precision, int(batch_size), int(max_seq_length))
     with _LOCK:
         if key not in _LOADED:
             _LOADED[key] = _REGISTRY[backend](
