@@ -280,7 +280,7 @@ class ParquetReader:
 
         group, start = unit
         try:
-            pf = pq.ParquetFile(path)
+            pf = pq.ParquetFile(path, memory_map=True)
             cols = [c for c in columns.names() if c in pf.schema_arrow.names]
             for batch in pf.iter_batches(
                 batch_size=batch_rows, row_groups=[group], columns=cols, use_threads=False
