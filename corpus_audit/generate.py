@@ -21,10 +21,11 @@ Files: ``<study>/images/generated/<model-slug>/{prompts,captions,paraphrases}/..
 ``images`` row (source ``generated``) and one ``generated_images`` row each.
 
 Resumable and idempotent: the work is the ordered list of (model, prompt, index); a run
-generates only those without an ``images`` row, in batches of ``generate.batch_size``: the
-batch's files are written first (atomically), then its rows in one transaction. A killed run
-loses at most the batch in flight; its files, if written, have no rows and are made again (the
-same pixels: same seeds) on the next run. Nothing is generated twice.
+generates only those without an ``images`` row, in batches of ``generate.batch_size``: a
+batch's files are written first (atomically, in threads while the next batch is generated),
+then its rows in one transaction. An error or Ctrl-C still records the batch whose files were
+done; a hard kill loses at most the two batches in flight (generating, writing). Files without
+rows are made again on the next run (the same pixels: same seeds). Nothing is generated twice.
 
 Prompts longer than the text encoder's context (77 CLIP tokens) are truncated by the pipeline;
 each is counted (``generated_images.truncated``, ``run.provenance["truncated_prompts"]``) and
@@ -33,6 +34,7 @@ reported in ``run.messages`` and as a ``UserWarning``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -41,6 +43,7 @@ import sys
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -55,6 +58,8 @@ from corpus_audit.generators import (
     split_spec,
 )
 from corpus_audit.store import StageRun, Study, sql_text
+
+_WRITERS = max(1, min(4, (os.cpu_count() or 2) - 1))  # PNG-writing threads
 
 SEED_RULE = (
     "seed = int(sha256(f'{study.seed}\\x1f{model_id}\\x1f{prompt_key}\\x1f{index}')[:8]) "
@@ -360,15 +365,42 @@ def _generate_model(
             limit = generator.max_prompt_tokens
             bar = tqdm(total=len(missing), desc=f"generate {slug}", unit="img", file=sys.stderr,
                        disable=not progress)  # fmt: skip
-            with bar:
-                for batch in _chunks(missing, cfg.batch_size):
-                    images = generator.generate(
-                        [j.spec.text for j in batch], [j.seed for j in batch]
-                    )
-                    _write_files(study, model, batch, images, details)
-                    _insert_rows(study, model, settings_id, batch, images, tokens, limit)
-                    made += len(batch)
-                    bar.update(len(batch))
+            pending: list[Any] = []  # the batch whose files are being written
+
+            def flush() -> None:
+                """Wait for the pending batch's files, then insert its rows (files first)."""
+                nonlocal made
+                if not pending:
+                    return
+                batch, images, futures = pending.pop()
+                for future in futures:
+                    future.result()
+                _insert_rows(study, model, settings_id, batch, images, tokens, limit)
+                made += len(batch)
+                bar.update(len(batch))
+
+            # PNG encoding runs in threads while the next batch is generated on the device.
+            with bar, ThreadPoolExecutor(max_workers=_WRITERS) as pool:
+                try:
+                    for batch in _chunks(missing, cfg.batch_size):
+                        images = generator.generate(
+                            [j.spec.text for j in batch], [j.seed for j in batch]
+                        )
+                        if len(images) != len(batch):
+                            raise RuntimeError(
+                                f"{model}: generator returned {len(images)} images for {len(batch)}"
+                            )
+                        futures = [
+                            pool.submit(_write_file, study, model, job, image, details)
+                            for job, image in zip(batch, images, strict=True)
+                        ]
+                        flush()
+                        pending.append((batch, images, futures))
+                    flush()
+                except BaseException:
+                    with contextlib.suppress(Exception):  # keep the finished batch, then re-raise
+                        flush()
+                    raise
         finally:
             generator.close()
     run.rows_out += made
@@ -424,31 +456,28 @@ def _record_settings(study: Study, model: str, details: dict[str, Any]) -> str:
     return settings_id
 
 
-def _write_files(
-    study: Study,
-    model: str,
-    batch: Sequence[Job],
-    images: Sequence[GeneratedImage],
-    details: dict[str, Any],
+def _write_file(
+    study: Study, model: str, job: Job, image: GeneratedImage, details: dict[str, Any]
 ) -> None:
-    """Write each image as PNG (tmp file + rename), with its recipe in an iTXt chunk."""
+    """Write one image as PNG (tmp file + rename), with its recipe in an iTXt chunk.
+
+    zlib level 1: about 3x faster than Pillow's default 6 for ~10 % larger files, so encoding
+    keeps up with a GPU (threads; zlib releases the GIL).
+    """
     from PIL import Image, PngImagePlugin
 
-    if len(images) != len(batch):
-        raise RuntimeError(f"{model}: generator returned {len(images)} images for {len(batch)}")
     s = details.get("settings", {})
-    for job, image in zip(batch, images, strict=True):
-        path = study.path(job.rel_path)
-        info = PngImagePlugin.PngInfo()
-        recipe = {
-            "model_id": model, "prompt": job.spec.text, "seed": job.seed,
-            "steps": s.get("steps"), "guidance_scale": s.get("guidance_scale"),
-            "scheduler": details.get("scheduler"), "image_id": job.image_id,
-        }  # fmt: skip
-        info.add_itxt("corpus_audit", json.dumps(recipe, ensure_ascii=False))
-        tmp = path.with_name(path.name + ".tmp")
-        Image.fromarray(image.pixels).save(tmp, format="PNG", pnginfo=info)
-        os.replace(tmp, path)
+    path = study.path(job.rel_path)
+    info = PngImagePlugin.PngInfo()
+    recipe = {
+        "model_id": model, "prompt": job.spec.text, "seed": job.seed,
+        "steps": s.get("steps"), "guidance_scale": s.get("guidance_scale"),
+        "scheduler": details.get("scheduler"), "image_id": job.image_id,
+    }  # fmt: skip
+    info.add_itxt("corpus_audit", json.dumps(recipe, ensure_ascii=False))
+    tmp = path.with_name(path.name + ".tmp")
+    Image.fromarray(image.pixels).save(tmp, format="PNG", pnginfo=info, compress_level=1)
+    os.replace(tmp, path)
 
 
 def _insert_rows(
