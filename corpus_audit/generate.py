@@ -55,6 +55,7 @@ from corpus_audit.generators import (
     Generator,
     derive_seed,
     model_slug,
+    quiet_loading,
     split_spec,
 )
 from corpus_audit.store import StageRun, Study, sql_text
@@ -226,12 +227,13 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     }
     backend, _, model = name.partition(":")
     source = study.config.resolve(model)
-    paraphraser = load_paraphraser(
-        f"{backend}:{source if source.exists() else model}",
-        device=study.config.engine.device,
-        max_new_tokens=cfg.paraphrase_max_new_tokens,
-        batch_size=cfg.paraphrase_batch_size,
-    )
+    with quiet_loading(not progress):
+        paraphraser = load_paraphraser(
+            f"{backend}:{source if source.exists() else model}",
+            device=study.config.engine.device,
+            max_new_tokens=cfg.paraphrase_max_new_tokens,
+            batch_size=cfg.paraphrase_batch_size,
+        )
     run.provenance["paraphraser"].update(paraphraser.describe(), name=name)
     done = lost = 0
     try:
@@ -325,11 +327,14 @@ def plan_jobs(study_seed: int, model_id: str, specs: Sequence[PromptSpec]) -> li
 
 
 # -- generation -----------------------------------------------------------------------------
-def open_generator(study: Study, model: str, settings: GenerationSettings) -> Generator:
+def open_generator(
+    study: Study, model: str, settings: GenerationSettings, *, progress: bool = True
+) -> Generator:
     """Load the generator of a ``generate.models`` entry (local paths relative to the study)."""
     backend, name = split_spec(model)
     path = study.config.resolve(name)
-    return GENERATORS[backend](str(path) if path.exists() else name, settings)
+    with quiet_loading(not progress):
+        return GENERATORS[backend](str(path) if path.exists() else name, settings)
 
 
 def _generate_model(
@@ -355,14 +360,16 @@ def _generate_model(
     missing = [j for j in jobs if j.image_id not in present]
     run.rows_in += len(jobs)
     made = 0
+    truncated_now = 0
     if missing:
-        generator = open_generator(study, model, settings)
+        generator = open_generator(study, model, settings, progress=progress)
         try:
             details = generator.describe()
             run.provenance["models"][model] = details
             settings_id = _record_settings(study, model, details)
             tokens = _token_counts(generator, {j.spec.text for j in missing})
             limit = generator.max_prompt_tokens
+            truncated_now = sum(1 for n in tokens.values() if limit and n > limit)
             bar = tqdm(total=len(missing), desc=f"generate {slug}", unit="img", file=sys.stderr,
                        disable=not progress)  # fmt: skip
             pending: list[Any] = []  # the batch whose files are being written
@@ -417,12 +424,17 @@ def _generate_model(
     run.provenance["truncated_prompts"][model] = truncated
     run.provenance["nsfw_images"][model] = nsfw
     if truncated:
-        text = (
+        run.messages.append(
             f"{slug}: {truncated} prompt(s) longer than the text encoder's context were "
             "truncated (generated_images.truncated)"
         )
-        run.messages.append(text)
-        warnings.warn(text, UserWarning, stacklevel=2)
+    if truncated_now:  # a Python warning for what this run generated
+        warnings.warn(
+            f"{slug}: {truncated_now} prompt(s) longer than the text encoder's context "
+            f"({limit} tokens) were truncated",
+            UserWarning,
+            stacklevel=3,
+        )
     run.summary.append(
         {"model": slug, "prompts": len(specs), "images": total, "new": made, "nsfw": nsfw,
          "truncated_prompts": truncated}

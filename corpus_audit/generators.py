@@ -36,9 +36,10 @@ import gc
 import gzip
 import hashlib
 import json
+import logging
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata, util
 from pathlib import Path
@@ -227,6 +228,41 @@ def load_error(model_id: str, kind: str, exc: BaseException) -> ModelError:
     return ModelError(f"{model_id}: cannot load the {kind} from the Hugging Face hub: {first}")
 
 
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """Silence diffusers/transformers warnings this module records itself (prompt truncation,
+    NSFW blackout) while a pipeline runs; restores the levels afterwards."""
+    loggers = [logging.getLogger(name) for name in ("diffusers", "transformers")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+@contextlib.contextmanager
+def quiet_loading(quiet: bool = True) -> Iterator[None]:
+    """Hide diffusers'/transformers' model-loading progress bars (``quiet``), then restore."""
+    if not quiet:
+        yield
+        return
+    import diffusers.utils.logging as dlog
+    import transformers.utils.logging as tlog
+
+    before = [(m, m.is_progress_bar_enabled()) for m in (dlog, tlog)]
+    for m, _ in before:
+        m.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for m, enabled in before:
+            if enabled:
+                m.enable_progress_bar()
+
+
 # -- diffusers backend ----------------------------------------------------------------------
 class DiffusersGenerator:
     """A diffusers text-to-image pipeline (Stable Diffusion 1.x/2.x and compatible).
@@ -353,7 +389,7 @@ class DiffusersGenerator:
             return []
         s = self.settings
         generators = [torch.Generator("cpu").manual_seed(int(seed)) for seed in seeds]
-        with torch.inference_mode():
+        with torch.inference_mode(), _quiet_libraries():
             out = self.pipe(
                 prompt=list(prompts),
                 generator=generators,
@@ -384,7 +420,7 @@ class DiffusersGenerator:
         clip_input = self.feature_extractor(pil, return_tensors="pt").pixel_values
         clip_input = clip_input.to(self.device, self.torch_dtype)
         scratch = np.zeros((len(pixels), 1, 1, 3), dtype=np.float32)  # the checker blanks these
-        with torch.inference_mode():
+        with torch.inference_mode(), _quiet_libraries():
             _, flags = self.safety_checker(images=scratch, clip_input=clip_input)
         return [bool(f) for f in flags]
 

@@ -356,6 +356,12 @@ def test_long_caption_is_truncated_with_a_recorded_warning(make_study, laion_pat
     assert n_tokens > 77 and text.startswith("Lightning research. Scientists prepare a rocket")
     assert study.count("generated_images", "NOT truncated") == 3  # 2 prompts + the nurse caption
     assert run.summary[0]["truncated_prompts"] == 1
+    import warnings
+
+    with warnings.catch_warnings():  # a rerun generates nothing: no new warning, same record
+        warnings.simplefilter("error")
+        again = generate(study, progress=False)
+    assert again.skipped and again.provenance["truncated_prompts"] == {model: 1}
 
 
 def test_unknown_model_offline_is_a_clear_error(gen_study, monkeypatch):
