@@ -134,6 +134,10 @@ def checks(gen, batch: int) -> dict:
     }
 
 
+def _fmt(value: float | None) -> str:
+    return f"{value:8.2f}" if value is not None else f"{'-':>8}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -207,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         r["s_per_image"] = r["seconds"] / r["images"]
         r["images_per_s"] = r["images"] / r["seconds"]
         r["speedup_vs_plain"] = base / r["s_per_image"]
-        r["speedup_vs_paper"] = PAPER_S_PER_IMAGE / r["s_per_image"]
+        # the paper's 3.5 s/image is only comparable for the real architecture and settings
+        comparable = args.arch == "sd15" and args.steps == 50 and args.height == args.width == 512
+        r["speedup_vs_paper"] = PAPER_S_PER_IMAGE / r["s_per_image"] if comparable else None
     env = {
         "arch": args.arch, "steps": args.steps, "size": f"{args.width}x{args.height}",
         "guidance_scale": 7.5, "device": device,
@@ -222,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"{r['path']:32} {r['dtype']:9} {r['batch']:5d} {r['images']:6d} "
               f"{r['s_per_image']:8.3f} {r['images_per_s']:7.2f} {r['speedup_vs_plain']:8.2f} "
-              f"{r['speedup_vs_paper']:8.2f} {r['tflops_per_s']:8.2f}")  # fmt: skip
+              f"{_fmt(r['speedup_vs_paper'])} {r['tflops_per_s']:8.2f}")  # fmt: skip
     print("checks:", json.dumps(check))
     if args.json:
         Path(args.json).write_text(
