@@ -6,6 +6,9 @@ Reports seconds per image and images per second for each path, the speed-up over
 baseline and over the paper's reference (3.5 s/image on a TITAN RTX, METHODS 1.3), and checks
 on the device that a seed gives the identical image twice and the same image in a batch.
 
+The tokenizer files (CLIP BPE, from open_clip) are written to benchmarks/out/clip_tokenizer on
+the first run; a GPU machine without open_clip needs that folder copied along.
+
 Quick (CPU, tiny model, seconds):
     .venv/bin/python benchmarks/bench_generate.py --arch tiny --size 8
 Real size (GPU; SD 1.5 architecture, 512x512, 50 steps):
@@ -26,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+TOKENIZER = REPO / "benchmarks" / "out" / "clip_tokenizer"  # git-ignored; carry it to a GPU box
 PAPER_S_PER_IMAGE = 3.5  # Seshadri et al.: SD on a TITAN RTX, 512x512, 50 steps
 
 PROMPTS = [
@@ -154,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto")
     p.add_argument("--compile", action="store_true", help="also time torch.compile(unet)")
     p.add_argument("--no-safety-checker", action="store_true")
-    p.add_argument("--tokenizer", default=None, help="dir with CLIP vocab.json/merges.txt")
+    p.add_argument("--tokenizer", default=str(TOKENIZER),
+                   help="dir with CLIP vocab.json/merges.txt (written from open_clip if missing)")  # fmt: skip
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
     sd15 = args.arch == "sd15"
@@ -172,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         resolve_device,
     )
 
+    if not (Path(args.tokenizer) / "vocab.json").is_file():
+        from corpus_audit.generators import write_clip_tokenizer_files
+
+        write_clip_tokenizer_files(args.tokenizer)  # needs open_clip's vocabulary file
     device = resolve_device(args.device)
     cuda = device.startswith("cuda")
     t0 = time.perf_counter()
