@@ -324,6 +324,7 @@ class SbertEmbedder:
         self.requested_max_len = int(max_seq_length)
         if max_seq_length:
             st.max_seq_length = int(max_seq_length)
+        st.to(torch.float32)  # checkpoints stored in half precision start from float32 too
         st.eval()
         self._st = st
         self._torch = torch
@@ -350,10 +351,11 @@ class SbertEmbedder:
         if cosine >= MIN_PROBE_COSINE or precision != "auto":
             return wanted
         # Too far from float32: reload in float32 (casting back would keep the rounding).
+        import torch
         from sentence_transformers import SentenceTransformer
 
         max_len = self._st.max_seq_length
-        self._st = SentenceTransformer(self.path, device=self.device).eval()
+        self._st = SentenceTransformer(self.path, device=self.device).to(torch.float32).eval()
         self._st.max_seq_length = max_len
         return "fp32"
 
