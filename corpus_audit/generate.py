@@ -358,6 +358,13 @@ def _generate_model(
         ).fetchall()
     }
     missing = [j for j in jobs if j.image_id not in present]
+    stale = len(present - {j.image_id for j in jobs})
+    if stale:  # made under another study seed, prompt set, paraphraser or config
+        run.provenance.setdefault("images_not_in_plan", {})[model] = stale
+        run.messages.append(
+            f"{slug}: {stale} earlier generated image(s) are not in the current plan (another "
+            "seed, prompt or paraphraser); they stay in the images table"
+        )
     run.rows_in += len(jobs)
     made = 0
     truncated_now = 0

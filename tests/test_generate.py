@@ -241,6 +241,14 @@ def test_stage_writes_n_images_per_prompt_with_recorded_seeds(gen_study, tiny_sd
     assert len(_rows(gen_study)) == 12
     assert mtimes == {p: (gen_study.root / p).stat().st_mtime_ns for p in mtimes}
 
+    # Another study seed is another plan: new images, the old ones reported, not deleted.
+    gen_study.config.study.seed = 1
+    gen_study.config.generate.images_per_prompt = 1
+    other = generate(gen_study, progress=False)
+    assert other.rows_out == 4 and len(_rows(gen_study)) == 16
+    assert other.provenance["images_not_in_plan"] == {model: 12}
+    assert any("not in the current plan" in m for m in other.messages)
+
 
 def test_regenerate_one_image_exactly(gen_study):
     generate(gen_study, progress=False)
