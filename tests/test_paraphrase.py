@@ -187,7 +187,8 @@ def test_registered_backend_and_kept_paraphrases_become_prompts(
     monkeypatch.setitem(PARAPHRASERS, "echo", EchoParaphraser)
     register_paraphraser("echo", EchoParaphraser)
     study, tables = _paraphrase_study(make_study, laion_path, tiny_sd, "echo:identity")
-    generate(study, progress=False)
+    with pytest.warns(UserWarning, match="truncated"):  # the long scientist captions
+        generate(study, progress=False)
     assert study.count("paraphrases", "paraphraser = 'echo:identity' AND contains_occupation") == 4
     images = _rows(study, "strategy = 'paraphrased:keyword'")
     assert len(images) == 8
