@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--data-dir",
         type=Path,
-        default=Path(__file__).resolve().parent / ".data",
+        default=Path(__file__).resolve().parent / "out" / "synth",
         help="where synthetic corpora are cached",
     )
     ap.add_argument("--skip", default="", help="comma list of runs to skip: sql_only,duckdb")
