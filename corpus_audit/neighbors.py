@@ -305,7 +305,11 @@ def _process_occupations(
     recalls: list[float] = []
     kinds: dict[str, int] = {}
     bar = tqdm(
-        todo, desc="neighbors: occupations", unit="occ", disable=not progress, dynamic_ncols=True
+        todo,
+        desc="neighbors: occupations",
+        unit="occ",
+        disable=not progress or not todo,
+        dynamic_ncols=True,
     )
     for occ in bar:
         bar.set_postfix_str(occ["occupation"][:20])
