@@ -11,6 +11,9 @@ Outputs, under the study directory:
   captions and % with male / female / both / any indicator (caption text escaped);
 - ``summary/top_neighbors.html``: the top captions per prompt for a few occupations;
 - ``report/report.html``: the study report.
+
+The demo samples 10 captions per occupation (keyword, no_indicators) and per prompt (nn,
+nn_no_indicators) instead of the paper's 500: see ``DEMO_SAMPLE_SIZE``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from corpus_audit.store import StageRun, Study
 
 DEMO_FILES = ("laion400m_sample_10k.parquet", "coco_val2017_captions.parquet")
 DEMO_OCCUPATIONS = ("doctor", "nurse", "chef", "teacher", "pilot", "student")
+# The demo corpus has 278 occupation captions (at most 31 per occupation): with the paper's
+# 500 every subset would hold all of them and `nn` would equal `keyword`. 10 keeps the
+# selection strategies distinct, so the similarity table shows what nearest neighbours do.
+DEMO_SAMPLE_SIZE = 10
 SUMMARY_COLUMNS = (
     "occupation",
     "captions",
@@ -49,7 +56,11 @@ def open_or_create(root: Path) -> Study:
     return init_study(
         root,
         demo_corpus(),
-        overrides={"study": {"name": "demo", "seed": 0}, "select": {"sample_size": 500}},
+        overrides={
+            "study": {"name": "demo", "seed": 0},
+            "select": {"sample_size": DEMO_SAMPLE_SIZE},
+            "neighbors": {"k": DEMO_SAMPLE_SIZE},
+        },
     )
 
 

@@ -414,7 +414,8 @@ def download_urls(study: Study, index: int, spec: dict[str, Any], url_list: Path
     except ImportError:
         raise ImageSourceError(
             f"images.sources[{index}] (kind = 'urls'): downloading needs img2dataset, which is "
-            "not installed: `pip install img2dataset` (then rerun `corpus-audit images`), or "
+            "not installed: `pip install 'corpus_audit[download]'` (or `pip install img2dataset`; "
+            "then rerun `corpus-audit images`), or "
             f"download {url_list} yourself and add a source with kind = 'img2dataset'"
         ) from None
     output = (

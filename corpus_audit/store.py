@@ -148,8 +148,8 @@ class Study:
         """Rows of ``table`` matching ``where``."""
         row = self.con.execute(
             f"SELECT count(*) FROM {table} WHERE {where}", params or []
-        ).fetchone()
-        return int(row[0]) if row else 0
+        ).fetchall()
+        return int(row[0][0]) if row else 0
 
     # -- stages ----------------------------------------------------------------------------
     @contextmanager
@@ -171,6 +171,8 @@ class Study:
             "versions": _versions(),
             **run.provenance,
         }
+        if run.messages:
+            provenance.setdefault("messages", list(run.messages))
         self.con.execute(
             "INSERT INTO stage_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
@@ -192,9 +194,10 @@ class Study:
             "SELECT * FROM stage_runs WHERE stage = ? ORDER BY finished_at DESC, started_at DESC LIMIT 1",
             [name],
         )
-        row = cur.fetchone()
-        if row is None:
+        rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
+        if not rows:
             return None
+        row = rows[0]
         cols = [d[0] for d in cur.description]
         out = dict(zip(cols, row, strict=True))
         out["dropped"] = json.loads(out["dropped"] or "{}")
