@@ -114,7 +114,8 @@ class NeighborsSection:
 
     model: str = "all-MiniLM-L6-v2"  # the offline package by default; any ST id or local path
     embedder: str = "sbert"  # embedder backend (registry name in corpus_audit/embeddings.py)
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (auto: bf16/fp16 only if probe cos >= 0.999)
+    # auto | fp32 | bf16 | fp16 (auto: bf16/fp16 only if the probe's cosine >= 0.999)
+    precision: str = "auto"
     max_seq_length: int = 0  # tokens; 0 = the model's own limit (256 for all-MiniLM-L6-v2)
     k: int = 500
     index: str = "flat"  # flat (exact) | ivf | hnsw

@@ -95,7 +95,8 @@ def test_demo_database_holds_real_stage_results(demo_run: Path):
 def test_demo_pages_escape_corpus_html(demo_run: Path):
     with duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as con:
         tagged = [
-            t for (t,) in con.execute("SELECT text FROM captions WHERE text LIKE '%<%>%'").fetchall()
+            t
+            for (t,) in con.execute("SELECT text FROM captions WHERE text LIKE '%<%>%'").fetchall()
         ]
     assert tagged, "the demo corpus holds captions with HTML markup (LAION scrapes)"
     pages = [
