@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from corpus_audit.devices import resolve_device
 from corpus_audit.errors import ModelError
 from corpus_audit.faces import Face
 
@@ -61,22 +62,6 @@ def decide(p_female: float, threshold: float) -> str:
     if 1.0 - p >= threshold and p < 0.5:
         return "male"
     return "ambiguous"
-
-
-def resolve_device(device: str = "auto") -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``mps`` when available, else ``cpu``."""
-    if device != "auto":
-        return device
-    try:
-        import torch
-    except ImportError:
-        return "cpu"
-    if torch.cuda.is_available():
-        return "cuda"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return "mps"
-    return "cpu"
 
 
 def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MARGIN) -> np.ndarray:

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from corpus_audit import devices
 from corpus_audit.errors import ModelError
 
 NSFW_POLICIES = ("blackout", "keep")
@@ -174,19 +175,13 @@ def derive_seed(study_seed: int, model_id: str, prompt_key: str, index: int) -> 
 
 # -- devices --------------------------------------------------------------------------------
 def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` if available, else ``mps`` if available, else ``cpu``."""
+    """``auto`` -> ``cuda`` if available, else ``mps`` if available, else ``cpu``; asking for
+    ``cuda`` without a GPU is a :class:`ModelError`."""
     import torch
 
-    if device != "auto":
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ModelError(f"engine.device: {device!r} asked for, but torch sees no CUDA GPU")
-        return device
-    if torch.cuda.is_available():
-        return "cuda"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return "mps"
-    return "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"engine.device: {device!r} asked for, but torch sees no CUDA GPU")
+    return devices.resolve_device(device)
 
 
 def resolve_dtype(dtype: str, device: str) -> Any:

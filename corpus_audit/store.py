@@ -23,7 +23,7 @@ from typing import Any
 
 import duckdb
 
-from corpus_audit.config import StudyConfig, load_config, write_config
+from corpus_audit.config import CONFIG_NAME, StudyConfig, load_config, write_config
 
 DB_NAME = "study.duckdb"
 
@@ -88,8 +88,13 @@ class Study:
 
     @classmethod
     def open(cls, root: Path | str, *, read_only: bool = False) -> Study:
-        """Open an existing study, applying any schema it lacks (unless read-only)."""
+        """Open an existing study, applying any schema it lacks (unless read-only).
+
+        ``root`` is the study directory or its ``study.toml``.
+        """
         root = Path(root)
+        if root.name == CONFIG_NAME and root.is_file():
+            root = root.parent
         config = load_config(root)
         db_path = root / DB_NAME
         if read_only and not db_path.exists():

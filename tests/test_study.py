@@ -134,3 +134,13 @@ def test_help_is_fast_and_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_open_accepts_the_study_toml_path(make_study, laion_path: Path):
+    from corpus_audit.store import Study
+
+    study = make_study([laion_path])
+    root = study.root
+    study.close()
+    with Study.open(root / "study.toml") as again:
+        assert again.root == root and again.table_exists("captions")

@@ -108,19 +108,10 @@ def _pval(value: Any) -> str:
 
 def report_fingerprint(study: Study) -> str:
     """Hash of what the report shows: analysis tables, stage runs, config and template."""
+    from corpus_audit.analysis.stage import ANALYSIS_TABLES
+
     parts: dict[str, Any] = {"config": study.config.section_hash()}
-    for table in (
-        "percent_female",
-        "amplification",
-        "amplification_summary",
-        "indicator_match",
-        "occupation_indicators",
-        "indicator_correlation",
-        "similarity_diagnostics",
-        "images",
-        "face_filter",
-        "labels",
-    ):
+    for table in (*ANALYSIS_TABLES, "similarity_diagnostics", "images", "face_filter", "labels"):
         row = study.con.execute(
             f"SELECT count(*), coalesce(sum(hash(t::VARCHAR)), 0)::VARCHAR FROM {table} t"
         ).fetchone()

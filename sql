@@ -1,0 +1,1 @@
+corpus_audit/sql
