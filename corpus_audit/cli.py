@@ -116,6 +116,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "rows_out": s.rows_out,
                     "dropped": dropped or None,
                     "finished": str(s.finished_at)[:19] if s.finished_at else None,
+                    "note": s.note or None,
                 }
             )
         _print_table(rows)

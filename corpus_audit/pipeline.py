@@ -82,6 +82,14 @@ class StageStatus:
     rows_out: int | None
     dropped: dict[str, int]
     finished_at: Any
+    note: str = ""  # a skipped run's reason (its first message), else ""
+
+
+def _skip_reason(run: dict[str, Any]) -> str:
+    if run["status"] != "skipped":
+        return ""
+    messages = run["provenance"].get("messages") or []
+    return str(messages[0]) if messages else ""
 
 
 def status(study: Study) -> list[StageStatus]:
@@ -101,6 +109,7 @@ def status(study: Study) -> list[StageStatus]:
                     last["rows_out"],
                     last["dropped"],
                     last["finished_at"],
+                    _skip_reason(last),
                 )
             )
     return out

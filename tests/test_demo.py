@@ -121,3 +121,12 @@ def test_demo_rerun_resumes_and_changes_nothing(demo_run: Path, capsys):
     assert "[select] skipped" in out and "[neighbors] skipped" in out
     assert "report: " in out
     assert _counts(demo_run / "study.duckdb") == before
+
+
+def test_status_says_why_image_stages_were_skipped(demo_run: Path, capsys):
+    capsys.readouterr()
+    assert main(["status", str(demo_run / "study.toml")]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line}
+    assert set(lines) >= {"stage", "select", "indicators", "neighbors", "analyze", "report"}
+    assert "skipped" in lines["images"] and "no image sources configured" in lines["images"]
+    assert "generate.models is empty" in lines["generate"]
