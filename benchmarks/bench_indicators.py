@@ -107,19 +107,34 @@ def run(args: argparse.Namespace) -> dict:
     out["ner_pipes"] = finder.pipes
 
     arr = pa.array(caps, pa.string())
-    ner_texts = 0
-    t0 = time.perf_counter()
-    results = []
-    for lo in range(0, len(arr), 10_000):
-        res = tagger.tag(arr.slice(lo, 10_000))
-        ner_texts += res.ner_texts
-        results.append(res)
-    dt = time.perf_counter() - t0
+
+    def tag_all() -> tuple[float, int, list]:
+        ner_texts, results = 0, []
+        t0 = time.perf_counter()
+        for lo in range(0, len(arr), 10_000):
+            res = tagger.tag(arr.slice(lo, 10_000))
+            ner_texts += res.ner_texts
+            results.append(res)
+        return time.perf_counter() - t0, ner_texts, results
+
+    dt, ner_texts, results = tag_all()  # in-process, as the baseline
     out["indicators_s"] = round(dt, 2)
     out["indicators_captions_per_s"] = round(len(arr) / dt, 1)
     synthetic = not args.corpus and not args.all_captions
     out["corpus_rows_per_s"] = round(args.rows / dt, 1) if synthetic else None
     out["ner_share"] = round(ner_texts / max(len(arr), 1), 4)
+    if args.processes > 1:  # the stage's default: one spaCy process per core
+        finder.use_processes(args.model, terms, args.processes)
+        dt_p, _, results_p = tag_all()  # includes starting the workers (spawn + model load)
+        finder.close()
+        out["processes"] = args.processes
+        out["indicators_processes_s"] = round(dt_p, 2)
+        out["indicators_processes_captions_per_s"] = round(len(arr) / dt_p, 1)
+        out["corpus_rows_per_s_processes"] = round(args.rows / dt_p, 1) if synthetic else None
+        out["processes_equal"] = all(
+            a.labels == b.labels and a.triggers == b.triggers
+            for a, b in zip(results, results_p, strict=True)
+        )
 
     n_base = min(args.baseline, len(arr))
     sub = arr.slice(0, n_base)
@@ -132,6 +147,10 @@ def run(args: argparse.Namespace) -> dict:
     out["baseline_equal"] = fast.triggers == base.triggers and fast.labels == base.labels
     if out["baseline_captions_per_s"]:
         out["speedup"] = round(out["indicators_captions_per_s"] / out["baseline_captions_per_s"], 2)
+        if "indicators_processes_captions_per_s" in out:
+            out["speedup_processes"] = round(
+                out["indicators_processes_captions_per_s"] / out["baseline_captions_per_s"], 2
+            )
 
     if args.stage:
         out.update(stage_run(paths, args))
@@ -180,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         help="label every caption of the corpus, not only occupation captions "
         "(e.g. the real LAION sample: --corpus ../shared/data/laion400m_sample_10k.parquet)",
     )
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="also time NER in this many worker processes (the stage's default: one per "
+        "engine thread); 1 = skip",
+    )
     ap.add_argument("--json", type=Path, help="write the numbers here as JSON")
     args = ap.parse_args(argv)
     if args.rows < 1 or args.baseline < 1:
@@ -193,12 +219,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     if out.get("corpus_rows_per_s"):
         print(f"            {out['corpus_rows_per_s']:>10,.0f} corpus rows/s equivalent")
+    if "indicators_processes_captions_per_s" in out:
+        print(
+            f"  {out['processes']} NER processes: {out['indicators_processes_captions_per_s']:>8,.0f} "
+            f"{what} (worker start included; same output: {out['processes_equal']})"
+        )
     print(
         f"baseline:   {out['baseline_captions_per_s']:>10,.0f} captions/s "
         f"(NER on every caption, {out['baseline_captions']:,} captions)"
     )
     print(
-        f"speed-up:   {out.get('speedup', float('nan')):>10.2f} x; same triggers: "
+        f"speed-up:   {out.get('speedup', float('nan')):>10.2f} x in-process, "
+        f"{out.get('speedup_processes', float('nan')):.2f} x with NER processes; same triggers: "
         f"{out['baseline_equal']}"
     )
     if "stage_captions_per_s" in out:

@@ -100,9 +100,16 @@ class IndicatorsSection:
     # sentence boundaries, tok2vec), same entities as the full pipeline. ["ner"] is ~1.7x
     # faster but lets entities cross sentence boundaries.
     ner_pipes: list[str] = field(default_factory=list)
+    # NER worker processes: 0 = engine.threads (one spaCy pipeline per core), 1 = in-process.
+    # Used for batches with >= 1000 texts to tag; same output either way.
+    ner_processes: int = 0
 
     def validate(self) -> None:
         _positive("indicators.batch_size", self.batch_size)
+        if self.ner_processes < 0:
+            raise ConfigError(
+                f"indicators.ner_processes: {self.ner_processes} must be >= 0 (0 = engine.threads)"
+            )
         _positive("indicators.ner_batch_size", self.ner_batch_size)
         if self.ner_pipes and "ner" not in self.ner_pipes:
             raise ConfigError("indicators.ner_pipes: must include 'ner' (or be empty = automatic)")

@@ -21,6 +21,7 @@ corpus-wide share of occupation captions with an indicator in ``run.messages``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -49,7 +50,11 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
     from corpus_audit.lexicon import load_gender_terms
 
     cfg = study.config.indicators
-    with study.stage(STAGE, "study", "lexicon", "select", "indicators") as run:
+    # cleanup stops the NER worker processes, however the stage ends
+    with (
+        contextlib.ExitStack() as cleanup,
+        study.stage(STAGE, "study", "lexicon", "select", "indicators") as run,
+    ):
         _require_select(study)
         terms_spec = study.config.lexicon.gender_terms
         terms = load_gender_terms(terms_spec, base=study.root)
@@ -66,6 +71,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         if stale or recheck or _share(study)["unlabelled"]:
             # everything that can fail (lexicon, model) fails here, before anything is changed
             tagger, model_info = _build_tagger(study, terms, words)
+            cleanup.callback(tagger.close)
             run.provenance.update(model_info)
         relabel, orphans = False, 0
         if stale or recheck or stored_fp != fingerprint:
@@ -89,6 +95,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         if todo:
             if tagger is None:  # pragma: no cover - todo > 0 implies unlabelled captions
                 tagger, model_info = _build_tagger(study, terms, words)
+                cleanup.callback(tagger.close)
                 run.provenance.update(model_info)
             labelled_now = _label_all(study, tagger, todo, stats, progress=progress)
         con.execute("DROP TABLE IF EXISTS indicators_todo")
@@ -257,12 +264,15 @@ def _build_tagger(study: Study, terms: Any, words: Any) -> tuple[Any, dict[str, 
 
         nlp = load_spacy(cfg.spacy_model)
         names = NameFinder(nlp, terms, cfg.ner_batch_size, cfg.ner_pipes or None)
+        processes = cfg.ner_processes or study.config.engine.threads
+        names.use_processes(cfg.spacy_model, terms, processes)
         info = {
             "spacy_version": spacy.__version__,
             "spacy_pipeline": f"{nlp.meta.get('lang', '?')}_{nlp.meta.get('name', '?')}",
             "spacy_pipeline_version": nlp.meta.get("version"),
             "ner_pipes_run": names.pipes,
             "ner_batch_size": cfg.ner_batch_size,
+            "ner_processes": processes,
             "counted_first_names": len(names.names),
         }
     return IndicatorTagger(words, names), info

@@ -292,6 +292,34 @@ def test_prefilter_gives_the_same_output_as_ner_on_every_caption(
     assert sum(1 for t in fast.triggers if any(x.kind == "name" for x in t)) > 50
 
 
+def test_ner_worker_processes_give_the_in_process_output(nlp, terms, occupation_captions):
+    """Real captions through 2 spawned spaCy processes (small chunks, so both work): the same
+    triggers in the same order as in-process NER; close() stops the workers."""
+    texts = [clean_markup([t])[0].as_py() for t in occupation_captions]
+    finder = NameFinder(nlp, terms, batch_size=16)
+    expected = finder.run_ner(texts)
+    finder.use_processes(MODEL, terms, processes=2, min_texts=1)
+    try:
+        assert finder.pool is not None and finder.pool.chunk == 64
+        assert finder.run_ner(texts) == expected
+        assert finder.run_ner(texts[:5]) == expected[:5]  # pool reused
+        workers = list(finder.pool._executor._processes.values())
+        assert len(workers) == 2
+    finally:
+        finder.close()
+    assert finder.pool is None and not any(w.is_alive() for w in workers)
+    assert sum(1 for t in expected if t) > 30
+
+
+def test_ner_processes_setting(tmp_path):
+    from corpus_audit.config import ConfigError, config_from_dict
+
+    cfg = config_from_dict({"indicators": {"ner_processes": 2}}, tmp_path)
+    assert cfg.indicators.ner_processes == 2
+    with pytest.raises(ConfigError, match="indicators.ner_processes"):
+        config_from_dict({"indicators": {"ner_processes": -1}}, tmp_path)
+
+
 def test_auto_pipes_give_the_entities_of_the_full_pipeline(nlp, finder, occupation_captions):
     assert finder.pipes == ["tok2vec", "parser", "ner"]
     texts = [clean_markup([t])[0].as_py() for t in occupation_captions]
@@ -362,6 +390,31 @@ def labelled(tmp_path_factory, laion_path, coco_path):
     run = indicators(study, progress=False)
     yield study, run
     study.close()
+
+
+def test_stage_with_ner_processes_stores_the_same_labels(labelled, monkeypatch):
+    """The stage with 2 NER worker processes (threshold lowered so the demo-size batches use
+    them) writes exactly the labels and triggers of the in-process run."""
+    import corpus_audit.gender_text as gender_text
+    from corpus_audit.indicators import indicators
+    from corpus_audit.pipeline import init_study
+
+    study, _ = labelled
+    monkeypatch.setattr(gender_text, "NER_PROCESS_MIN_TEXTS", 1)
+    root = study.root.parent / "with_processes"
+    other = init_study(
+        root,
+        list(study.config.corpus.paths),
+        overrides={"select": {"sample_size": 20}, "indicators": {"ner_processes": 2}},
+    )
+    try:
+        _select(other)
+        run = indicators(other, progress=False)
+        assert run.provenance["ner_processes"] == 2
+        assert _labels(other) == _labels(study)
+        assert _triggers(other) == _triggers(study)
+    finally:
+        other.close()
 
 
 def test_stage_labels_every_mention_caption_once(labelled):
