@@ -81,10 +81,16 @@ def run_demo(
             outputs["report"] = Path(report["provenance"]["report_path"])
         elif (study.root / "report" / "report.html").is_file():
             outputs["report"] = study.root / "report" / "report.html"
+        corpus_rows = (study.last_run("select") or {}).get("rows_in") or 0
+        captions = study.count("captions")
     if echo is not None:
         done = StageRun("demo")
+        done.rows_in, done.rows_out = corpus_rows, captions  # corpus rows -> occupation captions
         done.outputs = {name: str(path) for name, path in outputs.items()}
-        done.messages.append("demo finished; open the HTML files in a browser")
+        done.messages.append(
+            f"demo finished: {captions} of {corpus_rows} captions mention an occupation; "
+            "open the HTML files below in a browser"
+        )
         echo(done)
     return outputs
 
