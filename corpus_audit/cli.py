@@ -148,6 +148,19 @@ def cmd_amplify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_regenerate(args: argparse.Namespace) -> int:
+    from corpus_audit.generate import save_regenerated
+    from corpus_audit.store import Study
+
+    with Study.open(args.dir) as study:
+        path, same = save_regenerated(
+            study, args.image_id, Path(args.out) if args.out else None, exact=not args.alone
+        )
+    verdict = {True: "identical to", False: "differs from", None: "no stored file to compare with"}
+    print(f"{path}: {verdict[same]}{' the stored image' if same is not None else ''}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from corpus_audit.demo import run_demo
 
@@ -221,6 +234,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generated", required=True, help="CSV: occupation,prompt,percent_female[,n]")
     p.add_argument("--out", help="directory for the result CSVs")
     p.set_defaults(func=cmd_amplify)
+
+    p = sub.add_parser(
+        "regenerate", help="make one generated image again from its recorded seed and settings"
+    )
+    p.add_argument("dir")
+    p.add_argument("image_id", help="images.image_id of a generated image")
+    p.add_argument("--out", help="PNG to write (default: <study>/regenerated/<image_id>.png)")
+    p.add_argument(
+        "--alone",
+        action="store_true",
+        help="generate it alone instead of replaying its batch (same within 1-2 pixel levels)",
+    )
+    p.set_defaults(func=cmd_regenerate)
 
     p = sub.add_parser("demo", help="run the audit on the bundled demo corpus")
     p.add_argument("dir", nargs="?", default="demo_study")

@@ -45,6 +45,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from corpus_audit.errors import StageOrderError
@@ -580,3 +581,32 @@ def regenerate_image(
     finally:
         if own:
             gen.close()
+
+
+def save_regenerated(
+    study: Study, image_id: str, out: Path | None = None, *, exact: bool = True
+) -> tuple[Path, bool | None]:
+    """``corpus-audit regenerate``: make one generated image again and write it as PNG.
+
+    ``out`` defaults to ``<study>/regenerated/<image_id with unsafe characters as _>.png``.
+    Returns the path written and whether its pixels equal the stored file's (None when the
+    stored file is missing or unreadable).
+    """
+    import numpy as np
+    from PIL import Image
+
+    image = regenerate_image(study, image_id, exact=exact)
+    stored_rel = study.con.execute(
+        "SELECT path FROM images WHERE image_id = ?", [image_id]
+    ).fetchall()[0][0]
+    if out is None:
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", image_id).strip("._") or "image"
+        out = study.root / "regenerated" / f"{safe}.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(image.pixels).save(out, format="PNG")
+    try:
+        with Image.open(study.path(stored_rel)) as im:
+            same: bool | None = bool(np.array_equal(np.asarray(im.convert("RGB")), image.pixels))
+    except OSError:
+        same = None
+    return out, same

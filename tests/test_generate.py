@@ -261,6 +261,24 @@ def test_regenerate_one_image_exactly(gen_study):
         regenerate_image(gen_study, "gen:nothing")
 
 
+def test_regenerate_command_writes_the_identical_image(gen_study, tmp_path, capsys):
+    from corpus_audit.cli import main
+
+    generate(gen_study, progress=False)
+    row = _rows(gen_study)[5]
+    gen_study.close()  # the command opens the study itself
+    out = tmp_path / "again.png"
+    assert main(["regenerate", str(gen_study.root), row["image_id"], "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == f"{out}: identical to the stored image"
+    with Image.open(out) as im:
+        assert np.array_equal(np.asarray(im.convert("RGB")), _pixels(gen_study, row["path"]))
+    assert main(["regenerate", str(gen_study.root), "gen:nothing"]) == 2
+    assert "no generated image 'gen:nothing'" in capsys.readouterr().err
+    assert main(["regenerate", str(gen_study.root), row["image_id"]]) == 0  # default path
+    default = gen_study.root / "regenerated"
+    assert [p.suffix for p in default.iterdir()] == [".png"]
+
+
 def test_killed_run_resumes_without_generating_twice(gen_study, monkeypatch):
     import corpus_audit.generate as stage
 
