@@ -22,7 +22,6 @@ the classifier's agreement with the per-image majority vote (the paper: alpha 0.
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import html
@@ -118,19 +117,10 @@ def draw_sample(study: Study, cid: str, n: int) -> list[tuple[str, str, str]]:
 
 
 def _thumbnail(path: Path, max_pixels: int) -> str | None:
-    """A base64 JPEG data URI of the image (longest side THUMBNAIL_PX), or None."""
-    from PIL import Image
+    """A JPEG data URI of the image (longest side THUMBNAIL_PX), or None when unreadable."""
+    from corpus_audit.report.thumbs import thumbnail_uri
 
-    from corpus_audit.imagefile import try_read_rgb
-
-    array, _ = try_read_rgb(path, max_pixels=max_pixels)
-    if array is None:
-        return None
-    image = Image.fromarray(array)
-    image.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
-    buf = io.BytesIO()
-    image.save(buf, format="JPEG", quality=85)
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return thumbnail_uri(path, size=THUMBNAIL_PX, max_pixels=max_pixels, quality=85)
 
 
 _PAGE = """<!DOCTYPE html>

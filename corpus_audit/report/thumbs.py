@@ -15,9 +15,12 @@ def resolve(study_root: Path, path: str) -> Path:
     return p if p.is_absolute() else study_root / p
 
 
-def thumbnail_uri(path: Path, *, size: int = THUMB_PX, max_pixels: int = 89_478_485) -> str | None:
-    """A JPEG ``data:`` URI of ``path`` downscaled to ``size`` px (longest side), or None when
-    the file cannot be decoded (missing, corrupt, over ``max_pixels``: see ``imagefile``)."""
+def thumbnail_uri(
+    path: Path, *, size: int = THUMB_PX, max_pixels: int = 89_478_485, quality: int = 70
+) -> str | None:
+    """A JPEG ``data:`` URI (``quality`` 1-95) of ``path`` downscaled to ``size`` px (longest
+    side), or None when the file cannot be decoded (missing, corrupt, over ``max_pixels``:
+    see ``imagefile``)."""
     from PIL import Image
 
     from corpus_audit.imagefile import try_read_rgb
@@ -28,5 +31,5 @@ def thumbnail_uri(path: Path, *, size: int = THUMB_PX, max_pixels: int = 89_478_
     thumb = Image.fromarray(array)
     thumb.thumbnail((size, size))
     buf = io.BytesIO()
-    thumb.save(buf, format="JPEG", quality=70, optimize=True)
+    thumb.save(buf, format="JPEG", quality=quality, optimize=True)
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
