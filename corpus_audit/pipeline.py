@@ -82,14 +82,25 @@ class StageStatus:
     rows_out: int | None
     dropped: dict[str, int]
     finished_at: Any
-    note: str = ""  # a skipped run's reason (its first message), else ""
+    note: str = ""  # config changed since the run; a skipped run's reason (its first message)
 
 
-def _skip_reason(run: dict[str, Any]) -> str:
-    if run["status"] != "skipped":
-        return ""
-    messages = run["provenance"].get("messages") or []
-    return str(messages[0]) if messages else ""
+def _note(study: Study, run: dict[str, Any]) -> str:
+    """Why a run was skipped (its first message), and whether the config it depends on has
+    changed since (then `corpus-audit run` redoes the stage)."""
+    notes = []
+    prov = run["provenance"]
+    sections = prov.get("config_sections")
+    if sections is not None and run["config_hash"]:
+        try:
+            current = study.config.section_hash(*sections)
+        except KeyError:  # a section that no longer exists
+            current = None
+        if current != run["config_hash"]:
+            notes.append("config changed since this run (study.toml): rerun to update")
+    if run["status"] == "skipped" and prov.get("messages"):
+        notes.append(str(prov["messages"][0]))
+    return "; ".join(notes)
 
 
 def status(study: Study) -> list[StageStatus]:
@@ -109,7 +120,7 @@ def status(study: Study) -> list[StageStatus]:
                     last["rows_out"],
                     last["dropped"],
                     last["finished_at"],
-                    _skip_reason(last),
+                    _note(study, last),
                 )
             )
     return out

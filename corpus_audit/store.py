@@ -172,6 +172,7 @@ class Study:
             "config_hash": self.config.section_hash(*config_sections)
             if config_sections
             else self.config.section_hash(),
+            "config_sections": list(config_sections),  # so status can recompute the hash
             "seed": self.config.study.seed,
             "versions": _versions(),
             **run.provenance,

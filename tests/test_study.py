@@ -144,3 +144,23 @@ def test_open_accepts_the_study_toml_path(make_study, laion_path: Path):
     study.close()
     with Study.open(root / "study.toml") as again:
         assert again.root == root and again.table_exists("captions")
+
+
+def test_status_flags_a_stage_whose_config_changed(make_study, laion_path: Path):
+    from corpus_audit.config import write_config
+    from corpus_audit.pipeline import stage_function, status
+    from corpus_audit.store import Study
+
+    study = make_study([laion_path], select={"sample_size": 5})
+    stage_function("select")(study, progress=False)
+    assert {s.stage: s.note for s in status(study)}["select"] == ""
+    study.config.select.sample_size = 6
+    write_config(study.config)
+    root = study.root
+    study.close()
+    with Study.open(root) as again:
+        notes = {s.stage: s.note for s in status(again)}
+        assert "config changed since this run" in notes["select"]
+        assert notes["indicators"] == ""  # not run: nothing to flag
+        stage_function("select")(again, progress=False)
+        assert {s.stage: s.note for s in status(again)}["select"] == ""
