@@ -468,7 +468,7 @@ class NerPool:
         batch_size: int,
         pipes: Sequence[str],
         processes: int,
-        min_texts: int = 1000,
+        min_texts: int = NER_PROCESS_MIN_TEXTS,
     ):
         self.args = (model, terms, batch_size, list(pipes), 1)
         self.processes = processes

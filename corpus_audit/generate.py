@@ -605,7 +605,8 @@ def save_regenerated(
     out.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(image.pixels).save(out, format="PNG")
     try:
-        with Image.open(study.path(stored_rel)) as im:
+        stored = Path(stored_rel) if Path(stored_rel).is_absolute() else study.root / stored_rel
+        with Image.open(stored) as im:
             same: bool | None = bool(np.array_equal(np.asarray(im.convert("RGB")), image.pixels))
     except OSError:
         same = None
