@@ -435,13 +435,11 @@ NER_PROCESS_MIN_TEXTS = 1000
 _WORKER_FINDER: NameFinder | None = None  # the finder of a worker process (see NerPool)
 
 
-def _init_ner_worker(
-    model: str, terms: GenderTerms, batch_size: int, pipes: list[str], threads: int
-) -> None:
+def _init_ner_worker(model: str, terms: GenderTerms, batch_size: int, pipes: list[str]) -> None:
     import os
 
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, str(threads))
+        os.environ.setdefault(var, "1")  # one process per core: no BLAS threads on top
     global _WORKER_FINDER
     _WORKER_FINDER = NameFinder(load_spacy(model), terms, batch_size, pipes)
 
@@ -470,7 +468,7 @@ class NerPool:
         processes: int,
         min_texts: int = NER_PROCESS_MIN_TEXTS,
     ):
-        self.args = (model, terms, batch_size, list(pipes), 1)
+        self.args = (model, terms, batch_size, list(pipes))
         self.processes = processes
         self.min_texts = min_texts
         self.chunk = max(1, 4 * batch_size)

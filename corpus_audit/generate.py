@@ -595,6 +595,8 @@ def save_regenerated(
     import numpy as np
     from PIL import Image
 
+    from corpus_audit.label import resolve_image_path
+
     image = regenerate_image(study, image_id, exact=exact)
     stored_rel = study.con.execute(
         "SELECT path FROM images WHERE image_id = ?", [image_id]
@@ -605,8 +607,7 @@ def save_regenerated(
     out.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(image.pixels).save(out, format="PNG")
     try:
-        stored = Path(stored_rel) if Path(stored_rel).is_absolute() else study.root / stored_rel
-        with Image.open(stored) as im:
+        with Image.open(resolve_image_path(study, stored_rel)) as im:
             same: bool | None = bool(np.array_equal(np.asarray(im.convert("RGB")), image.pixels))
     except OSError:
         same = None

@@ -151,10 +151,10 @@ class Study:
 
     def count(self, table: str, where: str = "TRUE", params: list[Any] | None = None) -> int:
         """Rows of ``table`` matching ``where``."""
-        row = self.con.execute(
+        rows = self.con.execute(
             f"SELECT count(*) FROM {table} WHERE {where}", params or []
         ).fetchall()
-        return int(row[0][0]) if row else 0
+        return int(rows[0][0]) if rows else 0
 
     # -- stages ----------------------------------------------------------------------------
     @contextmanager

@@ -37,7 +37,7 @@ def demo_run(tmp_path_factory, request):
     return study
 
 
-def test_demo_writes_every_output_it_announces(demo_run: Path, capsys):
+def test_demo_writes_every_output_it_announces(demo_run: Path):
     for rel in (
         "summary/indicator_summary.csv",
         "summary/indicator_summary.html",
