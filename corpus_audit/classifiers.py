@@ -64,11 +64,11 @@ def decide(p_female: float, threshold: float) -> str:
     return "ambiguous"
 
 
-def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MARGIN) -> np.ndarray:
-    """The face box grown by ``margin`` x its size on each side, clipped to the image."""
-    if face is None:
-        return image
-    height, width = image.shape[:2]
+def face_crop_box(
+    face: Face, width: int, height: int, margin: float = FACE_CROP_MARGIN
+) -> tuple[int, int, int, int]:
+    """``(left, top, right, bottom)`` in pixels (right/bottom exclusive) of the face box grown
+    by ``margin`` (>= 0) x its size on each side, clipped to a ``width`` x ``height`` image."""
     grown = Face(
         face.x - margin * face.w,
         face.y - margin * face.h,
@@ -76,7 +76,15 @@ def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MA
         face.h * (1 + 2 * margin),
         face.score,
     )
-    left, top, right, bottom = grown.box_ltrb(width, height)
+    return grown.box_ltrb(width, height)
+
+
+def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MARGIN) -> np.ndarray:
+    """The face box grown by ``margin`` x its size on each side, clipped to the image."""
+    if face is None:
+        return image
+    height, width = image.shape[:2]
+    left, top, right, bottom = face_crop_box(face, width, height, margin)
     return np.ascontiguousarray(image[top:bottom, left:right])
 
 

@@ -152,8 +152,12 @@ class TransformersParaphraser:
             tok.padding_side = "left"  # generation continues on the right
         self.chat = bool(getattr(tok, "chat_template", None)) and not self.seq2seq
 
+    def _instructions(self, items: Sequence[tuple[str, str]]) -> list[str]:
+        """The instruction the model reads for each item (subclasses may ask other things)."""
+        return [instruction(caption, occupation) for caption, occupation in items]
+
     def _inputs(self, items: Sequence[tuple[str, str]]) -> list[str]:
-        texts = [instruction(caption, occupation) for caption, occupation in items]
+        texts = self._instructions(items)
         if self.chat:
             return [
                 self.tokenizer.apply_chat_template(
