@@ -48,6 +48,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_label.py", "--n", "200", "--json", "{json}"],
         ["bench_label.py", "--n", "24", "--clip-images", "8", "--json", "{json}"],
     ),
+    "pst_label": (
+        ["bench_pst_label.py", "--n", "200", "--json", "{json}"],
+        ["bench_pst_label.py", "--n", "24", "--repeats", "1", "--json", "{json}"],
+    ),
     "generate": (
         ["bench_generate.py", "--arch", "tiny", "--size", "8", "--json", "{json}"],
         ["bench_generate.py", "--arch", "tiny", "--size", "4", "--json", "{json}"],
