@@ -60,7 +60,7 @@ def test_three_battles_by_hand():
 
 
 def test_votes_other_than_0_and_1_are_draws():
-    assert list(score_a([0, 1, 2, None, float("nan"), "x", 0.0, 1.0, -1])) == [
+    assert list(score_a([0, 1, 2, None, float("nan"), "x", 0.0, 1.0, -1, " 0", True])) == [
         1.0,
         0.0,
         0.5,
@@ -69,6 +69,8 @@ def test_votes_other_than_0_and_1_are_draws():
         0.5,
         1.0,
         0.0,
+        0.5,
+        1.0,
         0.5,
     ]
     draw = elo_ratings(battles([("A", "B", "tie")]))
@@ -261,6 +263,7 @@ def test_combined_table_and_figures(sample: pd.DataFrame, tmp_path):
         (battles([("A", None, 0)]), {}, r"without model_a, model_b or aspect"),
         (battles([("A", "B", 0)]), {"method": "jackknife"}, r"'jackknife' is not"),
         (battles([("A", "B", 0)]), {"rounds": 0}, r"rounds must be >= 1"),
+        (battles([("A", "B", 0)]), {"orders": {"bias": [[0, 1]]}}, r"must index its 1 battles"),
     ],
 )
 def test_bad_battles(frame, kwargs, match):

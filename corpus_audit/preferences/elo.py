@@ -76,22 +76,18 @@ class RatingError(CorpusAuditError):
 
 
 def score_a(votes: Any) -> np.ndarray:
-    """``s_a`` per battle: 1.0 for vote 0, 0.0 for vote 1, 0.5 for anything else."""
-    values = np.asarray(votes, dtype=object)
-    out = np.full(len(values), 0.5)
-    for code, s in ((0, 1.0), (1, 0.0)):
-        out[np.array([_is_code(v, code) for v in values], dtype=bool)] = s
-    return out
+    """``s_a`` per battle: 1.0 for vote 0, 0.0 for vote 1, 0.5 for anything else (2, empty,
+    NaN, ``tie``). Numbers written as text (``"0"``, ``"1.0"``) count as those numbers."""
+    return np.array([{0.0: 1.0, 1.0: 0.0}.get(_as_number(v), 0.5) for v in votes], dtype=float)
 
 
-def _is_code(value: object, code: int) -> bool:
-    if value is None or isinstance(value, bool | str):
-        return False
+def _as_number(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
     try:
-        number = float(value)  # type: ignore[arg-type]
+        return float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return False
-    return number == code
+        return None
 
 
 def _by_aspect(battles: Any) -> list[tuple[str, Any]]:
@@ -230,7 +226,11 @@ def elo_bootstrap(
         opts = {"k": k, "scale": scale, "base": base, "initial": initial}
         given = elo_orders(a, b, s, np.arange(len(group))[None, :], len(models), **opts)[0]
         if orders is not None and aspect in orders:
-            drawn = np.asarray(orders[aspect], dtype=np.intp)
+            drawn = np.atleast_2d(np.asarray(orders[aspect], dtype=np.intp))
+            if drawn.size == 0 or drawn.min() < 0 or drawn.max() >= len(group):
+                raise RatingError(
+                    f"ratings: the orders of {aspect!r} must index its {len(group)} battles"
+                )
             label = "given"
         else:
             drawn = _orders(len(group), rounds, stable_seed(seed, "elo", aspect), method)
@@ -293,8 +293,9 @@ def bt_fit_many(
     """:func:`bt_fit` for many score tables at once (``won``, ``n``: rounds x m x m; ``start``:
     rounds x m): Newton's method on the same objective, vectorised over the rounds (the
     gradient as in :func:`bt_fit`, the Hessian ``H_ii = sum_j n_ij p_ij (1 - p_ij) + ridge``,
-    ``H_ij = -n_ij p_ij (1 - p_ij)``), steps capped at 4 per coordinate, until no strength
-    moves by more than 1e-10. Returns rounds x m strengths, each row with mean 0."""
+    ``H_ij = -n_ij p_ij (1 - p_ij)``), steps capped at 4 per coordinate and kept at mean 0,
+    until no strength moves by more than 1e-10 (at most 500 steps). Returns rounds x m
+    strengths, each row with mean 0; ``start`` should have mean-0 rows."""
     theta = np.array(start, dtype=float)
     diagonal = np.arange(theta.shape[1])
     for _ in range(500):
@@ -304,6 +305,9 @@ def bt_fit_many(
         hess = -n * p * (1.0 - p)
         hess[:, diagonal, diagonal] = -hess.sum(axis=2) + ridge
         step = np.clip(np.linalg.solve(hess, grad[:, :, None])[:, :, 0], -4.0, 4.0)
+        # The optimum has mean 0; a shift of all strengths is flat up to the tiny ridge, so
+        # the step's mean is rounding noise: drop it (and measure convergence without it).
+        step -= step.mean(axis=1, keepdims=True)
         theta -= step
         if np.abs(step).max() < 1e-10:
             break
@@ -357,7 +361,7 @@ def bradley_terry(
             boot = bt_fit_many(
                 np.tensordot(weights, won_k, axes=1),
                 np.tensordot(weights, n_k, axes=1),
-                np.tile(theta, (rounds, 1)),
+                np.tile(theta, (rounds, 1)),  # theta has mean 0
                 ridge=ridge,
             )
             low, high = initial + factor * np.quantile(boot, [alpha, 1 - alpha], axis=0)
