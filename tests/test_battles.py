@@ -218,6 +218,13 @@ def test_bad_vote_files(exported, tmp_path):
     bad = write(tmp_path / "pairs.csv", "item,pair_id\n1,p1\n")
     with pytest.raises(BattleError, match=r"not a pair manifest: no column\(s\) prompt_id"):
         read_pairs(bad)
+    header = ",".join(PAIR_COLUMNS) + "\n"
+    write(bad, header + "1,p1,q,,m1,m1,i1,i2,a.jpg,b.jpg\n")
+    with pytest.raises(BattleError, match=r"pairs.csv:2: model_a and model_b are both 'm1'"):
+        read_pairs(bad)
+    write(bad, header + "x,p1,q,,m1,m2,i1,i2,a.jpg,b.jpg\n")
+    with pytest.raises(BattleError, match=r"pairs.csv:2: item 'x' is not a whole number"):
+        read_pairs(bad)
 
 
 def test_click_through_in_chromium_downloads_the_votes(images, tmp_path):

@@ -166,7 +166,7 @@ def draw_battles(images: Any, n: int, seed: int, *, models: Sequence[str] | None
     for item, row in enumerate(rows, start=1):
         row["item"] = item
     result = pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
-    result.attrs["per_pair"] = {k: v for k, v in take.items()}
+    result.attrs["per_pair"] = dict(take)
     return result
 
 
@@ -183,7 +183,8 @@ def write_pairs(pairs: Any, path: Path) -> Path:
 
 def read_pairs(path: Path) -> Any:
     """The pair manifest written by :func:`write_pairs`; raises :class:`BattleError` on a
-    missing column, an empty model or image, or a duplicate pair_id (naming file and line)."""
+    missing column, an item that is not a number, an empty model or image, a model against
+    itself, or a duplicate pair_id (naming file and line)."""
     import pandas as pd
 
     path = Path(path)
@@ -196,6 +197,8 @@ def read_pairs(path: Path) -> Any:
         for column in ("pair_id", "model_a", "model_b", "image_a", "image_b"):
             if not row[column].strip():
                 raise BattleError(f"{path}:{line}: empty {column}")
+        if not row["item"].strip().isdigit():
+            raise BattleError(f"{path}:{line}: item {row['item']!r} is not a whole number")
         if row["model_a"] == row["model_b"]:
             raise BattleError(f"{path}:{line}: model_a and model_b are both {row['model_a']!r}")
         if row["pair_id"] in seen:
@@ -205,7 +208,7 @@ def read_pairs(path: Path) -> Any:
         seen[row["pair_id"]] = line
         out.append({c: row[c] for c in PAIR_COLUMNS})
     frame = pd.DataFrame(out, columns=list(PAIR_COLUMNS))
-    frame["item"] = pd.to_numeric(frame["item"], errors="coerce").astype("Int64")
+    frame["item"] = frame["item"].astype(int)
     frame["prompt_text"] = frame["prompt_text"].where(frame["prompt_text"] != "", None)
     return frame
 
