@@ -60,6 +60,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_analysis.py", "--json", "{json}"],
         ["bench_analysis.py", "--occupations", "10", "--images", "100", "--json", "{json}"],
     ),
+    "elo": (
+        ["bench_elo.py", "--json", "{json}"],
+        ["bench_elo.py", "--battles", "1000", "--rounds", "200", "--json", "{json}"],
+    ),
 }
 
 
