@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         load_labor_stats,
     )
     from corpus_audit.texts import (
+        MarkedWordsSettings,
         agreement,
         associate,
         decile_counts,
@@ -121,10 +122,13 @@ def main(argv: list[str] | None = None) -> int:
         percent_women,
         welch,
     )
+    from corpus_audit.texts.mentions import occupation_words
 
     gender_terms = load_gender_terms()
     gender_words = [w for g in ("female", "male") for w in gender_terms.words[g]]
-    drop = [*load_association_terms().words(), *gender_words]
+    # removed before counting: pronouns and honorifics, the gender words (they decide the
+    # labels compared) and the occupations' own names
+    drop = [*load_association_terms().words(), *gender_words, *occupation_words()]
     labor = load_labor_stats()
 
     # -- association of all captions, agreement with indicators (words + pronouns) -----------
@@ -175,9 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     summary = mw.summary.sort_values(["texts_female", "occupation"], ascending=[False, True])
     print("\n### How: marked words per occupation (female- vs male-indicated captions)\n")
     print(md(summary.head(args.occupations * 2), ".0f"))
+    # every word with its z (threshold ~0), to show the strongest where none is significant
+    strongest = marked_words(
+        rows["occupation"],
+        rows["text"],
+        rows["label"],
+        drop_words=drop,
+        settings=MarkedWordsSettings(z_threshold=1e-9),
+    ).words
     for occ in summary["occupation"].head(args.occupations):
-        print(f"\n#### {occ}\n")
-        print(side_by_side(mw.words[mw.words["occupation"] == occ], args.words))
+        print(f"\n#### {occ} (strongest words; * = |z| > 1.96)\n")
+        print(side_by_side(strongest[strongest["occupation"] == occ], args.words))
     pooled = marked_words(["all"] * len(rows), rows["text"], rows["label"], drop_words=drop)
     print("\n#### all occupation captions pooled\n")
     print(md(pooled.summary, ".0f"))
@@ -216,18 +228,16 @@ def side_by_side(words: pd.DataFrame, k: int) -> str:
     for side in ("female", "male"):
         top = words[words["side"] == side].head(k)
         parts.append(
-            [f"{r.word} ({r.z:+.2f}; {r.count_female}/{r.count_male})" for r in top.itertuples()]
+            [
+                f"{r.word}{'*' if abs(r.z) > 1.96 else ''} ({r.z:+.2f}; "
+                f"{r.count_female}/{r.count_male})"
+                for r in top.itertuples()
+            ]
         )
     depth = max((len(p) for p in parts), default=0)
+    female, male = (p + [""] * (depth - len(p)) for p in parts)
     frame = pd.DataFrame(
-        {
-            "women's side: word (z; count f/m)": [
-                p[i] if i < len(p) else "" for i in range(depth) for p in [parts[0]]
-            ],
-            "men's side: word (z; count f/m)": [
-                p[i] if i < len(p) else "" for i in range(depth) for p in [parts[1]]
-            ],
-        }
+        {"women's side: word (z; count f/m)": female, "men's side: word (z; count f/m)": male}
     )
     return md(frame) if depth else "(no marked words)"
 

@@ -633,3 +633,28 @@ def test_figures_draw_the_tables():
     scatter = who_scatter(who)
     points = scatter.axes[0].lines[1].get_xydata()
     assert sorted(map(tuple, points)) == [(29.2, 30.0), (87.9, 80.0)]
+
+
+# -- mentions -------------------------------------------------------------------------------------
+def test_find_mentions_and_occupation_words():
+    from corpus_audit.texts.mentions import find_mentions, occupation_words
+
+    found = find_mentions(
+        [
+            "A nurse and a Prime  Minister meet the nurses",
+            "internal cookbook cookie",
+            None,
+            "the teacher's Teachers",
+            "Graphic-Designer",
+        ]
+    )
+    assert list(found.itertuples(index=False, name=None)) == [
+        (0, "nurse"),
+        (0, "prime minister"),
+        (3, "teacher"),
+        (4, "graphic designer"),
+    ]
+    assert find_mentions([]).empty
+    words = set(occupation_words())
+    assert {"nurse", "nurses", "ceo", "hairstylist", "dancer"} <= words
+    assert not {"prime", "minister", "hair", "fashion", "graphic"} & words  # multi-word pieces

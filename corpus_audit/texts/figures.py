@@ -48,7 +48,7 @@ def decile_figure(deciles: pd.DataFrame, title: str = "texts") -> Any:
         for lo, hi in zip(deciles["pct_low"], deciles["pct_high"], strict=True)
     ]
     ax.set_xticks(x, labels, fontsize=7)
-    ax.set_xlabel("% women among associated texts")
+    ax.set_xlabel(f"% women among associated {title}")
     ax.set_ylabel("occupations")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize=7, loc="upper center")
@@ -90,6 +90,15 @@ def who_scatter(who: pd.DataFrame, min_associated: int = 1, title: str = "texts"
                 xytext=(2, 2),
                 textcoords="offset points",
             )
+    if used.empty:
+        ax.text(
+            50,
+            50,
+            f"no occupation with a labour statistic\nand >= {min_associated} associated {title}",
+            ha="center",
+            va="center",
+            fontsize=8,
+        )
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
     ax.set_xlabel("% women, labour statistics")

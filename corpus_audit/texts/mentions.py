@@ -55,3 +55,20 @@ def find_mentions(
     out = pd.DataFrame(sorted(pairs), columns=["row", "occupation"])
     out["row"] = out["row"].astype(np.int64)
     return out
+
+
+def occupation_words(occupations: list[Occupation] | None = None) -> tuple[str, ...]:
+    """The lexicon's one-word surface forms (``dancer``, ``dancers``, ``ceo``...), sorted.
+
+    An occupation's own name marks nothing about how its women and men are described, so
+    callers add these to the marked words' ``drop_words``. The words of multi-word forms
+    (``hair`` of ``hair stylist``, ``fashion`` of ``fashion designer``, ``prime``) are not
+    included: alone they are ordinary descriptive words.
+    """
+    from corpus_audit.texts.tokens import clean_texts, words_of
+
+    forms = [f for o in occupations or load_occupations() for f in o.forms]
+    flat, rows = words_of(clean_texts(forms))
+    single = np.bincount(rows, minlength=len(forms)) == 1
+    words = flat.to_pylist()
+    return tuple(sorted({w for w, r in zip(words, rows.tolist(), strict=True) if single[r]}))
