@@ -196,7 +196,9 @@ def test_bad_text_is_a_clear_error():
         associate(["a\ud800"])
     with pytest.raises(CorpusError, match=r"row 2: not text \(int\)"):
         associate(["a", None, 7])
-    assert text_array([b"caf\xc3\xa9", float("nan")]).to_pylist() == ["café", None]
+    assert text_array([b"caf\xc3\xa9", float("nan"), pd.NA]).to_pylist() == ["café", None, None]
+    series = pd.Series(["a", None], dtype="string")
+    assert text_array(series).to_pylist() == ["a", None]
     with pytest.raises(CorpusError, match="row 1: not UTF-8 text"):
         text_array(pa.array([b"ok", b"\xff"], pa.binary()))
 
@@ -572,6 +574,10 @@ def test_srbs_by_occupation_and_comparison():
     )
     with pytest.raises(KeyError, match="no vector for the word"):
         srbs_by_occupation(candidates.assign(word="missing"), targets, vectors)
+    with pytest.raises(ValueError, match=r"targets lacks the column\(s\) \['side'\]"):
+        srbs_by_occupation(candidates, targets.drop(columns="side"), vectors)
+    empty = srbs_by_occupation(candidates.iloc[:0], targets, vectors)
+    assert empty.empty and list(empty.columns) == list(table.columns)
 
 
 # -- who -------------------------------------------------------------------------------------

@@ -257,8 +257,7 @@ def marked_words(
     significant = compared[counts.pair_occ] & (np.abs(z) > cfg.z_threshold)
     kept = significant & ~removed[counts.pair_word]
     words = _word_table(counts, kept, z, delta, vocab, occ_names, cfg, arr, ids)
-    summary = _summary(counts, compared, significant, kept, z, occ_names)
-    summary["prior_strength"] = alpha0
+    summary = _summary(counts, compared, significant, kept, z, occ_names, alpha0)
     return MarkedWords(words, summary, calibration, prior)
 
 
@@ -275,9 +274,8 @@ def fightin_words(
     ``y_female``, ``y_male``: the word's occurrences on each side; ``n_female``,
     ``n_male``: all word occurrences of each side of the word's comparison; ``alpha``: the
     word's prior a_w; ``alpha0``: a_0 of its comparison, the sum of a_w over the vocabulary
-    (a number or one per word). ``delta`` is the
-    log-odds ratio (natural log, female minus male); where the formula is undefined (a
-    one-word vocabulary) both are 0.
+    (a number or one per word). ``delta`` is the log-odds ratio (natural log, female minus
+    male); where the formula is undefined (a one-word vocabulary) both are 0.
     """
     yf = np.asarray(y_female, dtype=float)
     ym = np.asarray(y_male, dtype=float)
@@ -324,7 +322,9 @@ class _Counts:
     ``pair_occ``/``pair_word``: the pairs used on either side of a compared label, sorted;
     ``y``: (pairs, 2) occurrences (female, male); ``docs``: (pairs, 2) texts containing
     the word; ``n_tokens``, ``n_texts``: (occupations, 2); ``corpus``: occurrences per word
-    over every text; ``row_words``: sorted unique ``row * V + word`` keys of side texts.
+    over every text; ``text_rows``, ``text_keys``: for each distinct (text, word) of a
+    labelled text, sorted by text, the text's row and the key
+    ``(occupation * V + word) * 2 + side`` of its pair and side.
     """
 
     def __init__(
@@ -337,7 +337,6 @@ class _Counts:
         n_occ: int,
     ):
         self.n_words = n_words
-        self.occ_codes, self.side_codes = occ_codes, side_codes
         self.corpus = np.bincount(word_ids, minlength=n_words)
         side = side_codes[rows]
         on_side = side >= 0
@@ -353,10 +352,12 @@ class _Counts:
         self.pair_occ, self.pair_word = pairs // n_words, pairs % n_words
         self.y = np.zeros((len(pairs), 2), dtype=np.int64)
         self.y[where, keys % 2] = occurrences
-        self.row_words = np.unique(r * n_words + w)
-        row_of = self.row_words // n_words
-        doc_keys = (occ_codes[row_of] * n_words + self.row_words % n_words) * 2 + side_codes[row_of]
-        doc_keys, doc_counts = np.unique(doc_keys, return_counts=True)
+        row_words = np.unique(r * n_words + w)
+        self.text_rows = row_words // n_words
+        self.text_keys = (occ_codes[self.text_rows] * n_words + row_words % n_words) * 2 + (
+            side_codes[self.text_rows]
+        )
+        doc_keys, doc_counts = np.unique(self.text_keys, return_counts=True)
         self.docs = np.zeros_like(self.y)
         self.docs[np.searchsorted(pairs, doc_keys // 2), doc_keys % 2] = doc_counts
 
@@ -455,14 +456,10 @@ def _examples(counts: _Counts, idx: np.ndarray, side: np.ndarray, k: int) -> dic
     """Position in ``idx`` -> the first ``k`` rows (input order) of its side with its word."""
     if k == 0 or idx.size == 0:
         return {}
-    V = counts.n_words
-    # the pair key (occupation * V + word) * 2 + side of each wanted marked word
-    wanted = (counts.pair_occ[idx] * V + counts.pair_word[idx]) * 2 + side
-    rows = counts.row_words // V
-    words = counts.row_words % V
-    keys = (counts.occ_codes[rows] * V + words) * 2 + counts.side_codes[rows]
-    hit = np.isin(keys, wanted)
-    frame = pd.DataFrame({"key": keys[hit], "row": rows[hit]}).sort_values(
+    # the key (occupation * V + word) * 2 + side of each wanted marked word
+    wanted = (counts.pair_occ[idx] * counts.n_words + counts.pair_word[idx]) * 2 + side
+    hit = np.isin(counts.text_keys, wanted)
+    frame = pd.DataFrame({"key": counts.text_keys[hit], "row": counts.text_rows[hit]}).sort_values(
         ["key", "row"], kind="stable"
     )
     first = frame.groupby("key", sort=False).head(k)
@@ -477,6 +474,7 @@ def _summary(
     kept: np.ndarray,
     z: np.ndarray,
     occ_names: list[str],
+    alpha0: np.ndarray,
 ) -> pd.DataFrame:
     n_occ = len(occ_names)
 
@@ -497,6 +495,7 @@ def _summary(
             "removed_by_calibration": per_occ(significant & ~kept),
             "marked_female": per_occ(kept & (z > 0)),
             "marked_male": per_occ(kept & (z < 0)),
+            "prior_strength": alpha0,
         },
-        columns=list(SUMMARY_COLUMNS[:-1]),
+        columns=list(SUMMARY_COLUMNS),
     )

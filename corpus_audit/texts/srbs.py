@@ -140,8 +140,16 @@ def srbs_by_occupation(
     One row per (occupation, side) of the candidates, with the columns ``occupation``,
     ``side``, ``words`` (|C|), ``targets_female``, ``targets_male`` (|T_f|, |T_m|),
     ``s_female`` = S(C, T_f), ``s_male`` = S(C, T_m) (0-2) and ``srbs`` (-2..2); the three
-    are NaN when C or a target set is empty. Raises KeyError naming a word without a vector.
+    are NaN when C or a target set is empty. Raises KeyError naming a word without a vector
+    and ValueError for a missing column.
     """
+    for name, frame, needed in (
+        ("candidates", candidates, {"occupation", "side", "word"}),
+        ("targets", targets, {"side", "word"}),
+    ):
+        missing = needed - set(frame.columns)
+        if missing:
+            raise ValueError(f"srbs_by_occupation: {name} lacks the column(s) {sorted(missing)}")
     per_occ = "occupation" in targets.columns
     rows = []
     for (occ, side), group in candidates.groupby(["occupation", "side"], sort=True):

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,7 +39,7 @@ TextInput = Sequence[Any] | pa.Array | pa.ChunkedArray
 
 
 def text_array(texts: TextInput, source: str = "texts") -> pa.Array:
-    """``texts`` as one arrow string array (nulls kept; NaN and None are null).
+    """``texts`` as one arrow string array (nulls kept; None, NaN and pandas' NA are null).
 
     Accepts a list or tuple, a pandas Series, or an arrow (large) string or binary array.
     Raises :class:`CorpusError` naming ``source`` and the row for bytes that are not UTF-8,
@@ -71,7 +72,7 @@ def _arrow_text(arr: pa.Array, source: str) -> pa.Array:
 
 
 def _one_text(value: Any, row: int, source: str) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, bytes | bytearray):
         try:
