@@ -56,6 +56,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_generate.py", "--arch", "tiny", "--size", "8", "--json", "{json}"],
         ["bench_generate.py", "--arch", "tiny", "--size", "4", "--json", "{json}"],
     ),
+    "association": (
+        ["bench_association.py", "--repeat", "4", "--json", "{json}"],
+        ["bench_association.py", "--repeat", "1", "--json", "{json}"],
+    ),
     "analysis": (
         ["bench_analysis.py", "--json", "{json}"],
         ["bench_analysis.py", "--occupations", "10", "--images", "100", "--json", "{json}"],

@@ -58,6 +58,26 @@ class PromptSet:
 
 
 @dataclass(frozen=True)
+class AssociationTerms:
+    """Terms of the gender-association rule (METHODS 4), all lower case.
+
+    ``pronouns`` has the lists ``female``, ``male`` and ``neutral``; ``honorifics`` the lists
+    ``female`` and ``male`` (single words); ``non_binary`` holds phrases (``they/them``);
+    ``language`` is the wordfreq language code of the marked-words prior.
+    """
+
+    pronouns: dict[str, tuple[str, ...]]
+    honorifics: dict[str, tuple[str, ...]]
+    non_binary: tuple[str, ...]
+    language: str
+
+    def words(self) -> tuple[str, ...]:
+        """Every pronoun and honorific: the words removed before marked words are compared."""
+        lists = [*self.pronouns.values(), *self.honorifics.values()]
+        return tuple(dict.fromkeys(w for words in lists for w in words))
+
+
+@dataclass(frozen=True)
 class GenderTerms:
     """Gender words and pronouns (lower case) and gender-guesser answers per gender."""
 
@@ -243,6 +263,67 @@ def load_gender_terms(
     if overlap:
         raise LexiconError(f"{path}: terms listed for both genders: {sorted(overlap)}")
     return GenderTerms(parts["words"], parts["pronouns"], parts["names"])
+
+
+ASSOCIATION_SECTIONS = {
+    "pronouns": ("female", "male", "neutral"),
+    "honorifics": ("female", "male"),
+}
+
+
+def load_association_terms(
+    spec: str = "builtin:association_terms_en.toml", base: Path | None = None
+) -> AssociationTerms:
+    """Read the terms of the gender-association rule (see data/README.md).
+
+    Raises :class:`LexiconError` when a table or list is missing, a pronoun or honorific is
+    not one word (letters, digits, ``_``), a term is listed twice, or there is no non-binary
+    term.
+    """
+    path = resolve_path(spec, base)
+    data = _read_toml(path)
+    parts: dict[str, dict[str, tuple[str, ...]]] = {}
+    owner: dict[str, str] = {}
+    for table, keys in ASSOCIATION_SECTIONS.items():
+        section = data.get(table)
+        if not isinstance(section, dict) or set(section) != set(keys):
+            raise LexiconError(f"{path}: [{table}] needs exactly the lists {', '.join(keys)}")
+        parts[table] = {}
+        for key in keys:
+            terms = _term_list(path, f"{table}.{key}", section[key])
+            for term in terms:
+                if not re.fullmatch(r"\w+", term):
+                    raise LexiconError(
+                        f"{path}: {table}.{key}: {term!r} is not one word (letters, digits, _)"
+                    )
+                if term in owner:
+                    raise LexiconError(
+                        f"{path}: {term!r} is listed in {owner[term]} and in {table}.{key}"
+                    )
+                owner[term] = f"{table}.{key}"
+            parts[table][key] = terms
+    section = data.get("non_binary")
+    if not isinstance(section, dict) or set(section) != {"terms"}:
+        raise LexiconError(f"{path}: [non_binary] needs exactly the list terms")
+    non_binary = _term_list(path, "non_binary.terms", section["terms"])
+    if not non_binary:
+        raise LexiconError(f"{path}: non_binary.terms is empty")
+    language = data.get("language", "en")
+    if not isinstance(language, str) or not language.strip():
+        raise LexiconError(f"{path}: language must be a language code such as 'en'")
+    return AssociationTerms(
+        parts["pronouns"], parts["honorifics"], non_binary, language.strip().lower()
+    )
+
+
+def _term_list(path: Path, where: str, value: object) -> tuple[str, ...]:
+    """A TOML list of non-empty strings, lower-cased with inner white space collapsed."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise LexiconError(f"{path}: {where} must be a list of strings")
+    terms = tuple(" ".join(v.lower().split()) for v in value)
+    if "" in terms:
+        raise LexiconError(f"{path}: {where} has an empty term")
+    return terms
 
 
 def load_labor_stats(
