@@ -139,13 +139,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_amplify(args: argparse.Namespace) -> int:
-    from corpus_audit.analysis import amplify_tables
+    from corpus_audit.analysis.tables import TableError, amplify_tables, amplify_wide
 
-    run = amplify_tables(
-        Path(args.training), Path(args.generated), out_dir=Path(args.out) if args.out else None
-    )
+    options = {
+        "out_dir": Path(args.out) if args.out else None,
+        "parity_side": args.parity_side,
+        "report": args.report,
+    }
+    if args.table:
+        if args.training or args.generated:
+            raise TableError("amplify: give --table, or --training with --generated, not both")
+        tables = [_named_table(spec) for spec in args.table]
+        run = amplify_wide(tables, training_n=args.training_n, **options)
+    elif args.training and args.generated:
+        if args.training_n is not None:
+            raise TableError("amplify: --training-n goes with --table (long tables carry n)")
+        run = amplify_tables(Path(args.training), Path(args.generated), **options)
+    else:
+        raise TableError("amplify: give --training and --generated, or one or more --table")
     _print_run(run)
     return 0
+
+
+def _named_table(spec: str) -> tuple[str, Path]:
+    """``NAME=PATH`` or ``PATH`` (named by the file's stem)."""
+    name, sep, path = spec.partition("=")
+    if sep and name and not Path(spec).exists():
+        return name, Path(path)
+    return Path(spec).stem, Path(spec)
 
 
 def cmd_regenerate(args: argparse.Namespace) -> int:
@@ -229,10 +250,31 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV)")
-    p.add_argument("--training", required=True, help="CSV: occupation,percent_female[,n]")
-    p.add_argument("--generated", required=True, help="CSV: occupation,prompt,percent_female[,n]")
-    p.add_argument("--out", help="directory for the result CSVs")
+    p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV/TSV)")
+    p.add_argument("--training", help="CSV: occupation,percent_female[,n]")
+    p.add_argument("--generated", help="CSV: occupation,prompt,percent_female[,n]")
+    p.add_argument(
+        "--table",
+        action="append",
+        metavar="[NAME=]FILE",
+        help="wide table occupation,training,<prompt>...[,training_n,<prompt>_n], one per "
+        "model (repeatable; the paper's published tables have this shape)",
+    )
+    p.add_argument(
+        "--training-n",
+        type=int,
+        help="labelled images behind every training value of a --table without counts "
+        "(the paper's: 500)",
+    )
+    p.add_argument(
+        "--parity-side",
+        choices=["upper", "neither"],
+        default="upper",
+        help="where exactly 50 lies for the direction-switch exclusion: upper (the paper's "
+        "rule, default) or neither (strict)",
+    )
+    p.add_argument("--report", action="store_true", help="also write amplification.html")
+    p.add_argument("--out", help="directory for the results (default ./amplify_results)")
     p.set_defaults(func=cmd_amplify)
 
     p = sub.add_parser(

@@ -119,13 +119,30 @@ def test_amplification_formula(t: float, g: float, a: float):
 
 def test_direction_switch_and_ties_at_50():
     assert side(50.0) == 0 and side(50.0 + 1e-12) == 0 and side(49.9) == -1 and side(50.1) == 1
-    assert direction_switch(40, 60) and direction_switch(60, 40)
-    assert direction_switch(49.9, 50.1)
-    # Exactly 50 is parity, on no side: never a switch.
-    assert not direction_switch(50, 60)
-    assert not direction_switch(60, 50)
-    assert not direction_switch(50, 50)
-    assert not direction_switch(30, 10)
+    for rule in ("upper", "neither"):
+        assert direction_switch(40, 60, rule) and direction_switch(60, 40, rule)
+        assert direction_switch(49.9, 50.1, rule)
+        assert not direction_switch(50, 60, rule)  # 50 and above: same side under both rules
+        assert not direction_switch(60, 50, rule)
+        assert not direction_switch(50, 50, rule)
+        assert not direction_switch(30, 10, rule)
+    # The paper's rule (default): 50 counts with the upper side, so 50 vs below 50 switches.
+    assert direction_switch(44.8, 50.0) and direction_switch(50.0, 44.8)
+    assert direction_switch(44.8, 50.0 - 1e-12)  # within 1e-9 of 50 is exactly 50
+    # Strict rule: exactly 50 is on no side and never switches.
+    assert not direction_switch(44.8, 50.0, "neither")
+    assert not direction_switch(50.0, 44.8, "neither")
+    with pytest.raises(ValueError, match="parity_side 'lower'"):
+        direction_switch(40, 60, "lower")
+
+
+def test_make_pair_at_exactly_50_follows_the_rule():
+    t, g = Rate("t", 44.8, 500), Rate("g", 50.0, 500)
+    paper = make_pair("athlete", 3, t, g)
+    assert paper.excluded and paper.exclude_reason == "direction_switch"
+    assert paper.amplification == pytest.approx(0.0 - 5.2)  # |50-50| - |44.8-50|, still shown
+    strict = make_pair("athlete", 3, t, g, "neither")
+    assert not strict.excluded and strict.amplification == pytest.approx(-5.2)
 
 
 def test_make_pair_reasons():

@@ -89,7 +89,14 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
         run.provenance["input_fingerprint"] = fingerprint
         if last is not None and last["provenance"].get("input_fingerprint") == fingerprint:
             run.skipped = True
-            for key in ("classifier", "threshold", "bootstrap", "confidence", "bootstrap_seed"):
+            for key in (
+                "classifier",
+                "threshold",
+                "bootstrap",
+                "confidence",
+                "bootstrap_seed",
+                "parity_side",
+            ):
                 if key in last["provenance"]:
                     run.provenance[key] = last["provenance"][key]
             run.rows_out = study.count("amplification")
@@ -111,6 +118,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             "bootstrap": cfg.bootstrap,
             "confidence": cfg.confidence,
             "bootstrap_seed": seed,
+            "parity_side": cfg.parity_side,
         }
     )
     with study.transaction() as con:
@@ -125,7 +133,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         no_template = [g for g in gen if g.template_id is None]
         gen = [g for g in gen if g.template_id is not None]
         amp_rows, summ_rows = _amplification(
-            train, gen, caps, cfg.bootstrap, cfg.confidence, seed, progress
+            train, gen, caps, cfg.bootstrap, cfg.confidence, seed, progress, cfg.parity_side
         )
         corr = indicator_correlation(occ_rows)
 
@@ -160,6 +168,7 @@ def _amplification(
     confidence: float,
     seed: int,
     progress: bool,
+    parity_side: str,
 ) -> tuple[list[dict], list[dict]]:
     """Rows of ``amplification`` and ``amplification_summary``."""
     per_prompt_strategies = {t.strategy for t in train if t.prompt_id is not None}
@@ -188,7 +197,7 @@ def _amplification(
             template = g.template_id if strategy in per_prompt_strategies else None
             t = t_index.get((strategy, g.occupation, template))
             t_rate = t.rate() if t else Rate(("missing", strategy, g.occupation, template), None, 0)
-            pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate()))
+            pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate(), parity_side))
         per_prompt, overall = summarize(
             pairs, prompts=templates, replicates=replicates, confidence=confidence, seed=seed
         )
@@ -227,7 +236,7 @@ def _amplification(
         bar.update()
     for (model, strategy), group in sorted(cap_groups.items()):
         pairs = [
-            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, t.rate(), g.rate())
+            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, t.rate(), g.rate(), parity_side)
             for t, g in sorted(group, key=lambda tg: tg[1].occupation)
         ]
         (s,), overall = summarize(
