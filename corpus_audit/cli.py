@@ -120,6 +120,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
         _print_table(rows)
+        from corpus_audit.subsets import study_shortfall
+
+        for line in study_shortfall(study):
+            print(line)
     return 0
 
 

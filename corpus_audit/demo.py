@@ -33,6 +33,9 @@ DEMO_OCCUPATIONS = ("doctor", "nurse", "chef", "teacher", "pilot", "student")
 # 500 every subset would hold all of them and `nn` would equal `keyword`. 10 keeps the
 # selection strategies distinct, so the similarity table shows what nearest neighbours do.
 DEMO_SAMPLE_SIZE = 10
+# The demo has no images, so its subsets cannot be cut at N labelled images: they are the first
+# 10 captions of each ranking (select.sample_unit = "captions").
+DEMO_SAMPLE_UNIT = "captions"
 SUMMARY_COLUMNS = (
     "occupation",
     "captions",
@@ -58,7 +61,7 @@ def open_or_create(root: Path) -> Study:
         demo_corpus(),
         overrides={
             "study": {"name": "demo", "seed": 0},
-            "select": {"sample_size": DEMO_SAMPLE_SIZE},
+            "select": {"sample_size": DEMO_SAMPLE_SIZE, "sample_unit": DEMO_SAMPLE_UNIT},
             "neighbors": {"k": DEMO_SAMPLE_SIZE},
         },
     )

@@ -4,9 +4,12 @@ For every caption in ``mentions`` it writes one row of ``indicators`` (label ``m
 ``female``, ``both`` or ``none`` and a readable ``triggers`` string) and one row of
 ``indicator_triggers`` per trigger (kind ``word``/``pronoun``/``name``, token, gender, and for
 names gender-guesser's raw answer). The matching rules live in :mod:`corpus_audit.gender_text`.
-Then it draws the ``no_indicators`` training subsets into ``samples``: per occupation a uniform
-random sample of ``select.sample_size`` among its captions labelled ``none``, ordered by the
-same hash rule as the keyword sample.
+Then it writes the ``no_indicators`` training subsets into ``samples``
+(``indicators.no_indicator_sample``): ``split`` (default, the paper's: "we split the training
+examples selected in Section 4") takes the keyword sample's captions labelled ``none`` in its
+rank order, so the subset is the indicator-free part of the keyword subset; ``fresh`` draws a
+new uniform random sample among all the occupation's captions labelled ``none``, ordered by the
+same hash rule as the keyword sample (as many candidates as the keyword sample keeps).
 
 Resumable: captions are labelled in batches of ``indicators.batch_size``, each committed in one
 transaction with its triggers; a rerun labels only what has no label yet (a killed run loses at
@@ -123,6 +126,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
                 "relabelled_all": relabel,
                 "sample_seed": _sample_seed(study),
                 "sample_size": study.config.select.sample_size,
+                "no_indicator_sample": cfg.no_indicator_sample,
                 "no_indicators_rows": sample_rows,
                 "share_with_indicator_pct": share["pct"],
             }
@@ -357,14 +361,16 @@ def _sample_seed(study: Study) -> int:
 
 def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
     """(Re)write the ``no_indicators`` rows of ``samples`` when they differ from what the rule
-    gives now; one transaction. Returns (rows, whether they were rewritten)."""
+    (``indicators.no_indicator_sample``) gives now; one transaction. Returns (rows, whether
+    they were rewritten)."""
     con = study.con
-    params = {"seed": _sample_seed(study), "n": study.config.select.sample_size}
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE indicators_sample_new AS\n"
-        + sql_text("indicators_sample.sql"),
-        params,
-    )
+    select = study.config.select
+    if study.config.indicators.no_indicator_sample == "split":
+        name, params = "indicators_sample_split.sql", {}
+    else:
+        n = select.candidates(select.sample_size)
+        name, params = "indicators_sample_fresh.sql", {"seed": _sample_seed(study), "n": n}
+    con.execute("CREATE OR REPLACE TEMP TABLE indicators_sample_new AS\n" + sql_text(name), params)
     cols = "strategy, occupation, prompt_id, caption_id, rank, score"
     diff = con.execute(
         f"""

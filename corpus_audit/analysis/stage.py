@@ -40,8 +40,10 @@ from corpus_audit.analysis.percent import (
 from corpus_audit.analysis.stats import stable_seed
 from corpus_audit.errors import StageOrderError
 from corpus_audit.store import StageRun, Study
+from corpus_audit.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
 ANALYSIS_TABLES = (
+    "training_subsets",
     "percent_female",
     "amplification",
     "amplification_summary",
@@ -64,7 +66,9 @@ _FINGERPRINT_COLUMNS = {
 
 def input_fingerprint(study: Study) -> str:
     """Hash of everything the analysis reads (rows and config), order-independent."""
-    parts: dict[str, object] = {"config": study.config.section_hash("analysis", "study")}
+    # the cut reads select (N, unit), indicators (split) and neighbors (k); similarity reads label
+    sections = ("analysis", "study", "select", "indicators", "neighbors", "label")
+    parts: dict[str, object] = {"config": study.config.section_hash(*sections)}
     for table, cols in _FINGERPRINT_COLUMNS.items():
         # One hash per row of its text form, summed: order-free, and unlike a multi-argument
         # hash() under bit_xor (linear in its last argument) it sees swapped values.
@@ -121,14 +125,24 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             "parity_side": cfg.parity_side,
         }
     )
+    rule = CutRule.from_config(study.config)
+    run.provenance["subsets"] = {
+        "sample_unit": rule.unit,
+        "sample_size": rule.n_occupation,
+        "k": rule.n_prompt,
+        "overdraw": study.config.select.overdraw,
+        "no_indicator_sample": study.config.indicators.no_indicator_sample,
+    }
     with study.transaction() as con:
         n_labelled = prepare_labels(con, classifier, cfg.threshold)
-        train = training_sets(con)
+        cut(con, rule)
+        status = status_rows(con, rule)
+        short = {(r["strategy"], r["occupation"], r["prompt_id"]): r["shortfall"] for r in status}
+        train = training_sets(con, short)
         gen = generated_sets(con)
         caps = caption_prompt_sets(con)
         match = indicator_match_rows(con, cfg.confidence)
         occ_rows = occupation_indicator_rows(con)
-        con.execute("DROP TABLE IF EXISTS analysis_labelled")
 
         no_template = [g for g in gen if g.template_id is None]
         gen = [g for g in gen if g.template_id is not None]
@@ -142,6 +156,12 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
         for table in ANALYSIS_TABLES:
             con.execute(f"DELETE FROM {table}")
+        con.execute(
+            "INSERT INTO training_subsets SELECT strategy, occupation, prompt_id, caption_id, "
+            "rank, image_id, state FROM subset_members WHERE member"
+        )
+        drop(con)
+        con.execute("DROP TABLE IF EXISTS analysis_labelled")
         _insert(con, "percent_female", percent_rows)
         _insert(con, "amplification", amp_rows)
         _insert(con, "amplification_summary", summ_rows)
@@ -158,6 +178,9 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.provenance["labelled_images"] = n_labelled
     run.summary = summary_rows(study)
     run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
+    templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
+    if train:
+        run.messages += shortfall_lines(status, rule, templates)
 
 
 def _amplification(
@@ -365,8 +388,24 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
     if no_template:
         n = sum(g.n_images for g in no_template)
         notes.append(f"{n} generated images name a prompt_id not in `prompts`; not analysed")
-    if caps:
-        notes.append(f"captions as prompts: {len(caps)} (model, subset, occupation) sets")
+    cfg = study.config
+    notes.append(
+        f"training subsets: {cfg.select.sample_size} per occupation, {cfg.neighbors.k} per "
+        f"prompt, counted in {cfg.select.sample_unit.replace('_', ' ')}; no_indicators: "
+        + (
+            "the keyword subset's captions without indicators (split, the paper's)"
+            if cfg.indicators.no_indicator_sample == "split"
+            else "a fresh draw among indicator-free captions"
+        )
+    )
+    per_set: dict[tuple[str, str], int] = defaultdict(int)
+    for t, g in caps:
+        per_set[(g.model_id or "unknown", t.strategy or "")] += t.n_captions or 0
+    for (model, strategy), n_captions in sorted(per_set.items()):
+        notes.append(
+            f"{strategy} ({model}): T and G over the same {n_captions} captions, those with a "
+            "labelled training image and generated images"
+        )
     if corr["r"] is not None:
         notes.append(
             f"Pearson r(training %female, % female-indicator captions) = {corr['r']:.3f} "

@@ -18,9 +18,33 @@ CREATE TABLE IF NOT EXISTS percent_female (
     percent_female DOUBLE,                   -- NULL when n_female + n_male = 0
     ci_low       DOUBLE,
     ci_high      DOUBLE,
-    n_images     INTEGER                     -- images of the set before face filter / labels
+    n_images     INTEGER,                    -- images of the set before face filter / labels
+                                             -- (training: of the candidates the cut went through)
+    n_captions   INTEGER,                    -- training subset / caption-prompt set: its captions
+    n_target     INTEGER,                    -- training subset: the N it is cut at (NULL: split)
+    n_candidates INTEGER,                    -- training subset: ranked candidate captions
+    shortfall    VARCHAR                     -- training subset short of N: pending | candidates
+                                             -- (raise select.overdraw) | corpus; NULL when full
 );
 ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_images INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_captions INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_target INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_candidates INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS shortfall VARCHAR;
+
+-- The training subsets after the cut (corpus_audit/subsets.py): one row per caption in a
+-- subset, with its training image and that image's label (female | male; with
+-- select.sample_unit = 'captions' also ambiguous | dropped | no_image | pending). T is the
+-- %female of a subset's female/male rows.
+CREATE TABLE IF NOT EXISTS training_subsets (
+    strategy     VARCHAR NOT NULL,
+    occupation   VARCHAR NOT NULL,
+    prompt_id    VARCHAR,                    -- NULL for per-occupation strategies
+    caption_id   BIGINT NOT NULL,
+    rank         INTEGER NOT NULL,           -- rank in the subset's candidate list (samples)
+    image_id     VARCHAR,
+    label        VARCHAR NOT NULL
+);
 
 -- Amplification per (model, strategy, occupation, prompt template).
 -- template_id 0 = captions as prompts (the captions themselves were the prompts).
