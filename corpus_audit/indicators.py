@@ -19,7 +19,8 @@ gender-guesser's version) every caption is relabelled, in one transaction with t
 
 :func:`indicator_summary` gives the per-occupation table (captions, % with any indicator,
 % male-only, % female-only, % both); the stage also puts it in ``run.summary`` and the
-corpus-wide share of occupation captions with an indicator in ``run.messages``.
+share of occupation captions with an indicator in ``run.messages``, both as the mean over
+occupations (the paper's statistic) and pooled over distinct captions.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from corpus_audit.store import StageRun, Study, sql_text
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"
-PAPER_LAION_SHARE = 59.5  # % of LAION occupation captions with an indicator (Seshadri et al.)
+# % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et al.)
+PAPER_LAION_SHARE = 59.5
 MARKUP_RULE = (
     "html-unescape+strip-tags/1"  # version of gender_text.clean_markup, for the fingerprint
 )
@@ -129,6 +131,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
                 "no_indicator_sample": cfg.no_indicator_sample,
                 "no_indicators_rows": sample_rows,
                 "share_with_indicator_pct": share["pct"],
+                "mean_occupation_share_pct": share["mean_occupation_pct"],
             }
         )
     return run
@@ -154,7 +157,9 @@ def indicator_summary(study: Study) -> list[dict[str, Any]]:
 
 def corpus_share(study: Study) -> dict[str, Any]:
     """Corpus-wide: distinct occupation ``captions``, those ``with_indicator``, ``unlabelled``,
-    and ``pct`` (percent with an indicator among labelled captions, 0-100, or None)."""
+    ``pct`` (pooled: percent with an indicator among labelled captions, 0-100, or None),
+    ``mean_occupation_pct`` (the mean over ``occupations`` of each one's percent: the paper's
+    statistic) and ``occupations``."""
     return _share(study)
 
 
@@ -393,7 +398,7 @@ def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
 
 
 def _share(study: Study) -> dict[str, Any]:
-    ((captions, with_indicator, unlabelled),) = study.con.execute(
+    ((captions, with_indicator, unlabelled, mean_occ, occupations),) = study.con.execute(
         sql_text("indicators_share.sql")
     ).fetchall()
     labelled = captions - unlabelled
@@ -403,6 +408,8 @@ def _share(study: Study) -> dict[str, Any]:
         "with_indicator": int(with_indicator),
         "unlabelled": int(unlabelled),
         "pct": pct,
+        "mean_occupation_pct": None if mean_occ is None else round(float(mean_occ), 1),
+        "occupations": int(occupations),
     }
 
 
@@ -410,7 +417,8 @@ def _share_message(share: dict[str, Any]) -> str:
     if share["pct"] is None:
         return "no occupation captions to label (mentions is empty)"
     return (
-        f"{share['with_indicator']:,} of {share['captions']:,} occupation captions "
-        f"({share['pct']:.1f} %) carry an explicit gender indicator "
-        f"(paper, LAION: {PAPER_LAION_SHARE} %)"
+        f"captions with an explicit gender indicator: mean over {share['occupations']} "
+        f"occupations {share['mean_occupation_pct']:.1f} % (the paper's statistic; LAION: "
+        f"{PAPER_LAION_SHARE} %); pooled over the {share['captions']:,} distinct occupation "
+        f"captions {share['pct']:.1f} % ({share['with_indicator']:,})"
     )

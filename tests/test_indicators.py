@@ -508,7 +508,20 @@ def test_summary(labelled):
     assert chef["pct_any_indicator"] == round(100 * (total - counts.get("none", 0)) / total, 1)
     share = corpus_share(study)
     assert share["unlabelled"] == 0
-    assert f"({share['pct']:.1f} %)" in run.messages[-1]
+    # pooled over distinct captions, and the paper's statistic: the mean over occupations
+    labels = dict(_rows(study, "SELECT caption_id, label FROM indicators"))
+    pooled = 100 * sum(v != "none" for v in labels.values()) / len(labels)
+    per_occ: dict[str, list[str]] = {}
+    for occ, cid in _rows(study, "SELECT DISTINCT occupation, caption_id FROM mentions"):
+        per_occ.setdefault(occ, []).append(labels[cid])
+    mean = sum(100 * sum(v != "none" for v in ls) / len(ls) for ls in per_occ.values()) / len(
+        per_occ
+    )
+    assert share["pct"] == round(pooled, 1) and share["mean_occupation_pct"] == round(mean, 1)
+    assert share["occupations"] == len(per_occ) and abs(mean - pooled) > 0.5  # they differ
+    message = run.messages[-1]
+    assert f"mean over {len(per_occ)} occupations {mean:.1f} % (the paper's statistic" in message
+    assert f"pooled over the {len(labels):,} distinct occupation captions {pooled:.1f} %" in message
 
 
 def test_no_indicator_sample_is_the_split_of_the_keyword_sample(labelled):

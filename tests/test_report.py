@@ -282,3 +282,25 @@ def test_notebook_is_valid_and_reproduces_table3(full_report: Path):
             "AND strategy = 'keyword' AND template_id IS NULL"
         ).fetchone()[0]
     assert result["keyword_avg"] == pytest.approx(avg)
+
+
+def test_indicator_headline_gives_the_mean_over_occupations_and_the_pooled_share(
+    full_report: Path,
+):
+    """The paper's statistic is the mean over occupations; the pooled share is named apart."""
+    html = full_report.read_text(encoding="utf-8")
+    with Study.open(full_report.parents[1], read_only=True) as study:
+        labels = dict(study.con.execute("SELECT caption_id, label FROM indicators").fetchall())
+        pairs = study.con.execute("SELECT DISTINCT occupation, caption_id FROM mentions").fetchall()
+    per_occ: dict[str, list[str]] = {}
+    for occ, cid in pairs:
+        per_occ.setdefault(occ, []).append(labels[cid])
+    mean = sum(100 * sum(v != "none" for v in ls) / len(ls) for ls in per_occ.values()) / len(
+        per_occ
+    )
+    pooled_n = sum(v != "none" for v in labels.values())
+    headline = " ".join(Page(_section(html, "indicator-headline", "</p>")).text)
+    headline = " ".join(headline.split())
+    assert f"{mean:.1f} % on average over {len(per_occ)} occupations" in headline
+    assert f"pooled over the {len(labels)} distinct occupation captions, {pooled_n} (" in headline
+    assert f"({100 * pooled_n / len(labels):.1f} %)" in headline

@@ -269,6 +269,10 @@ def indicators_section(study: Study) -> dict[str, Any]:
     overall["pct"] = (
         100.0 * overall["with_indicator"] / overall["checked"] if overall["checked"] else None
     )
+    # the paper's statistic: the mean over occupations of each one's share
+    shares = [r["pct_any"] for r in per_occ if r["pct_any"] is not None]
+    overall["occupations"] = len(shares)
+    overall["mean_occupation_pct"] = sum(shares) / len(shares) if shares else None
     corr = rows(study, "SELECT * FROM indicator_correlation")
     examples = rows(
         study,
