@@ -216,32 +216,40 @@ def caption_prompt_sets(con: duckdb.DuckDBPyConnection) -> list[tuple[ImageSet, 
 
 
 def indicator_match_rows(con: duckdb.DuckDBPyConnection, confidence: float) -> list[dict]:
-    """Per model, prompt kind (caption | paraphrase) and indicator (male, female, any): generated
-    images of captions with a one-sided indicator and the share whose perceived gender matches
-    the indicator, with a Wilson interval."""
-    rows = _dicts(con, sql_text("analysis_indicator_match.sql"))
+    """Captions with a one-sided indicator (male or female) used as prompts: per model, prompt
+    kind (caption | paraphrase), reference and group (male, female, any), the labelled
+    generated images and the share whose perceived gender matches the reference, with a
+    Wilson interval. Two references: ``indicator`` (the caption's indicator; group = the
+    indicator) and ``training_image`` (the paper's: the perceived gender of the caption's own
+    training image, for captions whose training image is labelled; group = that label)."""
     out: list[dict] = []
-    for model, kind in sorted({(r["model_id"], r["kind"]) for r in rows}):
-        mine = [r for r in rows if r["model_id"] == model and r["kind"] == kind]
-        total = {
-            "indicator": "any",
-            "n_images": sum(r["n_images"] for r in mine),
-            "n_match": sum(r["n_match"] for r in mine),
-        }
-        for r in [*mine, total]:
-            lo, hi = wilson_interval(r["n_match"], r["n_images"], confidence)
-            out.append(
-                {
-                    "model_id": model,
-                    "kind": kind,
-                    "indicator": r["indicator"],
-                    "n_images": r["n_images"],
-                    "n_match": r["n_match"],
-                    "percent_match": percent(r["n_match"], r["n_images"]),
-                    "ci_low": lo,
-                    "ci_high": hi,
-                }
-            )
+    for reference, name in (
+        ("indicator", "analysis_indicator_match.sql"),
+        ("training_image", "analysis_training_match.sql"),
+    ):
+        rows = _dicts(con, sql_text(name))
+        for model, kind in sorted({(r["model_id"], r["kind"]) for r in rows}):
+            mine = [r for r in rows if r["model_id"] == model and r["kind"] == kind]
+            total = {
+                "indicator": "any",
+                "n_images": sum(r["n_images"] for r in mine),
+                "n_match": sum(r["n_match"] for r in mine),
+            }
+            for r in [*mine, total]:
+                lo, hi = wilson_interval(r["n_match"], r["n_images"], confidence)
+                out.append(
+                    {
+                        "model_id": model,
+                        "kind": kind,
+                        "reference": reference,
+                        "indicator": r["indicator"],
+                        "n_images": r["n_images"],
+                        "n_match": r["n_match"],
+                        "percent_match": percent(r["n_match"], r["n_images"]),
+                        "ci_low": lo,
+                        "ci_high": hi,
+                    }
+                )
     return out
 
 

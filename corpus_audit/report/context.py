@@ -52,7 +52,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
         "occupation, template_id NULLS FIRST",
     )
     ctx["indicator_match"] = rows(
-        study, "SELECT * FROM indicator_match ORDER BY model_id, kind, indicator"
+        study, "SELECT * FROM indicator_match ORDER BY model_id, kind, reference, indicator"
     )
     ctx["indicators"] = indicators_section(study)
     ctx["similarity"] = similarity_section(study)

@@ -81,10 +81,14 @@ CREATE TABLE IF NOT EXISTS amplification_summary (
 );
 
 -- Captions with a one-sided indicator used as prompts: share of their labelled generated images
--- whose perceived gender matches the indicator. indicator = male | female | any.
+-- whose perceived gender matches a reference: the caption's indicator (reference 'indicator'),
+-- or the paper's, the perceived gender of the caption's training image ('training_image',
+-- captions whose training image is labelled). indicator = the reference's value: male |
+-- female | any.
 CREATE TABLE IF NOT EXISTS indicator_match (
     model_id     VARCHAR NOT NULL,
     kind         VARCHAR NOT NULL,           -- caption | paraphrase (the prompt was its paraphrase)
+    reference    VARCHAR,                    -- indicator | training_image (the paper's)
     indicator    VARCHAR NOT NULL,
     n_images     INTEGER NOT NULL,
     n_match      INTEGER NOT NULL,
@@ -92,6 +96,8 @@ CREATE TABLE IF NOT EXISTS indicator_match (
     ci_low       DOUBLE,
     ci_high      DOUBLE
 );
+
+ALTER TABLE indicator_match ADD COLUMN IF NOT EXISTS reference VARCHAR;
 
 -- Per occupation: indicator labels of the captions that mention it (caption side) and of the
 -- captions of its labelled keyword-sample training images (image side).
