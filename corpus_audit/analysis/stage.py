@@ -26,6 +26,8 @@ from corpus_audit.analysis.amplification import (
     summarize,
 )
 from corpus_audit.analysis.correlation import indicator_correlation
+from corpus_audit.analysis.image_similarity import enabled as image_similarity_enabled
+from corpus_audit.analysis.image_similarity import image_similarity_rows, summary_messages
 from corpus_audit.analysis.percent import (
     CAPTION_PROMPTS_TEMPLATE,
     ImageSet,
@@ -50,6 +52,7 @@ ANALYSIS_TABLES = (
     "indicator_match",
     "occupation_indicators",
     "indicator_correlation",
+    "image_similarity",
 )
 
 # Columns each input table contributes to the fingerprint.
@@ -143,6 +146,11 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         caps = caption_prompt_sets(con)
         match = indicator_match_rows(con, cfg.confidence)
         occ_rows = occupation_indicator_rows(con)
+        sim_rows: list[dict] = []
+        if image_similarity_enabled(study):
+            sim_rows, run.provenance["image_similarity"] = image_similarity_rows(
+                study, con, progress=progress
+            )
 
         no_template = [g for g in gen if g.template_id is None]
         gen = [g for g in gen if g.template_id is not None]
@@ -168,6 +176,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         _insert(con, "indicator_match", match)
         _insert(con, "occupation_indicators", occ_rows)
         _insert(con, "indicator_correlation", [corr])
+        _insert(con, "image_similarity", sim_rows)
 
     run.rows_in = n_labelled
     run.rows_out = len(amp_rows)
@@ -181,6 +190,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
     if train:
         run.messages += shortfall_lines(status, rule, templates)
+    run.messages += summary_messages(sim_rows)
 
 
 def _amplification(

@@ -310,7 +310,16 @@ def similarity_section(study: Study) -> dict[str, Any]:
         "FROM similarity_diagnostics GROUP BY strategy",
     )
     summary.sort(key=lambda r: strategy_sort_key(r["strategy"]))
-    return {"summary": summary, "detail": detail}
+    from corpus_audit.analysis.image_similarity import summary as image_summary
+
+    images = image_summary(rows(study, "SELECT * FROM image_similarity"))
+    caption_means = {r["strategy"]: r["mean_similarity"] for r in summary}
+    for r in images:  # the caption-prompt similarity beside it
+        r["caption_similarity"] = caption_means.get(r["strategy"])
+    clip_models = [
+        r["clip_model"] for r in rows(study, "SELECT DISTINCT clip_model FROM image_similarity")
+    ]
+    return {"summary": summary, "detail": detail, "images": images, "clip_models": clip_models}
 
 
 def top_neighbors(study: Study) -> list[dict[str, Any]]:

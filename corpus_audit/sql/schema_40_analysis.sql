@@ -80,6 +80,21 @@ CREATE TABLE IF NOT EXISTS amplification_summary (
     p_value      DOUBLE                      --   captions-as-prompts average row too)
 );
 
+-- CLIP image-image similarity (METHODS 1.5 diagnostics): per (model, strategy, occupation,
+-- prompt template) the mean cosine over all (training image, generated image) pairs of the
+-- labelled images behind T (the subset after the cut) and G (analysis/image_similarity.py).
+CREATE TABLE IF NOT EXISTS image_similarity (
+    model_id     VARCHAR NOT NULL,
+    strategy     VARCHAR NOT NULL,
+    occupation   VARCHAR NOT NULL,
+    template_id  INTEGER,
+    prompt_id    VARCHAR,                    -- the generated set's prompt
+    n_training   INTEGER NOT NULL,
+    n_generated  INTEGER NOT NULL,
+    mean_cosine  DOUBLE,                     -- in [-1, 1]
+    clip_model   VARCHAR NOT NULL            -- the CLIP model id (label.clip_model / _pretrained)
+);
+
 -- Captions with a one-sided indicator used as prompts: share of their labelled generated images
 -- whose perceived gender matches a reference: the caption's indicator (reference 'indicator'),
 -- or the paper's, the perceived gender of the caption's training image ('training_image',
