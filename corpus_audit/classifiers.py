@@ -24,6 +24,7 @@ Registry (:data:`CLASSIFIERS`, config ``label.classifier``):
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -51,6 +52,12 @@ class GenderClassifier(Protocol):
     def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
         """Float64 array of shape (N,), values in [0, 1]."""
         ...
+
+
+def is_untrained(classifier: str) -> bool:
+    """Whether a ``labels.classifier`` id names untrained (``random``) weights, e.g.
+    ``clip:ViT-B-32/random`` or ``clip:local-dir:tiny/random+face``."""
+    return re.search(r"/random(\+face)?(#[0-9a-f]+)?$", classifier or "") is not None
 
 
 def decide(p_female: float, threshold: float) -> str:

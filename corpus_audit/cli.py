@@ -65,6 +65,12 @@ def _print_run(run: Any) -> None:
 def cmd_init(args: argparse.Namespace) -> int:
     from corpus_audit.pipeline import init_study
 
+    notes: list[str] = []
+    preset: dict[str, dict[str, Any]] = {}
+    if args.preset:
+        from corpus_audit.preset import load_preset, resolve
+
+        preset, notes = resolve(load_preset(args.preset))
     overrides = {
         "corpus": {
             "text_column": args.text_column,
@@ -75,9 +81,15 @@ def cmd_init(args: argparse.Namespace) -> int:
         "study": {"seed": args.seed, "name": args.name},
         "lexicon": {"occupations": args.occupations},
     }
-    study = init_study(Path(args.dir), args.corpus, overrides=overrides, overwrite=args.force)
+    for section, values in overrides.items():  # flags given on the command line win
+        preset.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+    study = init_study(Path(args.dir), args.corpus, overrides=preset, overwrite=args.force)
     study.close()
     print(f"study created: {Path(args.dir) / 'study.toml'}")
+    if args.preset:
+        print(f"  settings of the {args.preset!r} preset written")
+    for note in notes:
+        print(f"  {note}")
     return 0
 
 
@@ -215,6 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="study name")
     p.add_argument("--occupations", help="occupation lexicon CSV (default: the 62 of the paper)")
     p.add_argument("--force", action="store_true", help="overwrite an existing study.toml")
+    p.add_argument(
+        "--preset",
+        help="start from a preset's settings: 'paper' = the paper's (CLIP ViT-L-14 at 0.9, "
+        "MediaPipe short range, SD 1.4 + 1.5, 500 per subset, ...); flags above win",
+    )
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("run", help="run every stage in order (finished work is skipped)")

@@ -168,3 +168,14 @@ def test_report_shows_it_beside_the_caption_similarity(study):
         change = 100 * (sum(values) / len(values) - base[model]) / abs(base[model])
         assert f"{change:+.1f} %" in table
     assert "mean caption-prompt cosine" in table
+
+
+def test_untrained_weights_are_flagged_in_analyze_and_the_report(study):
+    from corpus_audit.report import report
+
+    warning = next(m for m in study.first.messages if m.startswith("WARNING"))
+    assert "untrained (random) model weights" in warning and "/random" in warning
+    html = Path(report(study, progress=False).outputs["report"]).read_text(encoding="utf-8")
+    start = html.index('id="untrained-banner"')
+    banner = html[start : html.index("</div>", start)]
+    assert "clip:local-dir:tinyclip/random" in banner and "meaningless" in banner

@@ -304,3 +304,28 @@ def test_indicator_headline_gives_the_mean_over_occupations_and_the_pooled_share
     assert f"{mean:.1f} % on average over {len(per_occ)} occupations" in headline
     assert f"pooled over the {len(labels)} distinct occupation captions, {pooled_n} (" in headline
     assert f"({100 * pooled_n / len(labels):.1f} %)" in headline
+
+
+def test_header_lists_the_settings_that_differ_from_the_paper(full_report: Path):
+    """Expected: the paper preset file and the study's study.toml, compared here key by key."""
+    import tomllib
+
+    paper = tomllib.loads((REPO / "corpus_audit/presets/paper.toml").read_text(encoding="utf-8"))
+    paper.pop("preset")
+    study = tomllib.loads((full_report.parents[1] / "study.toml").read_text(encoding="utf-8"))
+    differ = [
+        f"{section}.{key}"
+        for section, keys in paper.items()
+        for key, value in keys.items()
+        if study[section][key] != value
+    ]
+    assert "label.classifier" in differ and "indicators.spacy_model" in differ
+    html = full_report.read_text(encoding="utf-8")
+    start = html.index('id="paper-settings"')
+    header = html[start : html.index("</div>", start)]
+    assert f"Not comparable with the paper in {len(differ)} setting(s)" in header
+    rows = re.findall(r"<tr><td><code>([a-z_.]+)</code></td>", header)
+    assert rows == differ
+    assert "split, as in the paper" in header and "the paper's rule" in header
+    assert 'id="untrained-banner"' not in html  # its labels name the ViT-L-14/openai weights
+    assert html.index('id="paper-settings"') < html.index('id="results"')  # in the header

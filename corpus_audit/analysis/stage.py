@@ -382,6 +382,18 @@ def _cell_text(cell: dict | None) -> str | None:
     return text
 
 
+def untrained_classifiers(study: Study) -> list[str]:
+    """Classifier ids in ``labels`` (and CLIP models of the image similarity) that name
+    untrained (random) weights."""
+    from corpus_audit.classifiers import is_untrained
+
+    ids = study.con.execute(
+        "SELECT DISTINCT classifier FROM labels UNION SELECT DISTINCT clip_model FROM "
+        "image_similarity ORDER BY 1"
+    ).fetchall()
+    return [i for (i,) in ids if is_untrained(i)]
+
+
 def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
     notes = []
     if classifier is None:
@@ -391,6 +403,22 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
         )
     else:
         notes.append(f"labels of classifier '{classifier}'")
+    untrained = untrained_classifiers(study)
+    if untrained:
+        notes.insert(
+            0,
+            f"WARNING: untrained (random) model weights ({', '.join(untrained)}): every label, "
+            "%female, amplification and similarity from them is meaningless (tests and "
+            "benchmarks only)",
+        )
+    from corpus_audit.preset import paper_differences
+
+    differ = paper_differences(study.config)
+    if differ:
+        notes.append(
+            f"not comparable with the paper in {len(differ)} setting(s) (listed in the report "
+            "header): " + ", ".join(d["key"] for d in differ)
+        )
     if not gen:
         notes.append("no generated images from prompts: no amplification table")
     if train and not any(t.n for t in train):

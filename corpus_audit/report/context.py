@@ -44,6 +44,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
         "image_notes": image_stage_notes(study),
         "image_funnel": image_funnel(study, (analysis_run or {}).get("provenance", {})),
     }
+    ctx["comparability"] = comparability_section(study)
     ctx["results"] = results_section(study)
     ctx["excluded"] = [p for p in amplification_pairs(study) if p["excluded"]]
     ctx["percent"] = rows(
@@ -61,6 +62,36 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["occupations"] = occupations_section(study, progress)
     ctx["provenance"] = provenance_section(study)
     return ctx
+
+
+# -- comparability with the paper ------------------------------------------------------------
+def comparability_section(study: Study) -> dict[str, Any]:
+    """Settings that differ from the paper's, labels from untrained weights, how the training
+    subsets were drawn and cut, and the subsets that fall short of N."""
+    from corpus_audit.analysis.stage import untrained_classifiers
+    from corpus_audit.preset import paper_differences
+    from corpus_audit.subsets import SHORTFALL_TEXT
+
+    cfg = study.config
+    short = rows(
+        study,
+        "SELECT p.strategy, p.occupation, p.template_id, p.n_female + p.n_male AS labelled, "
+        "p.n_captions, p.n_target, p.n_candidates, p.shortfall FROM percent_female p "
+        "WHERE p.side = 'training' AND p.model_id IS NULL AND p.shortfall IS NOT NULL "
+        "ORDER BY p.strategy, p.occupation, p.template_id NULLS FIRST",
+    )
+    return {
+        "differences": paper_differences(cfg),
+        "untrained": untrained_classifiers(study),
+        "sample_unit": cfg.select.sample_unit,
+        "sample_size": cfg.select.sample_size,
+        "k": cfg.neighbors.k,
+        "overdraw": cfg.select.overdraw,
+        "no_indicator_sample": cfg.indicators.no_indicator_sample,
+        "parity_side": cfg.analysis.parity_side,
+        "shortfall": short,
+        "shortfall_text": SHORTFALL_TEXT,
+    }
 
 
 # -- stages ---------------------------------------------------------------------------------
