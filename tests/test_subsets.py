@@ -396,3 +396,19 @@ def test_lower_bound_uses_the_same_captions_on_both_sides(study):
         con.execute("DELETE FROM labels WHERE image_id LIKE 'gen:test:%'")
         con.execute("DELETE FROM images WHERE image_id LIKE 'gen:test:%'")
         stage_function("analyze")(study, progress=False)
+
+
+def test_report_lists_the_short_subsets(study):
+    from corpus_audit.report import report
+
+    html = Path(report(study, progress=False).outputs["report"]).read_text(encoding="utf-8")
+    short = study.con.execute(
+        "SELECT strategy, occupation, n_female + n_male, shortfall FROM percent_female "
+        "WHERE side = 'training' AND shortfall IS NOT NULL"
+    ).fetchall()
+    start = html.index('id="shortfall"')
+    section = html[start : html.index("</details>", start)]
+    assert f"{len(short)} training subset(s) hold fewer than N labelled images" in section
+    assert section.count("<tr><td>") == len(short)
+    assert "raise select.overdraw" in section and "the corpus has no more captions" in section
+    assert "counted in labelled training images" in html
