@@ -204,7 +204,7 @@ class LabelSection:
     """Face filter and perceived-gender classifier (METHODS 1.4)."""
 
     face_detector: str = "mediapipe"
-    face_model: str = "full_range"  # full_range | short_range | a .tflite path
+    face_model: str = "short_range"  # short_range (the paper's) | full_range | a .tflite path
     min_detection_confidence: float = 0.5
     min_face_fraction: float = 0.10  # of image height or width
     classifier: str = "agegender"  # agegender | clip
