@@ -55,7 +55,7 @@ PUBLISHED_NOTE = (
     "analysis shows once a study has them."
 )
 DEMO_OCCUPATIONS = ("doctor", "nurse", "chef", "teacher", "pilot", "student")
-# The demo corpus has 278 occupation captions (at most 31 per occupation): with the paper's
+# The demo corpus has 860 occupation captions (most occupations fewer than 30): with the paper's
 # 500 every subset would hold all of them and `nn` would equal `keyword`. 10 keeps the
 # selection strategies distinct, so the similarity table shows what nearest neighbours do.
 DEMO_SAMPLE_SIZE = 10
