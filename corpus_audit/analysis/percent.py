@@ -222,34 +222,36 @@ def indicator_match_rows(con: duckdb.DuckDBPyConnection, confidence: float) -> l
     Wilson interval. Two references: ``indicator`` (the caption's indicator; group = the
     indicator) and ``training_image`` (the paper's: the perceived gender of the caption's own
     training image, for captions whose training image is labelled; group = that label)."""
+    rows = _dicts(con, sql_text("analysis_indicator_match.sql"))
     out: list[dict] = []
-    for reference, name in (
-        ("indicator", "analysis_indicator_match.sql"),
-        ("training_image", "analysis_training_match.sql"),
+    for model, kind, reference in sorted(
+        {(r["model_id"], r["kind"], r["reference"]) for r in rows}
     ):
-        rows = _dicts(con, sql_text(name))
-        for model, kind in sorted({(r["model_id"], r["kind"]) for r in rows}):
-            mine = [r for r in rows if r["model_id"] == model and r["kind"] == kind]
-            total = {
-                "indicator": "any",
-                "n_images": sum(r["n_images"] for r in mine),
-                "n_match": sum(r["n_match"] for r in mine),
-            }
-            for r in [*mine, total]:
-                lo, hi = wilson_interval(r["n_match"], r["n_images"], confidence)
-                out.append(
-                    {
-                        "model_id": model,
-                        "kind": kind,
-                        "reference": reference,
-                        "indicator": r["indicator"],
-                        "n_images": r["n_images"],
-                        "n_match": r["n_match"],
-                        "percent_match": percent(r["n_match"], r["n_images"]),
-                        "ci_low": lo,
-                        "ci_high": hi,
-                    }
-                )
+        mine = [
+            r
+            for r in rows
+            if r["model_id"] == model and r["kind"] == kind and r["reference"] == reference
+        ]
+        total = {
+            "indicator": "any",
+            "n_images": sum(r["n_images"] for r in mine),
+            "n_match": sum(r["n_match"] for r in mine),
+        }
+        for r in [*mine, total]:
+            lo, hi = wilson_interval(r["n_match"], r["n_images"], confidence)
+            out.append(
+                {
+                    "model_id": model,
+                    "kind": kind,
+                    "reference": reference,
+                    "indicator": r["indicator"],
+                    "n_images": r["n_images"],
+                    "n_match": r["n_match"],
+                    "percent_match": percent(r["n_match"], r["n_images"]),
+                    "ci_low": lo,
+                    "ci_high": hi,
+                }
+            )
     return out
 
 

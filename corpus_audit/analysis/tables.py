@@ -112,6 +112,13 @@ def _read_rows(path: Path, usage: str) -> tuple[list[str], list[tuple[int, list[
     return header, rows
 
 
+def _occupation(path: Path, line: int, raw: str) -> str:
+    occupation = _norm(raw)
+    if not occupation:
+        raise TableError(f"{path}:{line}: empty occupation")
+    return occupation
+
+
 def _percent(path: Path, line: int, column: str, raw: str) -> float | None:
     pf = _number(path, line, column, raw)
     if pf is not None and not 0.0 <= pf <= 100.0:
@@ -148,9 +155,7 @@ def read_table(path: Path, *, with_prompt: bool) -> list[TableRow]:
     rows: list[TableRow] = []
     seen: dict[tuple[str, str | None], int] = {}
     for line, cells in lines:
-        occupation = _norm(cells[index["occupation"]])
-        if not occupation:
-            raise TableError(f"{path}:{line}: empty occupation")
+        occupation = _occupation(path, line, cells[index["occupation"]])
         prompt = cells[index["prompt"]].strip() if with_prompt else None
         if with_prompt and not prompt:
             raise TableError(f"{path}:{line}: empty prompt")
@@ -199,9 +204,7 @@ def read_wide_table(
     generated: list[TableRow] = []
     seen: dict[str, int] = {}
     for line, cells in lines:
-        occupation = _norm(cells[col["occupation"]])
-        if not occupation:
-            raise TableError(f"{path}:{line}: empty occupation")
+        occupation = _occupation(path, line, cells[col["occupation"]])
         if occupation in seen:
             raise TableError(
                 f"{path}:{line}: duplicate occupation '{occupation}' (first on line {seen[occupation]})"
