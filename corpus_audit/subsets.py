@@ -154,10 +154,14 @@ def study_shortfall(study: Study) -> list[str]:
     """:func:`shortfall_lines` of a study as it is now (the temp tables are dropped after)."""
     if not study.count("samples"):
         return []
+    from corpus_audit.errors import CorpusAuditError
+
     rule = CutRule.from_config(study.config)
     try:
         cut_study(study)
         rows = status_rows(study.con, rule)
+    except CorpusAuditError as exc:  # e.g. several classifiers and none chosen
+        return [f"training subsets: not cut ({exc})"]
     finally:
         drop(study.con)
         study.con.execute("DROP TABLE IF EXISTS analysis_labelled")

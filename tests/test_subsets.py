@@ -413,3 +413,22 @@ def test_report_lists_the_short_subsets(study):
     assert section.count("<tr><td>") == len(short)
     assert "raise select.overdraw" in section and "the corpus has no more captions" in section
     assert "counted in labelled training images" in html
+
+
+def test_status_says_when_the_cut_cannot_be_made(study, capsys):
+    """Labels of two classifiers that both match label.classifier and no analysis.classifier:
+    status still prints its table, and says why the subsets are not cut."""
+    con = study.con
+    con.execute(
+        "INSERT INTO labels (image_id, classifier, p_female, label, threshold) "
+        "SELECT image_id, 'agegender:v2', p_female, label, threshold FROM labels"
+    )
+    try:
+        con.execute("CHECKPOINT")
+        capsys.readouterr()
+        assert main(["status", str(study.root)]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("stage") and "training subsets: not cut (" in out
+        assert "several classifiers" in out
+    finally:
+        con.execute("DELETE FROM labels WHERE classifier = 'agegender:v2'")
