@@ -127,6 +127,8 @@ def test_report_has_results_tables_and_figures(full_report: Path):
     assert "binary" in text and "perceived" in text  # the limitations note
     assert "many_faces" in html and "small_face" in html and "no_face" in html  # funnel reasons
     assert "[analysis]" in html  # provenance: the config
+    percent = _section(html, "percent-table", "</thead>")
+    assert "<th>captions</th><th>images</th>" in percent  # captions behind each %female
 
 
 def test_numbers_in_report_come_from_the_tables(full_report: Path):
