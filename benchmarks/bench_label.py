@@ -88,10 +88,10 @@ def bench_decode(paths, workers):
     }
 
 
-def bench_faces(arrays):
+def bench_faces(arrays, face_model):
     from corpus_audit.faces import MediaPipeFaceDetector, face_filter
 
-    detector, load_s = timed(lambda: MediaPipeFaceDetector("full_range", 0.5))
+    detector, load_s = timed(lambda: MediaPipeFaceDetector(face_model, 0.5))
     detector.detect(arrays[0])  # warm-up
     results, run_s = timed(
         lambda: [face_filter(detector.detect(a), a.shape[1], a.shape[0]) for a in arrays]
@@ -99,6 +99,7 @@ def bench_faces(arrays):
     detector.close()
     kept = sum(r.kept for r in results)
     return results, {
+        "model": face_model,
         "images": len(arrays),
         "load_s": round(load_s, 2),
         "img_s": rate(len(arrays), run_s),
@@ -223,6 +224,7 @@ def bench_stage(paths, args):
         study = init_study(root / mode, [str(corpus)])
         study.config.label.batch_size = args.batch_size
         study.config.label.decode_workers = args.workers
+        study.config.label.face_model = args.face_model
         study.con.executemany(
             "INSERT INTO images (image_id, source, path) VALUES (?, 'training', ?)",
             [(f"bench:{i:06d}", str(p)) for i, p in enumerate(paths)],
@@ -235,7 +237,7 @@ def bench_stage(paths, args):
 
             def loop(study=study):
                 # models are loaded inside the timing, as the stage loads its own
-                detector = MediaPipeFaceDetector("full_range", 0.5)
+                detector = MediaPipeFaceDetector(args.face_model, 0.5)
                 clf = AgeGenderClassifier()
                 con = study.con
                 for i, p in enumerate(paths):
@@ -285,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clip-pretrained", default="random")
     ap.add_argument("--clip-images", type=int, default=64, help="images through clip")
     ap.add_argument("--device", default="auto")
+    ap.add_argument(
+        "--face-model", default="short_range", help="short_range (default) or full_range"
+    )
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--workers", type=int, default=2, help="decode/preprocess threads")
     ap.add_argument("--json", type=Path, help="write the numbers here as JSON")
@@ -299,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         arrays, out["decode"] = bench_decode(paths, args.workers)
         print("decode", out["decode"], file=sys.stderr, flush=True)
         if parts & {"faces", "agegender"}:
-            results, out["faces"] = bench_faces(arrays)
+            results, out["faces"] = bench_faces(arrays, args.face_model)
             print("faces", out["faces"], file=sys.stderr, flush=True)
             if "agegender" in parts:
                 out["agegender"] = bench_agegender(arrays, results, args.batch_size)

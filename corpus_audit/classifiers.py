@@ -24,6 +24,7 @@ Registry (:data:`CLASSIFIERS`, config ``label.classifier``):
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -51,6 +52,12 @@ class GenderClassifier(Protocol):
     def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
         """Float64 array of shape (N,), values in [0, 1]."""
         ...
+
+
+def is_untrained(classifier: str) -> bool:
+    """Whether a ``labels.classifier`` id names untrained (``random``) weights, e.g.
+    ``clip:ViT-B-32/random`` or ``clip:local-dir:tiny/random+face``."""
+    return re.search(r"/random(\+face)?(#[0-9a-f]+)?$", classifier or "") is not None
 
 
 def decide(p_female: float, threshold: float) -> str:
@@ -386,13 +393,31 @@ class ClipClassifier:
 
     def probabilities_tensor(self, batch) -> np.ndarray:
         """``(N, 2)`` probabilities for an already preprocessed ``(N, 3, S, S)`` batch."""
+        feats = self._features(batch)
+        with self._torch.inference_mode():
+            probs = (self._scale * feats @ self._text.T).double().softmax(dim=-1)
+        return probs.cpu().numpy()
+
+    def image_embeddings(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        """``(N, D)`` float32 L2-normalised embeddings of whole images (never a face crop),
+        batched; for the image-image similarity diagnostic."""
+        out = [
+            self._features(self.preprocess(chunk, [None] * len(chunk))).cpu().numpy()
+            for chunk in (
+                images[start : start + self.batch_size]
+                for start in range(0, len(images), self.batch_size)
+            )
+        ]
+        width = int(self._text.shape[1])
+        return np.concatenate(out).astype(np.float32) if out else np.zeros((0, width), np.float32)
+
+    def _features(self, batch):
+        """L2-normalised float image features of a preprocessed ``(N, 3, S, S)`` batch."""
         torch = self._torch
         dtype = next(self._net.parameters()).dtype
         with torch.inference_mode():
             feats = self._net.encode_image(batch.to(self.device, dtype=dtype)).float()
-            feats = feats / feats.norm(dim=-1, keepdim=True)
-            probs = (self._scale * feats @ self._text.T).double().softmax(dim=-1)
-        return probs.cpu().numpy()
+            return feats / feats.norm(dim=-1, keepdim=True)
 
     def state_dict(self) -> dict[str, Any]:
         """The network's weights (to save a local checkpoint)."""

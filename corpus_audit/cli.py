@@ -65,6 +65,12 @@ def _print_run(run: Any) -> None:
 def cmd_init(args: argparse.Namespace) -> int:
     from corpus_audit.pipeline import init_study
 
+    notes: list[str] = []
+    preset: dict[str, dict[str, Any]] = {}
+    if args.preset:
+        from corpus_audit.preset import load_preset, resolve
+
+        preset, notes = resolve(load_preset(args.preset))
     overrides = {
         "corpus": {
             "text_column": args.text_column,
@@ -75,9 +81,15 @@ def cmd_init(args: argparse.Namespace) -> int:
         "study": {"seed": args.seed, "name": args.name},
         "lexicon": {"occupations": args.occupations},
     }
-    study = init_study(Path(args.dir), args.corpus, overrides=overrides, overwrite=args.force)
+    for section, values in overrides.items():  # flags given on the command line win
+        preset.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+    study = init_study(Path(args.dir), args.corpus, overrides=preset, overwrite=args.force)
     study.close()
     print(f"study created: {Path(args.dir) / 'study.toml'}")
+    if args.preset:
+        print(f"  settings of the {args.preset!r} preset written")
+    for note in notes:
+        print(f"  {note}")
     return 0
 
 
@@ -120,6 +132,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
         _print_table(rows)
+        from corpus_audit.subsets import study_shortfall
+
+        for line in study_shortfall(study):
+            print(line)
     return 0
 
 
@@ -139,13 +155,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_amplify(args: argparse.Namespace) -> int:
-    from corpus_audit.analysis import amplify_tables
+    from corpus_audit.analysis.tables import TableError, amplify_tables, amplify_wide
 
-    run = amplify_tables(
-        Path(args.training), Path(args.generated), out_dir=Path(args.out) if args.out else None
-    )
+    options = {
+        "out_dir": Path(args.out) if args.out else None,
+        "parity_side": args.parity_side,
+        "report": args.report,
+    }
+    if args.table:
+        if args.training or args.generated:
+            raise TableError("amplify: give --table, or --training with --generated, not both")
+        tables = [_named_table(spec) for spec in args.table]
+        run = amplify_wide(tables, training_n=args.training_n, **options)
+    elif args.training and args.generated:
+        if args.training_n is not None:
+            raise TableError("amplify: --training-n goes with --table (long tables carry n)")
+        run = amplify_tables(Path(args.training), Path(args.generated), **options)
+    else:
+        raise TableError("amplify: give --training and --generated, or one or more --table")
     _print_run(run)
     return 0
+
+
+def _named_table(spec: str) -> tuple[str, Path]:
+    """``NAME=PATH`` or ``PATH`` (named by the file's stem)."""
+    name, sep, path = spec.partition("=")
+    if sep and name and not Path(spec).exists():
+        return name, Path(path)
+    return Path(spec).stem, Path(spec)
 
 
 def cmd_regenerate(args: argparse.Namespace) -> int:
@@ -190,6 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="study name")
     p.add_argument("--occupations", help="occupation lexicon CSV (default: the 62 of the paper)")
     p.add_argument("--force", action="store_true", help="overwrite an existing study.toml")
+    p.add_argument(
+        "--preset",
+        help="start from a preset's settings: 'paper' = the paper's (CLIP ViT-L-14 at 0.9, "
+        "MediaPipe short range, SD 1.4 + 1.5, 500 per subset, ...); flags above win",
+    )
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("run", help="run every stage in order (finished work is skipped)")
@@ -229,10 +271,31 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV)")
-    p.add_argument("--training", required=True, help="CSV: occupation,percent_female[,n]")
-    p.add_argument("--generated", required=True, help="CSV: occupation,prompt,percent_female[,n]")
-    p.add_argument("--out", help="directory for the result CSVs")
+    p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV/TSV)")
+    p.add_argument("--training", help="CSV: occupation,percent_female[,n]")
+    p.add_argument("--generated", help="CSV: occupation,prompt,percent_female[,n]")
+    p.add_argument(
+        "--table",
+        action="append",
+        metavar="[NAME=]FILE",
+        help="wide table occupation,training,<prompt>...[,training_n,<prompt>_n], one per "
+        "model (repeatable; the paper's published tables have this shape)",
+    )
+    p.add_argument(
+        "--training-n",
+        type=int,
+        help="labelled images behind every training value of a --table without counts "
+        "(the paper's: 500)",
+    )
+    p.add_argument(
+        "--parity-side",
+        choices=["upper", "neither"],
+        default="upper",
+        help="where exactly 50 lies for the direction-switch exclusion: upper (the paper's "
+        "rule, default) or neither (strict)",
+    )
+    p.add_argument("--report", action="store_true", help="also write amplification.html")
+    p.add_argument("--out", help="directory for the results (default ./amplify_results)")
     p.set_defaults(func=cmd_amplify)
 
     p = sub.add_parser(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import tomllib
 import types
 import typing
@@ -18,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_NAME = "study.toml"
+SAMPLE_UNITS = ("labelled_images", "captions")  # select.sample_unit
+NO_INDICATOR_SAMPLES = ("split", "fresh")  # indicators.no_indicator_sample
+CAPTION_PROMPTS = ("labelled", "all")  # generate.caption_prompts
+PARITY_SIDES = ("upper", "neither")  # analysis.parity_side
+IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
 
 
 class ConfigError(ValueError):
@@ -78,13 +84,29 @@ class EngineSection:
 class SelectSection:
     """Keyword selection (METHODS 1.5)."""
 
-    sample_size: int = 500  # captions per occupation in each random sample
+    sample_size: int = 500  # N: size of each per-occupation training subset (see sample_unit)
+    # what N counts: labelled_images (the paper: captions in rank order until N of them have a
+    # training image that passed the face filter and got a confident label) | captions (the
+    # first N captions, whatever happens to their images)
+    sample_unit: str = "labelled_images"
+    # labelled_images: each subset ranks ceil(N x overdraw) candidate captions (neighbors:
+    # k x overdraw) so the cut at N labelled images is taken in rank order, never redrawn; >= 1
+    overdraw: float = 8.0
     prefilter: bool = True  # RE2 prefilter in pyarrow before the SQL (same result, ~2x faster)
     batch_rows: int = 262_144  # rows per record batch read from the corpus (memory vs speed)
 
     def validate(self) -> None:
         _positive("select.sample_size", self.sample_size)
         _positive("select.batch_rows", self.batch_rows)
+        _choice("select.sample_unit", self.sample_unit, set(SAMPLE_UNITS))
+        if not 1.0 <= self.overdraw <= 1000.0:
+            raise ConfigError(f"select.overdraw: {self.overdraw} is not in [1, 1000]")
+
+    def candidates(self, n: int) -> int:
+        """Ranked candidates a subset of size ``n`` keeps (``n`` itself for captions)."""
+        if self.sample_unit == "captions":
+            return n
+        return max(n, math.ceil(n * self.overdraw - 1e-9))
 
 
 @dataclass
@@ -103,9 +125,15 @@ class IndicatorsSection:
     # NER worker processes: 0 = engine.threads (one spaCy pipeline per core), 1 = in-process.
     # Used for batches with >= 1000 texts to tag; same output either way.
     ner_processes: int = 0
+    # the no_indicators subset: split (the paper: the keyword subset's captions without
+    # indicators, in its rank order) | fresh (a new draw among all indicator-free captions)
+    no_indicator_sample: str = "split"
 
     def validate(self) -> None:
         _positive("indicators.batch_size", self.batch_size)
+        _choice(
+            "indicators.no_indicator_sample", self.no_indicator_sample, set(NO_INDICATOR_SAMPLES)
+        )
         if self.ner_processes < 0:
             raise ConfigError(
                 f"indicators.ner_processes: {self.ner_processes} must be >= 0 (0 = engine.threads)"
@@ -176,7 +204,7 @@ class LabelSection:
     """Face filter and perceived-gender classifier (METHODS 1.4)."""
 
     face_detector: str = "mediapipe"
-    face_model: str = "full_range"  # full_range | short_range | a .tflite path
+    face_model: str = "short_range"  # short_range (the paper's) | full_range | a .tflite path
     min_detection_confidence: float = 0.5
     min_face_fraction: float = 0.10  # of image height or width
     classifier: str = "agegender"  # agegender | clip
@@ -210,6 +238,9 @@ class GenerateSection:
     images_per_prompt: int = 500
     images_per_caption: int = 10
     captions_as_prompts: list[str] = field(default_factory=list)  # strategies, e.g. ["keyword"]
+    # which captions of those subsets are prompts: labelled (those in the subset with a
+    # labelled training image, the paper's P_o = S_o) | all (every caption of the subset)
+    caption_prompts: str = "labelled"
     guidance_scale: float = 7.5
     steps: int = 50
     height: int = 512
@@ -235,6 +266,7 @@ class GenerateSection:
         _positive("generate.paraphrase_batch_size", self.paraphrase_batch_size)
         _choice("generate.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
         _choice("generate.nsfw_policy", self.nsfw_policy, {"blackout", "keep"})
+        _choice("generate.caption_prompts", self.caption_prompts, set(CAPTION_PROMPTS))
         for key in ("height", "width"):
             value = getattr(self, key)
             if value < 8 or value % 8:
@@ -248,14 +280,23 @@ class AnalysisSection:
     """Statistics of the amplification analysis (METHODS 1.7)."""
 
     bootstrap: int = 1000  # resamples for bootstrap intervals
-    confidence: float = 0.95
+    confidence: float = 0.95  # level of the Wilson and bootstrap intervals, in (0, 1)
     classifier: str = ""  # labels.classifier to use; "" = the only one, or label.classifier's
     threshold: float = 0.0  # 0 = the stored labels; else relabel from p_female, in [0.5, 1]
     thumbnails: int = 8  # report: thumbnails per image set and occupation (0 = none)
+    # where %female = 50 lies for the direction-switch exclusion: upper (the paper's rule:
+    # excluded when (T < 50) != (G < 50)) | neither (strict: (T - 50)(G - 50) < 0)
+    parity_side: str = "upper"
+    # mean CLIP image-image cosine of training vs generated images (label.clip_model):
+    # auto (when label.classifier is clip) | on | off
+    image_similarity: str = "auto"
 
     def validate(self) -> None:
         _positive("analysis.bootstrap", self.bootstrap)
-        _unit("analysis.confidence", self.confidence)
+        if not 0.0 < self.confidence < 1.0:
+            raise ConfigError(f"analysis.confidence: {self.confidence} is not in (0, 1)")
+        _choice("analysis.parity_side", self.parity_side, set(PARITY_SIDES))
+        _choice("analysis.image_similarity", self.image_similarity, set(IMAGE_SIMILARITY))
         if not (self.threshold == 0.0 or 0.5 <= self.threshold <= 1.0):
             raise ConfigError(f"analysis.threshold: {self.threshold} is not 0 or in [0.5, 1]")
         if self.thumbnails < 0:

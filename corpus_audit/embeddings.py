@@ -544,10 +544,11 @@ class EmbeddingCache:
         wanted = list(dict.fromkeys(keys))
         if not wanted or not self.key_files():
             return {}
+        import pyarrow as pa
+
         con = duckdb.connect()
         try:
-            con.execute("CREATE TEMP TABLE w(key VARCHAR)")
-            con.executemany("INSERT INTO w VALUES (?)", [[k] for k in wanted])
+            con.register("w", pa.table({"key": pa.array(wanted, pa.string())}))
             rows = con.execute(
                 "SELECT p.key, any_value(p.filename ORDER BY p.filename), any_value(p.row ORDER BY p.filename) "
                 "FROM read_parquet(?, filename = true) p JOIN w USING (key) GROUP BY p.key",

@@ -4,9 +4,15 @@ For each model in ``generate.models`` (several side by side, e.g. SD 1.4 and SD 
 
 * every prompt of the ``prompts`` table (written by ``select``) gets ``images_per_prompt``
   images (500 in the paper);
-* with ``generate.captions_as_prompts = ["keyword", ...]`` every caption of those samples is
-  itself a prompt, ``images_per_caption`` images each (10 in the paper), linked by caption_id;
-  a caption in several samples is generated once (see ``sql/generate_caption_images.sql``);
+* with ``generate.captions_as_prompts = ["keyword", ...]`` the captions of those training
+  subsets are prompts themselves, ``images_per_caption`` images each (10 in the paper), linked
+  by caption_id; a caption in several subsets is generated once (see
+  ``sql/generate_caption_images.sql``). The captions are the subsets' members after the cut
+  (:mod:`corpus_audit.subsets`), and with ``generate.caption_prompts = "labelled"`` (default,
+  the paper's P_o = S_o) only those whose training image got a confident label, so the
+  lower bound compares T and G over the same captions; ``"all"`` takes every member. This
+  needs the training images labelled first: ``corpus-audit run`` runs ``label`` before
+  ``generate``; a subset whose cut still waits for labels gives no prompt yet;
 * with ``generate.paraphraser`` set, the captions of ``paraphrase_strategies`` are paraphrased
   first (``corpus_audit.paraphrase``, stored in ``paraphrases``) and the paraphrases are
   prompts too (``images.strategy = 'paraphrased:<strategy>'``); a paraphrase that lost the
@@ -118,10 +124,16 @@ def generate(study: Study, *, progress: bool = True) -> StageRun:
             captions_as_prompts=list(cfg.captions_as_prompts),
         )
         specs = prompt_specs(study)
+        pool = list(cfg.captions_as_prompts)
+        if cfg.paraphraser:
+            pool += [s for s in cfg.paraphrase_strategies if s not in pool]
+        if pool:
+            caption_pool(study, run, pool)
         specs += caption_specs(study, cfg.captions_as_prompts)
         if cfg.paraphraser:
             paraphrase_captions(study, run, progress=progress)
             specs += paraphrase_specs(study, run)
+        study.con.execute("DROP TABLE IF EXISTS subset_prompt_captions")
         if not specs:
             raise StageOrderError(
                 f"{study.root}: nothing to generate: the prompts table is empty and no captions "
@@ -179,11 +191,57 @@ def _check_strategies(study: Study, strategies: Sequence[str], key: str) -> None
             )
 
 
+def caption_pool(study: Study, run: StageRun, strategies: Sequence[str]) -> None:
+    """Create the temp table ``subset_prompt_captions``: the captions of the subsets of
+    ``strategies`` (after the cut) that may be prompts (``generate.caption_prompts``); say in
+    ``run.messages`` how many, and which subsets wait for training labels."""
+    from corpus_audit.subsets import CutRule, cut_study, drop, status_rows
+
+    which = study.config.generate.caption_prompts
+    for key in ("captions_as_prompts", "paraphrase_strategies"):
+        mine = [s for s in getattr(study.config.generate, key) if s in strategies]
+        _check_strategies(study, mine, f"generate.{key}")
+    cut_study(study)
+    try:
+        study.con.execute(
+            sql_text("generate_caption_pool.sql"), {"strategies": list(strategies), "which": which}
+        )
+        status = status_rows(study.con, CutRule.from_config(study.config))
+    finally:
+        drop(study.con)
+        study.con.execute("DROP TABLE IF EXISTS analysis_labelled")
+    counts = dict(
+        study.con.execute(
+            "SELECT strategy, count(DISTINCT caption_id) FROM subset_prompt_captions GROUP BY 1"
+        ).fetchall()
+    )
+    pending = [r for r in status if r["strategy"] in strategies and r["pending"]]
+    run.provenance["caption_prompts"] = {"which": which, "captions": counts}
+    run.messages.append(
+        "captions as prompts ("
+        + ("those with a labelled training image" if which == "labelled" else "every member")
+        + " of the subsets after the cut): "
+        + ", ".join(f"{s} {counts.get(s, 0)}" for s in strategies)
+    )
+    if which == "labelled" and not any(counts.values()) and not pending:
+        run.messages.append(
+            "no caption of these subsets has a labelled training image, so none is a prompt "
+            "(register and label the training images: `images`, `label`; or set "
+            'generate.caption_prompts = "all")'
+        )
+    if pending:
+        run.messages.append(
+            f"{len(pending)} subset(s) of {', '.join(strategies)} still have training images "
+            "without a face-filter result or label: their captions are not prompts yet (run "
+            "`label`, then `generate` again)"
+        )
+
+
 def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
-    """Captions of the samples of ``strategies`` as prompts (each caption once)."""
+    """Captions of the subsets of ``strategies`` as prompts (each caption once); needs
+    :func:`caption_pool` first."""
     if not strategies:
         return []
-    _check_strategies(study, strategies, "generate.captions_as_prompts")
     n = study.config.generate.images_per_caption
     rows = study.con.execute(
         sql_text("generate_caption_prompts.sql"), {"strategies": list(strategies)}
@@ -214,7 +272,6 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
 
     cfg = study.config.generate
     strategies = list(cfg.paraphrase_strategies)
-    _check_strategies(study, strategies, "generate.paraphrase_strategies")
     name = _paraphraser_name(cfg.paraphraser)
     todo = study.con.execute(
         sql_text("generate_paraphrase_todo.sql"),

@@ -4,9 +4,12 @@ For every caption in ``mentions`` it writes one row of ``indicators`` (label ``m
 ``female``, ``both`` or ``none`` and a readable ``triggers`` string) and one row of
 ``indicator_triggers`` per trigger (kind ``word``/``pronoun``/``name``, token, gender, and for
 names gender-guesser's raw answer). The matching rules live in :mod:`corpus_audit.gender_text`.
-Then it draws the ``no_indicators`` training subsets into ``samples``: per occupation a uniform
-random sample of ``select.sample_size`` among its captions labelled ``none``, ordered by the
-same hash rule as the keyword sample.
+Then it writes the ``no_indicators`` training subsets into ``samples``
+(``indicators.no_indicator_sample``): ``split`` (default, the paper's: "we split the training
+examples selected in Section 4") takes the keyword sample's captions labelled ``none`` in its
+rank order, so the subset is the indicator-free part of the keyword subset; ``fresh`` draws a
+new uniform random sample among all the occupation's captions labelled ``none``, ordered by the
+same hash rule as the keyword sample (as many candidates as the keyword sample keeps).
 
 Resumable: captions are labelled in batches of ``indicators.batch_size``, each committed in one
 transaction with its triggers; a rerun labels only what has no label yet (a killed run loses at
@@ -16,7 +19,8 @@ gender-guesser's version) every caption is relabelled, in one transaction with t
 
 :func:`indicator_summary` gives the per-occupation table (captions, % with any indicator,
 % male-only, % female-only, % both); the stage also puts it in ``run.summary`` and the
-corpus-wide share of occupation captions with an indicator in ``run.messages``.
+share of occupation captions with an indicator in ``run.messages``, both as the mean over
+occupations (the paper's statistic) and pooled over distinct captions.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from corpus_audit.store import StageRun, Study, sql_text
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"
-PAPER_LAION_SHARE = 59.5  # % of LAION occupation captions with an indicator (Seshadri et al.)
+# % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et al.)
+PAPER_LAION_SHARE = 59.5
 MARKUP_RULE = (
     "html-unescape+strip-tags/1"  # version of gender_text.clean_markup, for the fingerprint
 )
@@ -123,8 +128,10 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
                 "relabelled_all": relabel,
                 "sample_seed": _sample_seed(study),
                 "sample_size": study.config.select.sample_size,
+                "no_indicator_sample": cfg.no_indicator_sample,
                 "no_indicators_rows": sample_rows,
                 "share_with_indicator_pct": share["pct"],
+                "mean_occupation_share_pct": share["mean_occupation_pct"],
             }
         )
     return run
@@ -150,7 +157,9 @@ def indicator_summary(study: Study) -> list[dict[str, Any]]:
 
 def corpus_share(study: Study) -> dict[str, Any]:
     """Corpus-wide: distinct occupation ``captions``, those ``with_indicator``, ``unlabelled``,
-    and ``pct`` (percent with an indicator among labelled captions, 0-100, or None)."""
+    ``pct`` (pooled: percent with an indicator among labelled captions, 0-100, or None),
+    ``mean_occupation_pct`` (the mean over ``occupations`` of each one's percent: the paper's
+    statistic) and ``occupations``."""
     return _share(study)
 
 
@@ -357,14 +366,16 @@ def _sample_seed(study: Study) -> int:
 
 def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
     """(Re)write the ``no_indicators`` rows of ``samples`` when they differ from what the rule
-    gives now; one transaction. Returns (rows, whether they were rewritten)."""
+    (``indicators.no_indicator_sample``) gives now; one transaction. Returns (rows, whether
+    they were rewritten)."""
     con = study.con
-    params = {"seed": _sample_seed(study), "n": study.config.select.sample_size}
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE indicators_sample_new AS\n"
-        + sql_text("indicators_sample.sql"),
-        params,
-    )
+    select = study.config.select
+    if study.config.indicators.no_indicator_sample == "split":
+        name, params = "indicators_sample_split.sql", {}
+    else:
+        n = select.candidates(select.sample_size)
+        name, params = "indicators_sample_fresh.sql", {"seed": _sample_seed(study), "n": n}
+    con.execute("CREATE OR REPLACE TEMP TABLE indicators_sample_new AS\n" + sql_text(name), params)
     cols = "strategy, occupation, prompt_id, caption_id, rank, score"
     diff = con.execute(
         f"""
@@ -387,7 +398,7 @@ def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
 
 
 def _share(study: Study) -> dict[str, Any]:
-    ((captions, with_indicator, unlabelled),) = study.con.execute(
+    ((captions, with_indicator, unlabelled, mean_occ, occupations),) = study.con.execute(
         sql_text("indicators_share.sql")
     ).fetchall()
     labelled = captions - unlabelled
@@ -397,6 +408,8 @@ def _share(study: Study) -> dict[str, Any]:
         "with_indicator": int(with_indicator),
         "unlabelled": int(unlabelled),
         "pct": pct,
+        "mean_occupation_pct": None if mean_occ is None else round(float(mean_occ), 1),
+        "occupations": int(occupations),
     }
 
 
@@ -404,7 +417,8 @@ def _share_message(share: dict[str, Any]) -> str:
     if share["pct"] is None:
         return "no occupation captions to label (mentions is empty)"
     return (
-        f"{share['with_indicator']:,} of {share['captions']:,} occupation captions "
-        f"({share['pct']:.1f} %) carry an explicit gender indicator "
-        f"(paper, LAION: {PAPER_LAION_SHARE} %)"
+        f"captions with an explicit gender indicator: mean over {share['occupations']} "
+        f"occupations {share['mean_occupation_pct']:.1f} % (the paper's statistic; LAION: "
+        f"{PAPER_LAION_SHARE} %); pooled over the {share['captions']:,} distinct occupation "
+        f"captions {share['pct']:.1f} % ({share['with_indicator']:,})"
     )

@@ -104,13 +104,14 @@ METRICS: dict[str, Metric] = {
         Metric(
             "indicator_match",
             "% generated matching indicator",
-            "100 * generated images whose perceived gender equals the caption's indicator / "
-            "labelled generated images of indicator captions",
+            "100 * generated images whose perceived gender equals the reference / labelled "
+            "generated images of captions with a one-sided indicator; reference: the caption's "
+            "indicator, or (the paper's) its training image's perceived gender",
             "none",
             (0, 100),
             "%",
-            "How often a caption's explicit gender carries over to the generated image "
-            "when the caption is the prompt.",
+            "How often the gender a caption states (or its own training image shows) carries "
+            "over to the generated image when the caption is the prompt.",
         ),
         Metric(
             "pearson_r",

@@ -5,16 +5,24 @@ METHODS 1.5. For each occupation ``o`` and each of its prompts ``P``:
 - ``nn``: the ``k`` (``neighbors.k``, default 500) captions of ``o`` (all its captions in
   ``mentions``, not only the keyword sample) with the highest cosine similarity to ``P``,
   ranked 1..k with the cosine as ``score`` (in [-1, 1]);
-- ``nn_no_indicators``: the same among ``o``'s captions whose indicator label is ``none``.
+- ``nn_no_indicators``: the same among ``o``'s captions whose indicator label is ``none``
+  (a search of its own, not a split of ``nn``).
 
-With fewer than ``k`` captions an occupation gets all of them (``short_of_k`` in
-``similarity_diagnostics``, and a run message names it). Ties in score are broken by
-caption_id (smaller first), so the selection is reproducible.
+With ``select.sample_unit = "labelled_images"`` (default) the paper's NN subsets are ``k``
+*labelled* training images per prompt, like the keyword subsets: the stage then ranks
+``ceil(k x select.overdraw)`` candidates, and the analysis cuts each list in rank order at the
+``k``-th caption whose training image got a confident label (:mod:`corpus_audit.subsets`).
+With ``"captions"`` it keeps the top ``k``.
+
+With fewer captions than that an occupation gets all of them (``short_of_k`` in
+``similarity_diagnostics`` when fewer than ``k``, and a run message names it). Ties in score
+are broken by caption_id (smaller first), so the selection is reproducible.
 
 ``similarity_diagnostics`` holds, per strategy (keyword, no_indicators, nn, nn_no_indicators)
-x occupation x prompt, the mean cosine similarity between the subset's captions and the
-prompt, and the subset size; ``run.summary`` averages it per strategy (the paper, LAION:
-0.385 keyword vs 0.704 NN).
+x occupation x prompt, the mean cosine similarity between the first ``N`` captions of the
+subset's ranked list (``select.sample_size`` for keyword / no_indicators, ``k`` for nn: the
+subset itself when every image is usable) and the prompt, and their number; ``run.summary``
+averages it per strategy (the paper, LAION: 0.385 keyword vs 0.704 NN).
 
 Work, and what makes it resumable:
 
@@ -268,8 +276,9 @@ def _config_signature(study: Study, fingerprint: str) -> str:
         "hnsw_m": cfg.hnsw_m,
         "ef_search": cfg.ef_search,
         "sample_size": study.config.select.sample_size,
+        "candidates": study.config.select.candidates(cfg.k),
         "seed": study.config.study.seed,
-        "version": 1,
+        "version": 2,
     }
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -421,6 +430,7 @@ def _one_occupation(
     con = study.con
     cfg = study.config.neighbors
     k = cfg.k
+    k_ranked = study.config.select.candidates(k)  # candidates kept per prompt
     name = occ["occupation"]
     caps = _sql(con, "neighbors_60_captions.sql", occupation=name, model=model).fetchnumpy()
     prompts = _sql(con, "neighbors_61_prompts.sql", occupation=name, model=model).fetchall()
@@ -449,10 +459,10 @@ def _one_occupation(
             index_kind_built = index_kind(index)
         else:
             index = build_index(xs, spec)
-        scores, found = _top_k(index, xs, q, sids, k, spec, use_torch_gpu=use_torch_gpu)
+        scores, found = _top_k(index, xs, q, sids, k_ranked, spec, use_torch_gpu=use_torch_gpu)
         per_query_recall: list[float | None] = [None] * len(prompt_ids)
         if index_kind(index) != "flat":
-            exact = numpy_exact_search(xs, q, min(k, len(sids)))
+            exact = numpy_exact_search(xs, q, min(k_ranked, len(sids)))
             per_query_recall = [
                 recall_at_k(found[j : j + 1], sids[exact.ids[j : j + 1]])
                 for j in range(len(prompt_ids))
@@ -463,13 +473,14 @@ def _one_occupation(
             ok = found[j] >= 0
             for r, (cid, sc) in enumerate(zip(found[j][ok], scores[j][ok], strict=True), start=1):
                 sample_rows.append((strategy, pid, int(cid), r, float(sc)))
-            n = int(ok.sum())
+            top = scores[j][ok][:k]  # the diagnostic describes the first k of the ranked list
+            n = len(top)
             diag.append(
                 _diag_row(
                     strategy,
                     pid,
                     n,
-                    float(np.mean(scores[j][ok], dtype=np.float64)) if n else None,
+                    float(np.mean(top, dtype=np.float64)) if n else None,
                     n < k,
                     per_query_recall[j],
                 )
@@ -479,7 +490,8 @@ def _one_occupation(
     pos = {int(c): i for i, c in enumerate(ids)}
     want = study.config.select.sample_size
     for strategy in ("keyword", "no_indicators"):
-        members = [pos[c] for s, c in samples if s == strategy and c in pos]
+        # the first N captions of the ranked list (samples come in rank order)
+        members = [pos[c] for s, c in samples if s == strategy and c in pos][:want]
         if members:
             sims = x[np.asarray(members)] @ q.T if len(prompt_ids) else np.empty((0, 0))
         for j, pid in enumerate(prompt_ids):

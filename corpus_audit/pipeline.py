@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.config import StudyConfig
-from corpus_audit.stages import STAGE_NAMES, STAGES
+from corpus_audit.stages import RUN_ORDER, STAGE_NAMES, STAGES
 from corpus_audit.store import StageRun, Study, StudyError
 
 
@@ -60,15 +60,14 @@ def init_study(
 
 
 def run_all(study: Study, *, until: str | None = None, progress: bool = True) -> list[StageRun]:
-    """Run every stage in order (up to and including ``until``); each skips finished work."""
+    """Run every stage in ``RUN_ORDER`` (up to and including the last run of ``until``); each
+    skips finished work. ``label`` runs before and after ``generate`` (see ``stages.py``)."""
     if until is not None and until not in STAGE_NAMES:
         raise StudyError(f"unknown stage '{until}' (stages: {', '.join(STAGE_NAMES)})")
-    runs = []
-    for name in STAGE_NAMES:
-        runs.append(stage_function(name)(study, progress=progress))
-        if name == until:
-            break
-    return runs
+    order = RUN_ORDER
+    if until is not None:
+        order = RUN_ORDER[: len(RUN_ORDER) - RUN_ORDER[::-1].index(until)]
+    return [stage_function(name)(study, progress=progress) for name in order]
 
 
 @dataclass

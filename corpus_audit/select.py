@@ -26,8 +26,12 @@ Ids and samples
     ``caption_id = (file_id << 40) | row_in_file`` with ``file_id`` the index in the sorted
     list of corpus files. The keyword sample of an occupation is its captions ordered by
     ``md5('keyword:<seed>:<occupation>:<key>')`` (key = the corpus key column, else
-    ``<file name>:<row>``), ranks 1..``select.sample_size``: a uniform sample without
-    replacement that does not depend on thread count, file order or DuckDB version.
+    ``<file key>:<row>`` with the file key of :func:`sample_keys`: the file name, or as many
+    trailing folders as tell two equal names apart), ranks 1..``select.sample_size`` (with
+    ``select.sample_unit = "labelled_images"``: 1..ceil(sample_size x overdraw) candidates,
+    cut later at N labelled images, see :mod:`corpus_audit.subsets`): a uniform sample without
+    replacement that does not depend on thread count, file order, DuckDB version or where the
+    corpus folder lies.
 
 Idempotence
     Everything is written in one transaction (a failed run leaves the previous results as
@@ -353,6 +357,26 @@ def scan_corpus(
 
 
 # -- the stage ---------------------------------------------------------------------------------
+def sample_keys(paths: list[str]) -> dict[str, str]:
+    """Per corpus file path, the file key its captions' sample order hashes.
+
+    The key is the shortest tail of the path (its last components, joined by ``/``) that no
+    other corpus file shares: the file name when names are distinct (so samples drawn before
+    this rule existed are unchanged), ``a/part-0.parquet`` and ``b/part-0.parquet`` for two
+    equal names in different folders. Only trailing components count, so moving or renaming
+    the folder that holds the corpus keeps every sample.
+    """
+    parts = {p: Path(p).parts for p in paths}
+    out: dict[str, str] = {}
+    for path, mine in parts.items():
+        for depth in range(1, len(mine) + 1):
+            tail = mine[-depth:]
+            if all(other[-depth:] != tail for q, other in parts.items() if q != path):
+                break
+        out[path] = "/".join(tail)
+    return out
+
+
 def _sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -456,9 +480,8 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
         lap("mentions")
         con.execute(sql_text("select_30_captions.sql"))
         lap("captions")
-        con.execute(
-            sql_text("select_40_samples.sql"), {"seed": cfg.study.seed, "n": cfg.select.sample_size}
-        )
+        candidates_n = cfg.select.candidates(cfg.select.sample_size)
+        con.execute(sql_text("select_40_samples.sql"), {"seed": cfg.study.seed, "n": candidates_n})
         lap("samples")
         prompts = render_prompts(prompt_set, occupations)
         con.register("_select_prompts", pa.Table.from_pylist(prompts))
@@ -503,6 +526,8 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
                 "sample_rule": "md5('keyword:<seed>:<occupation>:<sample_key>') ascending",
                 "sample_seed": cfg.study.seed,
                 "sample_size": cfg.select.sample_size,
+                "sample_unit": cfg.select.sample_unit,
+                "candidates_per_subset": candidates_n,
                 "prefilter": cfg.select.prefilter,
                 "threads": cfg.engine.threads,
                 "seconds": timings,
@@ -554,7 +579,9 @@ def _arrow_headroom(study: Study, threads: int, batch_rows: int) -> Iterator[Non
 
 
 def _write_corpus_files(study: Study, files: list[CorpusFile], stats: ScanStats) -> None:
-    """One corpus_files row per file, with its counts and the columns it was read with."""
+    """One corpus_files row per file, with its counts, the columns it was read with and the
+    file key of its captions' sample order (:func:`sample_keys`)."""
+    keys = sample_keys([f.path for f in files])
     rows = []
     for f in files:
         cols = stats.columns.get(f.file_id)
@@ -569,6 +596,11 @@ def _write_corpus_files(study: Study, files: list[CorpusFile], stats: ScanStats)
                 c.rows,
                 c.null_text,
                 c.bad_text,
+                keys[f.path],
             ]
         )
-    study.con.executemany("INSERT INTO corpus_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    study.con.executemany(
+        "INSERT INTO corpus_files (file_id, path, format, text_column, url_column, rows_total, "
+        "rows_null_text, rows_bad_text, sample_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )

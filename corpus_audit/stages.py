@@ -14,3 +14,18 @@ STAGES: list[tuple[str, str]] = [
     ("report", "corpus_audit.report:report"),
 ]
 STAGE_NAMES = [name for name, _ in STAGES]
+# What `corpus-audit run` executes: `label` runs before `generate` too, because the training
+# subsets are cut at N labelled training images and the captions used as prompts come from
+# that cut (corpus_audit/subsets.py); its second run labels the generated images. Each run
+# only labels what has no label yet, so the second one does not repeat the first's work.
+RUN_ORDER = [
+    "select",
+    "indicators",
+    "neighbors",
+    "images",
+    "label",
+    "generate",
+    "label",
+    "analyze",
+    "report",
+]

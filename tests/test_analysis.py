@@ -119,13 +119,30 @@ def test_amplification_formula(t: float, g: float, a: float):
 
 def test_direction_switch_and_ties_at_50():
     assert side(50.0) == 0 and side(50.0 + 1e-12) == 0 and side(49.9) == -1 and side(50.1) == 1
-    assert direction_switch(40, 60) and direction_switch(60, 40)
-    assert direction_switch(49.9, 50.1)
-    # Exactly 50 is parity, on no side: never a switch.
-    assert not direction_switch(50, 60)
-    assert not direction_switch(60, 50)
-    assert not direction_switch(50, 50)
-    assert not direction_switch(30, 10)
+    for rule in ("upper", "neither"):
+        assert direction_switch(40, 60, rule) and direction_switch(60, 40, rule)
+        assert direction_switch(49.9, 50.1, rule)
+        assert not direction_switch(50, 60, rule)  # 50 and above: same side under both rules
+        assert not direction_switch(60, 50, rule)
+        assert not direction_switch(50, 50, rule)
+        assert not direction_switch(30, 10, rule)
+    # The paper's rule (default): 50 counts with the upper side, so 50 vs below 50 switches.
+    assert direction_switch(44.8, 50.0) and direction_switch(50.0, 44.8)
+    assert direction_switch(44.8, 50.0 - 1e-12)  # within 1e-9 of 50 is exactly 50
+    # Strict rule: exactly 50 is on no side and never switches.
+    assert not direction_switch(44.8, 50.0, "neither")
+    assert not direction_switch(50.0, 44.8, "neither")
+    with pytest.raises(ValueError, match="parity_side 'lower'"):
+        direction_switch(40, 60, "lower")
+
+
+def test_make_pair_at_exactly_50_follows_the_rule():
+    t, g = Rate("t", 44.8, 500), Rate("g", 50.0, 500)
+    paper = make_pair("athlete", 3, t, g)
+    assert paper.excluded and paper.exclude_reason == "direction_switch"
+    assert paper.amplification == pytest.approx(0.0 - 5.2)  # |50-50| - |44.8-50|, still shown
+    strict = make_pair("athlete", 3, t, g, "neither")
+    assert not strict.excluded and strict.amplification == pytest.approx(-5.2)
 
 
 def test_make_pair_reasons():
@@ -594,11 +611,58 @@ def test_captions_as_prompts_and_indicator_match(small_study):
     }
     assert summ["captions_as_prompts"]["n_excluded"] == 1
     match = {
-        (r["kind"], r["indicator"]): r for r in _rows(small_study, "SELECT * FROM indicator_match")
+        (r["reference"], r["kind"], r["indicator"]): r
+        for r in _rows(small_study, "SELECT * FROM indicator_match")
     }
-    assert match[("caption", "female")]["n_images"] == 2
-    assert match[("caption", "female")]["percent_match"] == pytest.approx(100.0)
-    assert match[("caption", "any")]["n_match"] == 2
+    assert match[("indicator", "caption", "female")]["n_images"] == 2
+    assert match[("indicator", "caption", "female")]["percent_match"] == pytest.approx(100.0)
+    assert match[("indicator", "caption", "any")]["n_match"] == 2
+    # The paper's reference: the training image's perceived gender (caption 0: female).
+    assert match[("training_image", "caption", "female")]["n_match"] == 2
+    assert ("training_image", "caption", "male") not in match
+
+
+def test_indicator_match_against_the_training_image(small_study):
+    """Caption 3 says "she" but its training image is labelled male, and its generated images
+    are male: against the indicator it misses, against the training image (the paper) it
+    matches."""
+    con = small_study.con
+    caps = [
+        r[0]
+        for r in con.execute(
+            "SELECT caption_id FROM samples WHERE occupation = 'teacher' ORDER BY rank"
+        ).fetchall()
+    ]
+    con.execute(
+        "UPDATE indicators SET label = 'female', triggers = 'she' WHERE caption_id = ?", [caps[3]]
+    )
+    generated = {caps[0]: ["female", "male"], caps[3]: ["male", "male"], caps[1]: ["female"]}
+    for cid, genders in generated.items():
+        for k, g in enumerate(genders):
+            iid = f"gen:m1:cap:{cid}:{k}"
+            con.execute(
+                "INSERT INTO images (image_id, source, caption_id, occupation, path, model_id, "
+                "strategy) VALUES (?, 'generated', ?, 'teacher', 'x.png', 'm1', 'keyword')",
+                [iid, cid],
+            )
+            con.execute(
+                "INSERT INTO labels (image_id, classifier, p_female, label, threshold) "
+                "VALUES (?, ?, ?, ?, 0.9)",
+                [iid, CLASSIFIER, 0.97 if g == "female" else 0.03, g],
+            )
+    analyze(small_study, progress=False)
+    match = {
+        (r["reference"], r["indicator"]): (r["n_images"], r["n_match"])
+        for r in _rows(small_study, "SELECT * FROM indicator_match WHERE kind = 'caption'")
+    }
+    # Against the indicator (both captions "female"): caption 0 1 of 2, caption 3 0 of 2.
+    assert match[("indicator", "female")] == (4, 1)
+    assert match[("indicator", "any")] == (4, 1)
+    # Against the training image: caption 0 (female) 1 of 2, caption 3 (male) 2 of 2; caption
+    # 1 has no indicator and is in neither.
+    assert match[("training_image", "female")] == (2, 1)
+    assert match[("training_image", "male")] == (2, 2)
+    assert match[("training_image", "any")] == (4, 3)
 
 
 def test_analyze_caption_side_only(make_study, laion_path):

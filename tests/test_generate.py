@@ -335,8 +335,10 @@ def test_captions_as_prompts_link_every_image_to_its_caption(make_study, laion_p
     study = make_study(
         [laion_path],
         generate={"models": [str(tiny_sd)], "images_per_prompt": 1, "images_per_caption": 2,
-                  "captions_as_prompts": ["keyword", "no_indicators"], "batch_size": 4, **TINY},
+                  "captions_as_prompts": ["keyword", "no_indicators"], "batch_size": 4, "caption_prompts": "all",
+                  **TINY},
         engine={"device": "cpu"},
+        select={"sample_unit": "captions"},  # no training images: the first N captions
     )  # fmt: skip
     tables = fill_tables(study, laion_path, templates=(1,), per_occupation=2)
     with pytest.warns(UserWarning, match="truncated"):
@@ -364,8 +366,10 @@ def test_long_caption_is_truncated_with_a_recorded_warning(make_study, laion_pat
     study = make_study(
         [laion_path],
         generate={"models": [str(tiny_sd)], "images_per_prompt": 1, "images_per_caption": 1,
-                  "captions_as_prompts": ["keyword"], **TINY},
+                  "captions_as_prompts": ["keyword"], "caption_prompts": "all",
+                  **TINY},
         engine={"device": "cpu"},
+        select={"sample_unit": "captions"},  # no training images: the first N captions
     )  # fmt: skip
     fill_tables(study, laion_path, templates=(1,), per_occupation=1)
     with pytest.warns(UserWarning, match="1 prompt\\(s\\) longer than the text encoder's context"):

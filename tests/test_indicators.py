@@ -508,36 +508,84 @@ def test_summary(labelled):
     assert chef["pct_any_indicator"] == round(100 * (total - counts.get("none", 0)) / total, 1)
     share = corpus_share(study)
     assert share["unlabelled"] == 0
-    assert f"({share['pct']:.1f} %)" in run.messages[-1]
+    # pooled over distinct captions, and the paper's statistic: the mean over occupations
+    labels = dict(_rows(study, "SELECT caption_id, label FROM indicators"))
+    pooled = 100 * sum(v != "none" for v in labels.values()) / len(labels)
+    per_occ: dict[str, list[str]] = {}
+    for occ, cid in _rows(study, "SELECT DISTINCT occupation, caption_id FROM mentions"):
+        per_occ.setdefault(occ, []).append(labels[cid])
+    mean = sum(100 * sum(v != "none" for v in ls) / len(ls) for ls in per_occ.values()) / len(
+        per_occ
+    )
+    assert share["pct"] == round(pooled, 1) and share["mean_occupation_pct"] == round(mean, 1)
+    assert share["occupations"] == len(per_occ) and abs(mean - pooled) > 0.5  # they differ
+    message = run.messages[-1]
+    assert f"mean over {len(per_occ)} occupations {mean:.1f} % (the paper's statistic" in message
+    assert f"pooled over the {len(labels):,} distinct occupation captions {pooled:.1f} %" in message
 
 
-def test_no_indicator_sample(labelled):
-    study, _ = labelled
+def test_no_indicator_sample_is_the_split_of_the_keyword_sample(labelled):
+    """Default (the paper's): the keyword sample's captions without indicators, in its order."""
+    study, run = labelled
+    assert run.provenance["no_indicator_sample"] == "split"
     rows = _no_indicator_sample(study)
     assert rows
-    bad = _rows(
+    keyword = _rows(
         study,
-        "SELECT count(*) FROM samples s JOIN indicators i USING (caption_id) "
-        "WHERE s.strategy = 'no_indicators' AND i.label <> 'none'",
+        "SELECT s.occupation, s.caption_id, s.rank, i.label FROM samples s "
+        "JOIN indicators i USING (caption_id) WHERE s.strategy = 'keyword' "
+        "ORDER BY s.occupation, s.rank",
     )
-    assert bad[0][0] == 0
-    per_occ = _rows(
-        study,
-        "SELECT m.occupation, least(20, count(DISTINCT m.caption_id)), "
-        "(SELECT count(*) FROM samples s WHERE s.strategy = 'no_indicators' "
-        " AND s.occupation = m.occupation) "
-        "FROM mentions m JOIN indicators i USING (caption_id) WHERE i.label = 'none' GROUP BY 1",
-    )
-    assert all(want == got for _, want, got in per_occ)
-    # same ordering rule as the keyword sample: its indicator-free captions are all in it
-    missing = _rows(
-        study,
-        "SELECT count(*) FROM samples k JOIN indicators i USING (caption_id) "
-        "WHERE k.strategy = 'keyword' AND i.label = 'none' AND NOT EXISTS ("
-        " SELECT 1 FROM samples n WHERE n.strategy = 'no_indicators' "
-        " AND n.occupation = k.occupation AND n.caption_id = k.caption_id)",
-    )
-    assert missing[0][0] == 0
+    expected: dict[str, list[int]] = {}
+    for occ, cid, _rank, label in keyword:
+        if label == "none":
+            expected.setdefault(occ, []).append(cid)
+    got: dict[str, list[int]] = {}
+    for occ, cid, rank in rows:
+        got.setdefault(occ, []).append(cid)
+        assert rank == len(got[occ])  # ranks 1..n in the keyword sample's order
+    assert got == expected
+
+
+def test_no_indicator_sample_fresh_draw(labelled):
+    """indicators.no_indicator_sample = "fresh": a new draw among all indicator-free captions
+    of the occupation, as many candidates as the keyword sample keeps, same ordering rule.
+
+    Here sample_size 2 (16 candidates) while the keyword sample keeps all captions of this
+    small corpus (<= 31 per occupation): the fresh draw is then the first 16 of the
+    split's captions (both follow the one hash order)."""
+    from corpus_audit.indicators import indicators
+
+    study, _ = labelled
+    split = _no_indicator_sample(study)
+    study.config.indicators.no_indicator_sample = "fresh"
+    study.config.select.sample_size = 2
+    try:
+        run = indicators(study, progress=False)
+        assert not run.skipped and run.provenance["no_indicator_sample"] == "fresh"
+        rows = _no_indicator_sample(study)
+        bad = _rows(
+            study,
+            "SELECT count(*) FROM samples s JOIN indicators i USING (caption_id) "
+            "WHERE s.strategy = 'no_indicators' AND i.label <> 'none'",
+        )
+        assert bad[0][0] == 0
+        per_occ = _rows(
+            study,
+            "SELECT m.occupation, least(16, count(DISTINCT m.caption_id)), "
+            "(SELECT count(*) FROM samples s WHERE s.strategy = 'no_indicators' "
+            " AND s.occupation = m.occupation) "
+            "FROM mentions m JOIN indicators i USING (caption_id) WHERE i.label = 'none' "
+            "GROUP BY 1",
+        )
+        assert per_occ and all(want == got for _, want, got in per_occ)
+        assert any(want == 16 for _, want, _ in per_occ)  # some occupation has more
+        assert rows == [r for r in split if r[2] <= 16]
+    finally:
+        study.config.indicators.no_indicator_sample = "split"
+        study.config.select.sample_size = 20
+        indicators(study, progress=False)
+    assert _no_indicator_sample(study) == split
 
 
 def test_sample_is_reproducible_and_depends_on_the_seed(labelled, tmp_path, laion_path, coco_path):

@@ -58,11 +58,13 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 def _new_study(root: Path, corpus: list[Path], cache_dir: Path, **neighbors_cfg) -> Study:
+    """A study whose subsets are the first N captions (sample_unit = "captions"), so the nn
+    lists are exactly the top k; the labelled-images candidates have their own test."""
     return init_study(
         root,
         [str(p) for p in corpus],
         overrides={
-            "select": {"sample_size": SAMPLE},
+            "select": {"sample_size": SAMPLE, "sample_unit": "captions"},
             "neighbors": {"k": K, "cache_dir": str(cache_dir), **neighbors_cfg},
         },
     )
@@ -305,6 +307,47 @@ def test_changed_k_recomputes_without_embedding(demo, embedder):
         assert top == K - 3
     finally:
         demo.config.neighbors.k = K
+        neighbors(demo, progress=False)
+
+
+def test_labelled_unit_ranks_overdrawn_candidates(demo, embedder):
+    """sample_unit = "labelled_images": each nn list ranks ceil(k x overdraw) candidates (the
+    analysis cuts it at k labelled images); its first k are the top-k list, and the
+    diagnostics still describe the first k."""
+    top_k = demo.con.execute(
+        "SELECT strategy, prompt_id, caption_id, rank FROM samples WHERE strategy LIKE 'nn%' "
+        "ORDER BY ALL"
+    ).fetchall()
+    diag = demo.con.execute(
+        "SELECT strategy, occupation, prompt_id, n_captions, mean_similarity "
+        "FROM similarity_diagnostics WHERE strategy LIKE 'nn%' ORDER BY ALL"
+    ).fetchall()
+    n_encoded = embedder.n_encoded
+    demo.config.select.sample_unit = "labelled_images"
+    demo.config.select.overdraw = 2.5
+    try:
+        run = neighbors(demo, progress=False)
+        assert run.provenance["embedded"] == 0 and embedder.n_encoded == n_encoded
+        ranked = demo.con.execute(
+            "SELECT strategy, prompt_id, caption_id, rank FROM samples WHERE strategy LIKE 'nn%' "
+            "ORDER BY ALL"
+        ).fetchall()
+        longest = demo.con.execute(
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM samples WHERE strategy = 'nn' "
+            "GROUP BY prompt_id)"
+        ).fetchone()[0]
+        assert longest == 20  # ceil(8 x 2.5)
+        assert sorted(r for r in ranked if r[3] <= K) == top_k
+        assert len(ranked) > len(top_k)
+        again = demo.con.execute(
+            "SELECT strategy, occupation, prompt_id, n_captions, mean_similarity "
+            "FROM similarity_diagnostics WHERE strategy LIKE 'nn%' ORDER BY ALL"
+        ).fetchall()
+        assert [r[:4] for r in again] == [r[:4] for r in diag]
+        assert np.allclose([r[4] or 0 for r in again], [r[4] or 0 for r in diag], atol=1e-6)
+    finally:
+        demo.config.select.sample_unit = "captions"
+        demo.config.select.overdraw = 8.0
         neighbors(demo, progress=False)
 
 

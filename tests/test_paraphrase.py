@@ -101,8 +101,10 @@ def _paraphrase_study(make_study, laion_path, tiny_sd, paraphraser, **extra):
     study = make_study(
         [laion_path],
         generate={"models": [str(tiny_sd)], "images_per_prompt": 1, "images_per_caption": 2,
-                  "paraphraser": paraphraser, "paraphrase_max_new_tokens": 8, **TINY, **extra},
+                  "paraphraser": paraphraser, "paraphrase_max_new_tokens": 8,
+                  "caption_prompts": "all", **TINY, **extra},
         engine={"device": "cpu"},
+        select={"sample_unit": "captions"},  # no training images here: the first N captions
     )  # fmt: skip
     tables = fill_tables(study, laion_path, templates=(1,), per_occupation=2)
     return study, tables

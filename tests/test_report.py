@@ -127,6 +127,8 @@ def test_report_has_results_tables_and_figures(full_report: Path):
     assert "binary" in text and "perceived" in text  # the limitations note
     assert "many_faces" in html and "small_face" in html and "no_face" in html  # funnel reasons
     assert "[analysis]" in html  # provenance: the config
+    percent = _section(html, "percent-table", "</thead>")
+    assert "<th>captions</th><th>images</th>" in percent  # captions behind each %female
 
 
 def test_numbers_in_report_come_from_the_tables(full_report: Path):
@@ -282,3 +284,50 @@ def test_notebook_is_valid_and_reproduces_table3(full_report: Path):
             "AND strategy = 'keyword' AND template_id IS NULL"
         ).fetchone()[0]
     assert result["keyword_avg"] == pytest.approx(avg)
+
+
+def test_indicator_headline_gives_the_mean_over_occupations_and_the_pooled_share(
+    full_report: Path,
+):
+    """The paper's statistic is the mean over occupations; the pooled share is named apart."""
+    html = full_report.read_text(encoding="utf-8")
+    with Study.open(full_report.parents[1], read_only=True) as study:
+        labels = dict(study.con.execute("SELECT caption_id, label FROM indicators").fetchall())
+        pairs = study.con.execute("SELECT DISTINCT occupation, caption_id FROM mentions").fetchall()
+    per_occ: dict[str, list[str]] = {}
+    for occ, cid in pairs:
+        per_occ.setdefault(occ, []).append(labels[cid])
+    mean = sum(100 * sum(v != "none" for v in ls) / len(ls) for ls in per_occ.values()) / len(
+        per_occ
+    )
+    pooled_n = sum(v != "none" for v in labels.values())
+    headline = " ".join(Page(_section(html, "indicator-headline", "</p>")).text)
+    headline = " ".join(headline.split())
+    assert f"{mean:.1f} % on average over {len(per_occ)} occupations" in headline
+    assert f"pooled over the {len(labels)} distinct occupation captions, {pooled_n} (" in headline
+    assert f"({100 * pooled_n / len(labels):.1f} %)" in headline
+
+
+def test_header_lists_the_settings_that_differ_from_the_paper(full_report: Path):
+    """Expected: the paper preset file and the study's study.toml, compared here key by key."""
+    import tomllib
+
+    paper = tomllib.loads((REPO / "corpus_audit/presets/paper.toml").read_text(encoding="utf-8"))
+    paper.pop("preset")
+    study = tomllib.loads((full_report.parents[1] / "study.toml").read_text(encoding="utf-8"))
+    differ = [
+        f"{section}.{key}"
+        for section, keys in paper.items()
+        for key, value in keys.items()
+        if study[section][key] != value
+    ]
+    assert "label.classifier" in differ and "indicators.spacy_model" in differ
+    html = full_report.read_text(encoding="utf-8")
+    start = html.index('id="paper-settings"')
+    header = html[start : html.index("</div>", start)]
+    assert f"Not comparable with the paper in {len(differ)} setting(s)" in header
+    rows = re.findall(r"<tr><td><code>([a-z_.]+)</code></td>", header)
+    assert rows == differ
+    assert "split, as in the paper" in header and "the paper's rule" in header
+    assert 'id="untrained-banner"' not in html  # its labels name the ViT-L-14/openai weights
+    assert html.index('id="paper-settings"') < html.index('id="results"')  # in the header

@@ -171,8 +171,11 @@ def test_keyword_samples(real_study) -> None:
         "FROM samples WHERE strategy = 'keyword' GROUP BY 1"
     ).fetchall()
     assert {r[0] for r in rows} == set(per_occ)
+    # sample_unit = labelled_images (default): ceil(20 x overdraw 8) = 160 ranked candidates,
+    # cut later at 20 labelled images
+    assert study.config.select.overdraw == 8.0
     for occ, ranks, n, no_prompt in rows:
-        assert n == min(20, per_occ[occ]) and ranks == list(range(1, n + 1)) and no_prompt
+        assert n == min(160, per_occ[occ]) and ranks == list(range(1, n + 1)) and no_prompt
     # every sampled caption mentions its occupation
     assert (
         study.count(
@@ -185,8 +188,86 @@ def test_keyword_samples(real_study) -> None:
     summary = {r["occupation"]: r for r in run.summary}
     assert len(summary) == 62
     assert summary["photographer"]["captions"] == per_occ["photographer"] > 20
-    assert summary["photographer"]["sample"] == 20
+    assert summary["photographer"]["sample"] == min(160, per_occ["photographer"])
     assert summary["accountant"] == {"occupation": "accountant", "captions": 0, "sample": 0}
+
+
+def test_captions_unit_keeps_the_first_n_of_the_same_ranking(real_study, tmp_path) -> None:
+    """sample_unit = "captions" is the old sample: exactly the first N candidates of the
+    labelled-images ranking (one permutation; the cut never redraws)."""
+    study, _ = real_study
+    ranked = study.con.execute(
+        "SELECT occupation, caption_id, rank FROM samples WHERE strategy = 'keyword'"
+    ).fetchall()
+    other = init_study(
+        tmp_path / "captions",
+        list(study.config.corpus.paths),
+        overrides={"select": {"sample_size": 20, "sample_unit": "captions"}, "study": {"seed": 7}},
+    )
+    try:
+        run = select(other, progress=False)
+        first = other.con.execute(
+            "SELECT occupation, caption_id, rank FROM samples WHERE strategy = 'keyword'"
+        ).fetchall()
+    finally:
+        other.close()
+    assert sorted(first) == sorted(r for r in ranked if r[2] <= 20)
+    assert run.provenance["candidates_per_subset"] == 20
+
+
+def test_two_files_with_one_name_get_distinct_sample_keys(tmp_path, laion_path) -> None:
+    """Same file name in two folders: the keys tell them apart (the same row of two copies
+    gets two ranks), and moving the corpus folder keeps the sample."""
+    from corpus_audit.select import sample_keys
+
+    assert sample_keys(["/x/a/part.parquet", "/x/b/part.parquet", "/x/c/other.parquet"]) == {
+        "/x/a/part.parquet": "a/part.parquet",
+        "/x/b/part.parquet": "b/part.parquet",
+        "/x/c/other.parquet": "other.parquet",
+    }
+    assert sample_keys(["/d/a/x/p.csv", "/d/b/x/p.csv"]) == {
+        "/d/a/x/p.csv": "a/x/p.csv",
+        "/d/b/x/p.csv": "b/x/p.csv",
+    }
+    corpus = tmp_path / "corpus"
+    for folder in ("a", "b"):
+        (corpus / folder).mkdir(parents=True)
+        shutil.copy(laion_path, corpus / folder / "part.parquet")
+
+    def ranks(root, name):
+        study = init_study(tmp_path / name, [str(root)], overrides={"select": {"sample_size": 5}})
+        try:
+            select(study, progress=False)
+            return study.con.execute(
+                "SELECT s.occupation, c.source_file, c.row_in_file, s.rank FROM samples s "
+                "JOIN captions c USING (caption_id) WHERE s.strategy = 'keyword'"
+            ).fetchall()
+        finally:
+            study.close()
+
+    rows = ranks(corpus, "s1")
+    # The two copies hold the same captions; with distinct keys they are ranked apart, so
+    # every occupation's ranking interleaves both files instead of pairing equal hashes.
+    by_occ: dict[str, list] = {}
+    for occ, source, row, rank in rows:
+        by_occ.setdefault(occ, []).append((rank, Path(source).parent.name, row))
+    import hashlib
+
+    for occ, items in by_occ.items():
+        items.sort()
+        expected = sorted(
+            items,
+            key=lambda t: hashlib.md5(
+                f"keyword:0:{occ}:{t[1]}/part.parquet:{t[2]}".encode()
+            ).hexdigest(),
+        )
+        assert [(f, r) for _, f, r in items] == [(f, r) for _, f, r in expected]
+    moved = tmp_path / "moved" / "elsewhere"
+    moved.parent.mkdir()
+    shutil.move(str(corpus), str(moved))
+    again = ranks(moved, "s2")
+    strip = sorted((o, Path(s).parent.name, r, k) for o, s, r, k in rows)
+    assert sorted((o, Path(s).parent.name, r, k) for o, s, r, k in again) == strip
 
 
 # -- surface forms ------------------------------------------------------------------------------
@@ -379,10 +460,10 @@ def test_rerun_is_skipped_until_an_input_changes(done_study, tmp_path) -> None:
     after = _counts(done_study)
     assert after == {**before, "stage_runs": before["stage_runs"] + 1}
     samples = _samples(done_study)
-    done_study.config.select.sample_size = 4  # a config change reruns
+    done_study.config.select.sample_unit = "captions"  # a config change reruns: 10, not 80
     run = select(done_study, progress=False)
     assert not run.skipped and done_study.count("samples") < before["samples"]
-    done_study.config.select.sample_size = 10
+    done_study.config.select.sample_unit = "labelled_images"
     (tmp_path / "laion400m_sample_10k.parquet").touch()  # so does a touched corpus file
     run = select(done_study, progress=False)
     assert not run.skipped and _samples(done_study) == samples

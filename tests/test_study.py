@@ -58,6 +58,15 @@ def test_config_roundtrip_keeps_every_value(tmp_path: Path):
         ("[engine]\ndevice = 'tpu'\n", "engine.device"),
         ("[select\n", "not valid TOML"),
         ("[corpus]\npaths = 'x.parquet'\n", "corpus.paths: expected a list"),
+        # 0 and 1 used to pass validation and then crash `analyze` (z of 0 or 1 is undefined)
+        ("[analysis]\nconfidence = 0\n", r"analysis.confidence: 0.0 is not in \(0, 1\)"),
+        ("[analysis]\nconfidence = 1\n", r"analysis.confidence: 1.0 is not in \(0, 1\)"),
+        ("[analysis]\nparity_side = 'lower'\n", "analysis.parity_side: 'lower' is not one of"),
+        ("[analysis]\nimage_similarity = 'yes'\n", "analysis.image_similarity: 'yes'"),
+        ("[select]\nsample_unit = 'images'\n", "select.sample_unit: 'images' is not one of"),
+        ("[select]\noverdraw = 0.5\n", r"select.overdraw: 0.5 is not in \[1, 1000\]"),
+        ("[indicators]\nno_indicator_sample = 'both'\n", "indicators.no_indicator_sample"),
+        ("[generate]\ncaption_prompts = 'some'\n", "generate.caption_prompts: 'some'"),
     ],
 )
 def test_bad_config_names_file_and_key(tmp_path: Path, toml: str, message: str):
@@ -164,3 +173,25 @@ def test_status_flags_a_stage_whose_config_changed(make_study, laion_path: Path)
         assert notes["indicators"] == ""  # not run: nothing to flag
         stage_function("select")(again, progress=False)
         assert {s.stage: s.note for s in status(again)}["select"] == ""
+
+
+def test_confidence_at_the_edge_is_refused_by_the_cli(tmp_path: Path, laion_path: Path, capsys):
+    from corpus_audit.cli import main
+
+    init_study(tmp_path / "s", [str(laion_path)]).close()
+    toml = (tmp_path / "s" / "study.toml").read_text()
+    (tmp_path / "s" / "study.toml").write_text(
+        toml.replace("confidence = 0.95", "confidence = 1.0")
+    )
+    assert main(["analyze", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("analysis.confidence: 1.0 is not in (0, 1)") and "\n" not in err
+
+
+def test_candidates_per_subset():
+    from corpus_audit.config import SelectSection
+
+    assert SelectSection(sample_size=500).candidates(500) == 4000  # overdraw 8
+    assert SelectSection(sample_size=4, overdraw=2.5).candidates(4) == 10
+    assert SelectSection(overdraw=1.3).candidates(10) == 13  # not 14: 10 x 1.3 in floats
+    assert SelectSection(sample_unit="captions").candidates(500) == 500

@@ -10,11 +10,19 @@ negative = de-amplification.
 
 Choices made here (the paper is silent on them):
 
-- **Direction switch.** A pair is excluded when ``T`` and ``G`` lie strictly on different
-  sides of 50, i.e. ``(T - 50) * (G - 50) < 0``. A value of exactly 50 is parity, on no side,
-  so it cannot switch direction: a pair with ``T = 50`` or ``G = 50`` is kept (``T = 50``
-  gives ``A = |G - 50| >= 0``, the model moved away from parity; ``G = 50`` gives
-  ``A = -|T - 50| <= 0``, the model moved to parity).
+- **Direction switch** (``parity_side``, config ``analysis.parity_side``). A pair is excluded
+  when ``T`` and ``G`` lie on different sides of 50. Which side exactly 50 lies on is a choice:
+
+  - ``"upper"`` (default, **the paper's rule**): 50 counts with the upper side, so a pair is
+    excluded whenever ``(T < 50) != (G < 50)``. The paper's published SD 1.5 numbers need it:
+    athlete, prompt #3 (T = 44.8, G = 50.0) is excluded there, and Table 3's naive row
+    (prompt #3 = 11.15, average 12.07) comes out only so (``tests/test_published.py``).
+  - ``"neither"`` (strict): 50 is parity, on no side, so a pair is excluded only when
+    ``(T - 50) * (G - 50) < 0``; a pair with ``T = 50`` or ``G = 50`` is kept (``T = 50``
+    gives ``A = |G - 50| >= 0``, the model moved away from parity; ``G = 50`` gives
+    ``A = -|T - 50| <= 0``, it moved to parity).
+
+  Values within 1e-9 of 50 count as exactly 50 under both rules.
 - **Missing data.** A pair whose training or generated set has no labelled image has no
   ``A``; it is excluded with reason ``no_training_labels`` / ``no_generated_labels``.
 - **Averages.** Per prompt: the mean of ``A`` over included occupations, with a one-sample
@@ -41,6 +49,7 @@ from corpus_audit.analysis.stats import (
     stable_seed,
     ttest_zero,
 )
+from corpus_audit.config import PARITY_SIDES
 
 PARITY = 50.0
 _EPS = 1e-9
@@ -119,6 +128,9 @@ def amplification(training_pf: float, generated_pf: float) -> float:
     return abs(generated_pf - PARITY) - abs(training_pf - PARITY)
 
 
+PAPER_PARITY_SIDE = "upper"  # the paper's rule (see the module docstring)
+
+
 def side(pf: float) -> int:
     """-1 below parity, +1 above, 0 at exactly 50 (within 1e-9)."""
     if abs(pf - PARITY) <= _EPS:
@@ -126,19 +138,37 @@ def side(pf: float) -> int:
     return 1 if pf > PARITY else -1
 
 
-def direction_switch(training_pf: float, generated_pf: float) -> bool:
-    """Whether T and G lie strictly on different sides of 50 (exactly 50 never switches)."""
-    return side(training_pf) * side(generated_pf) < 0
+def direction_switch(
+    training_pf: float, generated_pf: float, parity_side: str = PAPER_PARITY_SIDE
+) -> bool:
+    """Whether T and G lie on different sides of 50.
+
+    ``parity_side = "upper"`` (the paper's rule): 50 counts with the upper side, a switch is
+    ``(T < 50) != (G < 50)``. ``"neither"``: 50 is on no side and never switches, a switch is
+    ``(T - 50) * (G - 50) < 0``.
+    """
+    t, g = side(training_pf), side(generated_pf)
+    if parity_side == "upper":
+        return (t < 0) != (g < 0)
+    if parity_side == "neither":
+        return t * g < 0
+    raise ValueError(f"parity_side {parity_side!r} is not one of {', '.join(PARITY_SIDES)}")
 
 
-def make_pair(occupation: str, prompt: Hashable, training: Rate, generated: Rate) -> Pair:
+def make_pair(
+    occupation: str,
+    prompt: Hashable,
+    training: Rate,
+    generated: Rate,
+    parity_side: str = PAPER_PARITY_SIDE,
+) -> Pair:
     """Build one pair with its amplification and exclusion decision."""
     if training.percent is None:
         return Pair(occupation, prompt, training, generated, None, True, EXCLUDE_NO_TRAINING)
     if generated.percent is None:
         return Pair(occupation, prompt, training, generated, None, True, EXCLUDE_NO_GENERATED)
     a = amplification(training.percent, generated.percent)
-    if direction_switch(training.percent, generated.percent):
+    if direction_switch(training.percent, generated.percent, parity_side):
         return Pair(occupation, prompt, training, generated, a, True, EXCLUDE_SWITCH)
     return Pair(occupation, prompt, training, generated, a, False, None)
 

@@ -2,8 +2,9 @@
 
 %female = 100 x female / (female + male) over the images of a set that passed the face
 filter and got a confident label (METHODS 1.4); ``ambiguous`` labels and dropped images count
-in ``n_images`` only. Every %female carries a Wilson interval. The SQL is in
-``corpus_audit/sql/analysis_*.sql``.
+in ``n_images`` only. A training subset is taken after the cut (:mod:`corpus_audit.subsets`:
+with ``select.sample_unit = "labelled_images"`` its first N captions with a labelled image).
+Every %female carries a Wilson interval. The SQL is in ``corpus_audit/sql/analysis_*.sql``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ class ImageSet:
     strategy: str | None = None
     prompt_id: str | None = None
     template_id: int | None = None
+    n_captions: int | None = None  # training subsets and caption-prompt sets: captions in it
+    n_target: int | None = None  # training subsets: the N it is cut at (None: split)
+    n_candidates: int | None = None  # training subsets: ranked candidate captions
+    shortfall: str | None = None  # training subsets short of N: pending | candidates | corpus
 
     @property
     def n(self) -> int:
@@ -77,6 +82,10 @@ class ImageSet:
             "ci_low": lo,
             "ci_high": hi,
             "n_images": self.n_images,
+            "n_captions": self.n_captions,
+            "n_target": self.n_target,
+            "n_candidates": self.n_candidates,
+            "shortfall": self.shortfall,
         }
 
 
@@ -128,8 +137,13 @@ def _dicts(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None)
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
-def training_sets(con: duckdb.DuckDBPyConnection) -> list[ImageSet]:
-    """Counts per training subset (needs :func:`prepare_labels` first)."""
+def training_sets(
+    con: duckdb.DuckDBPyConnection, shortfall: dict[tuple, str | None] | None = None
+) -> list[ImageSet]:
+    """Counts per training subset after the cut (needs :func:`prepare_labels` and
+    :func:`corpus_audit.subsets.cut` first); ``shortfall`` maps (strategy, occupation,
+    prompt_id) to why a subset holds fewer than N."""
+    short = shortfall or {}
     return [
         ImageSet(
             TRAINING,
@@ -140,6 +154,10 @@ def training_sets(con: duckdb.DuckDBPyConnection) -> list[ImageSet]:
             strategy=r["strategy"],
             prompt_id=r["prompt_id"],
             template_id=r["template_id"],
+            n_captions=r["n_captions"],
+            n_target=r["n_target"],
+            n_candidates=r["n_candidates"],
+            shortfall=short.get((r["strategy"], r["occupation"], r["prompt_id"])),
         )
         for r in _dicts(con, sql_text("analysis_percent_training.sql"))
     ]
@@ -164,13 +182,15 @@ def generated_sets(con: duckdb.DuckDBPyConnection) -> list[ImageSet]:
 
 def caption_prompt_sets(con: duckdb.DuckDBPyConnection) -> list[tuple[ImageSet, ImageSet]]:
     """(training, generated) counts per (model, caption subset, occupation) for captions used
-    as prompts (needs :func:`prepare_labels` first)."""
+    as prompts, both over the same captions: those with a labelled training image and
+    generated images (needs :func:`prepare_labels` and the cut first)."""
     out = []
     for r in _dicts(con, sql_text("analysis_caption_prompts.sql")):
         common = {
             "model_id": r["model_id"],
             "strategy": r["strategy"],
             "template_id": CAPTION_PROMPTS_TEMPLATE,
+            "n_captions": r["n_captions"],
         }
         out.append(
             (
@@ -196,13 +216,22 @@ def caption_prompt_sets(con: duckdb.DuckDBPyConnection) -> list[tuple[ImageSet, 
 
 
 def indicator_match_rows(con: duckdb.DuckDBPyConnection, confidence: float) -> list[dict]:
-    """Per model, prompt kind (caption | paraphrase) and indicator (male, female, any): generated
-    images of captions with a one-sided indicator and the share whose perceived gender matches
-    the indicator, with a Wilson interval."""
+    """Captions with a one-sided indicator (male or female) used as prompts: per model, prompt
+    kind (caption | paraphrase), reference and group (male, female, any), the labelled
+    generated images and the share whose perceived gender matches the reference, with a
+    Wilson interval. Two references: ``indicator`` (the caption's indicator; group = the
+    indicator) and ``training_image`` (the paper's: the perceived gender of the caption's own
+    training image, for captions whose training image is labelled; group = that label)."""
     rows = _dicts(con, sql_text("analysis_indicator_match.sql"))
     out: list[dict] = []
-    for model, kind in sorted({(r["model_id"], r["kind"]) for r in rows}):
-        mine = [r for r in rows if r["model_id"] == model and r["kind"] == kind]
+    for model, kind, reference in sorted(
+        {(r["model_id"], r["kind"], r["reference"]) for r in rows}
+    ):
+        mine = [
+            r
+            for r in rows
+            if r["model_id"] == model and r["kind"] == kind and r["reference"] == reference
+        ]
         total = {
             "indicator": "any",
             "n_images": sum(r["n_images"] for r in mine),
@@ -214,6 +243,7 @@ def indicator_match_rows(con: duckdb.DuckDBPyConnection, confidence: float) -> l
                 {
                     "model_id": model,
                     "kind": kind,
+                    "reference": reference,
                     "indicator": r["indicator"],
                     "n_images": r["n_images"],
                     "n_match": r["n_match"],

@@ -26,6 +26,8 @@ from corpus_audit.analysis.amplification import (
     summarize,
 )
 from corpus_audit.analysis.correlation import indicator_correlation
+from corpus_audit.analysis.image_similarity import enabled as image_similarity_enabled
+from corpus_audit.analysis.image_similarity import image_similarity_rows, summary_messages
 from corpus_audit.analysis.percent import (
     CAPTION_PROMPTS_TEMPLATE,
     ImageSet,
@@ -40,14 +42,17 @@ from corpus_audit.analysis.percent import (
 from corpus_audit.analysis.stats import stable_seed
 from corpus_audit.errors import StageOrderError
 from corpus_audit.store import StageRun, Study
+from corpus_audit.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
 ANALYSIS_TABLES = (
+    "training_subsets",
     "percent_female",
     "amplification",
     "amplification_summary",
     "indicator_match",
     "occupation_indicators",
     "indicator_correlation",
+    "image_similarity",
 )
 
 # Columns each input table contributes to the fingerprint.
@@ -64,7 +69,9 @@ _FINGERPRINT_COLUMNS = {
 
 def input_fingerprint(study: Study) -> str:
     """Hash of everything the analysis reads (rows and config), order-independent."""
-    parts: dict[str, object] = {"config": study.config.section_hash("analysis", "study")}
+    # the cut reads select (N, unit), indicators (split) and neighbors (k); similarity reads label
+    sections = ("analysis", "study", "select", "indicators", "neighbors", "label")
+    parts: dict[str, object] = {"config": study.config.section_hash(*sections)}
     for table, cols in _FINGERPRINT_COLUMNS.items():
         # One hash per row of its text form, summed: order-free, and unlike a multi-argument
         # hash() under bit_xor (linear in its last argument) it sees swapped values.
@@ -89,7 +96,14 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
         run.provenance["input_fingerprint"] = fingerprint
         if last is not None and last["provenance"].get("input_fingerprint") == fingerprint:
             run.skipped = True
-            for key in ("classifier", "threshold", "bootstrap", "confidence", "bootstrap_seed"):
+            for key in (
+                "classifier",
+                "threshold",
+                "bootstrap",
+                "confidence",
+                "bootstrap_seed",
+                "parity_side",
+            ):
                 if key in last["provenance"]:
                     run.provenance[key] = last["provenance"][key]
             run.rows_out = study.count("amplification")
@@ -111,21 +125,37 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             "bootstrap": cfg.bootstrap,
             "confidence": cfg.confidence,
             "bootstrap_seed": seed,
+            "parity_side": cfg.parity_side,
         }
     )
+    rule = CutRule.from_config(study.config)
+    run.provenance["subsets"] = {
+        "sample_unit": rule.unit,
+        "sample_size": rule.n_occupation,
+        "k": rule.n_prompt,
+        "overdraw": study.config.select.overdraw,
+        "no_indicator_sample": study.config.indicators.no_indicator_sample,
+    }
     with study.transaction() as con:
         n_labelled = prepare_labels(con, classifier, cfg.threshold)
-        train = training_sets(con)
+        cut(con, rule)
+        status = status_rows(con, rule)
+        short = {(r["strategy"], r["occupation"], r["prompt_id"]): r["shortfall"] for r in status}
+        train = training_sets(con, short)
         gen = generated_sets(con)
         caps = caption_prompt_sets(con)
         match = indicator_match_rows(con, cfg.confidence)
         occ_rows = occupation_indicator_rows(con)
-        con.execute("DROP TABLE IF EXISTS analysis_labelled")
+        sim_rows: list[dict] = []
+        if image_similarity_enabled(study):
+            sim_rows, run.provenance["image_similarity"] = image_similarity_rows(
+                study, con, progress=progress
+            )
 
         no_template = [g for g in gen if g.template_id is None]
         gen = [g for g in gen if g.template_id is not None]
         amp_rows, summ_rows = _amplification(
-            train, gen, caps, cfg.bootstrap, cfg.confidence, seed, progress
+            train, gen, caps, cfg.bootstrap, cfg.confidence, seed, progress, cfg.parity_side
         )
         corr = indicator_correlation(occ_rows)
 
@@ -134,12 +164,19 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
         for table in ANALYSIS_TABLES:
             con.execute(f"DELETE FROM {table}")
+        con.execute(
+            "INSERT INTO training_subsets SELECT strategy, occupation, prompt_id, caption_id, "
+            "rank, image_id, state FROM subset_members WHERE member"
+        )
+        drop(con)
+        con.execute("DROP TABLE IF EXISTS analysis_labelled")
         _insert(con, "percent_female", percent_rows)
         _insert(con, "amplification", amp_rows)
         _insert(con, "amplification_summary", summ_rows)
         _insert(con, "indicator_match", match)
         _insert(con, "occupation_indicators", occ_rows)
         _insert(con, "indicator_correlation", [corr])
+        _insert(con, "image_similarity", sim_rows)
 
     run.rows_in = n_labelled
     run.rows_out = len(amp_rows)
@@ -150,6 +187,10 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.provenance["labelled_images"] = n_labelled
     run.summary = summary_rows(study)
     run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
+    templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
+    if train:
+        run.messages += shortfall_lines(status, rule, templates)
+    run.messages += summary_messages(sim_rows)
 
 
 def _amplification(
@@ -160,6 +201,7 @@ def _amplification(
     confidence: float,
     seed: int,
     progress: bool,
+    parity_side: str,
 ) -> tuple[list[dict], list[dict]]:
     """Rows of ``amplification`` and ``amplification_summary``."""
     per_prompt_strategies = {t.strategy for t in train if t.prompt_id is not None}
@@ -188,7 +230,7 @@ def _amplification(
             template = g.template_id if strategy in per_prompt_strategies else None
             t = t_index.get((strategy, g.occupation, template))
             t_rate = t.rate() if t else Rate(("missing", strategy, g.occupation, template), None, 0)
-            pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate()))
+            pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate(), parity_side))
         per_prompt, overall = summarize(
             pairs, prompts=templates, replicates=replicates, confidence=confidence, seed=seed
         )
@@ -227,7 +269,7 @@ def _amplification(
         bar.update()
     for (model, strategy), group in sorted(cap_groups.items()):
         pairs = [
-            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, t.rate(), g.rate())
+            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, t.rate(), g.rate(), parity_side)
             for t, g in sorted(group, key=lambda tg: tg[1].occupation)
         ]
         (s,), overall = summarize(
@@ -340,6 +382,18 @@ def _cell_text(cell: dict | None) -> str | None:
     return text
 
 
+def untrained_classifiers(study: Study) -> list[str]:
+    """Classifier ids in ``labels`` (and CLIP models of the image similarity) that name
+    untrained (random) weights."""
+    from corpus_audit.classifiers import is_untrained
+
+    ids = study.con.execute(
+        "SELECT DISTINCT classifier FROM labels UNION SELECT DISTINCT clip_model FROM "
+        "image_similarity ORDER BY 1"
+    ).fetchall()
+    return [i for (i,) in ids if is_untrained(i)]
+
+
 def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
     notes = []
     if classifier is None:
@@ -349,6 +403,22 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
         )
     else:
         notes.append(f"labels of classifier '{classifier}'")
+    untrained = untrained_classifiers(study)
+    if untrained:
+        notes.insert(
+            0,
+            f"WARNING: untrained (random) model weights ({', '.join(untrained)}): every label, "
+            "%female, amplification and similarity from them is meaningless (tests and "
+            "benchmarks only)",
+        )
+    from corpus_audit.preset import paper_differences
+
+    differ = paper_differences(study.config)
+    if differ:
+        notes.append(
+            f"not comparable with the paper in {len(differ)} setting(s) (listed in the report "
+            "header): " + ", ".join(d["key"] for d in differ)
+        )
     if not gen:
         notes.append("no generated images from prompts: no amplification table")
     if train and not any(t.n for t in train):
@@ -356,8 +426,24 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
     if no_template:
         n = sum(g.n_images for g in no_template)
         notes.append(f"{n} generated images name a prompt_id not in `prompts`; not analysed")
-    if caps:
-        notes.append(f"captions as prompts: {len(caps)} (model, subset, occupation) sets")
+    cfg = study.config
+    notes.append(
+        f"training subsets: {cfg.select.sample_size} per occupation, {cfg.neighbors.k} per "
+        f"prompt, counted in {cfg.select.sample_unit.replace('_', ' ')}; no_indicators: "
+        + (
+            "the keyword subset's captions without indicators (split, the paper's)"
+            if cfg.indicators.no_indicator_sample == "split"
+            else "a fresh draw among indicator-free captions"
+        )
+    )
+    per_set: dict[tuple[str, str], int] = defaultdict(int)
+    for t, g in caps:
+        per_set[(g.model_id or "unknown", t.strategy or "")] += t.n_captions or 0
+    for (model, strategy), n_captions in sorted(per_set.items()):
+        notes.append(
+            f"{strategy} ({model}): T and G over the same {n_captions} captions, those with a "
+            "labelled training image and generated images"
+        )
     if corr["r"] is not None:
         notes.append(
             f"Pearson r(training %female, % female-indicator captions) = {corr['r']:.3f} "

@@ -71,8 +71,8 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
     return run
 
 
-def render(ctx: dict[str, Any]) -> str:
-    """Render the report template with autoescape on."""
+def render(ctx: dict[str, Any], template: str = TEMPLATE) -> str:
+    """Render a template of ``report/templates`` (the report by default) with autoescape on."""
     import jinja2
 
     env = jinja2.Environment(
@@ -85,7 +85,7 @@ def render(ctx: dict[str, Any]) -> str:
     env.filters["num"] = _num
     env.filters["pct"] = _pct
     env.filters["pval"] = _pval
-    return env.get_template(TEMPLATE).render(**ctx)
+    return env.get_template(template).render(**ctx)
 
 
 def _num(value: Any, digits: int = 1) -> str:
@@ -120,8 +120,10 @@ def report_fingerprint(study: Study) -> str:
         "SELECT count(*), max(finished_at)::VARCHAR FROM stage_runs WHERE stage <> 'report'"
     ).fetchone()
     parts["stage_runs"] = [int(row[0]), row[1]] if row else [0, None]
-    template = resources.files("corpus_audit.report").joinpath("templates", TEMPLATE)
-    parts["template"] = hashlib.sha256(template.read_bytes()).hexdigest()
+    templates = resources.files("corpus_audit.report").joinpath("templates")
+    parts["template"] = hashlib.sha256(
+        b"".join(t.read_bytes() for t in sorted(templates.iterdir(), key=lambda t: t.name))
+    ).hexdigest()
     here = Path(__file__).parent
     parts["code"] = hashlib.sha256(
         b"".join((here / n).read_bytes() for n in ("context.py", "figures.py", "__init__.py"))

@@ -44,6 +44,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
         "image_notes": image_stage_notes(study),
         "image_funnel": image_funnel(study, (analysis_run or {}).get("provenance", {})),
     }
+    ctx["comparability"] = comparability_section(study)
     ctx["results"] = results_section(study)
     ctx["excluded"] = [p for p in amplification_pairs(study) if p["excluded"]]
     ctx["percent"] = rows(
@@ -52,7 +53,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
         "occupation, template_id NULLS FIRST",
     )
     ctx["indicator_match"] = rows(
-        study, "SELECT * FROM indicator_match ORDER BY model_id, kind, indicator"
+        study, "SELECT * FROM indicator_match ORDER BY model_id, kind, reference, indicator"
     )
     ctx["indicators"] = indicators_section(study)
     ctx["similarity"] = similarity_section(study)
@@ -61,6 +62,36 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["occupations"] = occupations_section(study, progress)
     ctx["provenance"] = provenance_section(study)
     return ctx
+
+
+# -- comparability with the paper ------------------------------------------------------------
+def comparability_section(study: Study) -> dict[str, Any]:
+    """Settings that differ from the paper's, labels from untrained weights, how the training
+    subsets were drawn and cut, and the subsets that fall short of N."""
+    from corpus_audit.analysis.stage import untrained_classifiers
+    from corpus_audit.preset import paper_differences
+    from corpus_audit.subsets import SHORTFALL_TEXT
+
+    cfg = study.config
+    short = rows(
+        study,
+        "SELECT p.strategy, p.occupation, p.template_id, p.n_female + p.n_male AS labelled, "
+        "p.n_captions, p.n_target, p.n_candidates, p.shortfall FROM percent_female p "
+        "WHERE p.side = 'training' AND p.model_id IS NULL AND p.shortfall IS NOT NULL "
+        "ORDER BY p.strategy, p.occupation, p.template_id NULLS FIRST",
+    )
+    return {
+        "differences": paper_differences(cfg),
+        "untrained": untrained_classifiers(study),
+        "sample_unit": cfg.select.sample_unit,
+        "sample_size": cfg.select.sample_size,
+        "k": cfg.neighbors.k,
+        "overdraw": cfg.select.overdraw,
+        "no_indicator_sample": cfg.indicators.no_indicator_sample,
+        "parity_side": cfg.analysis.parity_side,
+        "shortfall": short,
+        "shortfall_text": SHORTFALL_TEXT,
+    }
 
 
 # -- stages ---------------------------------------------------------------------------------
@@ -269,6 +300,10 @@ def indicators_section(study: Study) -> dict[str, Any]:
     overall["pct"] = (
         100.0 * overall["with_indicator"] / overall["checked"] if overall["checked"] else None
     )
+    # the paper's statistic: the mean over occupations of each one's share
+    shares = [r["pct_any"] for r in per_occ if r["pct_any"] is not None]
+    overall["occupations"] = len(shares)
+    overall["mean_occupation_pct"] = sum(shares) / len(shares) if shares else None
     corr = rows(study, "SELECT * FROM indicator_correlation")
     examples = rows(
         study,
@@ -306,7 +341,16 @@ def similarity_section(study: Study) -> dict[str, Any]:
         "FROM similarity_diagnostics GROUP BY strategy",
     )
     summary.sort(key=lambda r: strategy_sort_key(r["strategy"]))
-    return {"summary": summary, "detail": detail}
+    from corpus_audit.analysis.image_similarity import summary as image_summary
+
+    images = image_summary(rows(study, "SELECT * FROM image_similarity"))
+    caption_means = {r["strategy"]: r["mean_similarity"] for r in summary}
+    for r in images:  # the caption-prompt similarity beside it
+        r["caption_similarity"] = caption_means.get(r["strategy"])
+    clip_models = [
+        r["clip_model"] for r in rows(study, "SELECT DISTINCT clip_model FROM image_similarity")
+    ]
+    return {"summary": summary, "detail": detail, "images": images, "clip_models": clip_models}
 
 
 def top_neighbors(study: Study) -> list[dict[str, Any]]:

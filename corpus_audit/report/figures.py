@@ -175,9 +175,10 @@ def scatter_grid(
             cell = [p for p in pairs if p["strategy"] == strategy and p["template_id"] == template]
             scatter_panel(ax, cell)
             if i == 0:
-                ax.set_title(f"prompt #{template}", fontsize=9)
+                title = f"prompt #{template}" if isinstance(template, int) else str(template)
+                ax.set_title(title, fontsize=9)
             if j == 0:
-                ax.set_ylabel(f"{strategy}\ngenerated %female", fontsize=8)
+                ax.set_ylabel(f"{strategy}\ngenerated %female".strip(), fontsize=8)
             if i == n_rows - 1:
                 ax.set_xlabel("training %female", fontsize=8)
             ax.tick_params(labelsize=7)

@@ -1,8 +1,9 @@
 -- Captions used as prompts (METHODS 1.5, "captions as prompts"): one row per caption of the
--- samples of the strategies in $strategies (a list, in priority order). A caption chosen by
+-- training subsets of the strategies in $strategies (a list, in priority order), after the cut:
+-- the temp table subset_prompt_captions (sql/generate_caption_pool.sql). A caption chosen by
 -- several strategies or occupations is generated once; `strategy` and `occupation` are those of
--- its first sample row (strategy order of $strategies, then occupation, then rank). Which
--- subsets an image belongs to is a join of images.caption_id with `samples`.
+-- its first subset row (strategy order of $strategies, then occupation, then rank). Which
+-- subsets an image belongs to is a join of images.caption_id with the subsets.
 SELECT caption_id, text, strategy, occupation
 FROM (
     SELECT
@@ -14,7 +15,7 @@ FROM (
             PARTITION BY s.caption_id
             ORDER BY list_position($strategies, s.strategy), s.occupation, s.rank
         ) AS k
-    FROM samples s
+    FROM subset_prompt_captions s
     JOIN captions c USING (caption_id)
     WHERE list_contains($strategies, s.strategy)
 )

@@ -1,6 +1,7 @@
--- Paraphrased captions used as prompts: one row per (caption, occupation) of the samples of
--- $strategies with its paraphrase by $paraphraser; `strategy` is the first (in $strategies
--- order) that sampled the caption for that occupation.
+-- Paraphrased captions used as prompts: one row per (caption, occupation) of the training
+-- subsets of $strategies after the cut (temp table subset_prompt_captions) with its paraphrase
+-- by $paraphraser; `strategy` is the first (in $strategies order) that holds the caption for
+-- that occupation.
 SELECT caption_id, occupation, strategy, text, contains_occupation
 FROM (
     SELECT
@@ -13,7 +14,7 @@ FROM (
             PARTITION BY s.caption_id, s.occupation
             ORDER BY list_position($strategies, s.strategy), s.rank
         ) AS k
-    FROM samples s
+    FROM subset_prompt_captions s
     JOIN paraphrases p
       ON p.caption_id = s.caption_id
      AND p.occupation = s.occupation

@@ -1,8 +1,9 @@
--- Captions still to paraphrase: each (caption, occupation) of the samples of $strategies that
--- has no paraphrase by $paraphraser yet. The paraphrase instruction names the occupation, so
--- a caption sampled for two occupations is paraphrased twice.
+-- Captions still to paraphrase: each (caption, occupation) of the training subsets of
+-- $strategies after the cut (temp table subset_prompt_captions) that has no paraphrase by
+-- $paraphraser yet. The paraphrase instruction names the occupation, so a caption held for
+-- two occupations is paraphrased twice.
 SELECT DISTINCT s.caption_id, s.occupation, c.text
-FROM samples s
+FROM subset_prompt_captions s
 JOIN captions c USING (caption_id)
 WHERE list_contains($strategies, s.strategy)
   AND NOT EXISTS (

@@ -22,8 +22,11 @@ CREATE TABLE IF NOT EXISTS corpus_files (
     url_column     VARCHAR,
     rows_total     BIGINT,
     rows_null_text BIGINT,                   -- null/empty captions: counted and skipped
-    rows_bad_text  BIGINT                    -- undecodable captions: counted and skipped
+    rows_bad_text  BIGINT,                   -- undecodable captions: counted and skipped
+    sample_key     VARCHAR                   -- the file's part of the sample order key: its name,
+                                             -- or the shortest path tail that tells it apart
 );
+ALTER TABLE corpus_files ADD COLUMN IF NOT EXISTS sample_key VARCHAR;
 
 -- Captions that mention at least one occupation. caption_id = (file_id << 40) | row_in_file,
 -- so it does not depend on the order files were given in.

@@ -18,9 +18,33 @@ CREATE TABLE IF NOT EXISTS percent_female (
     percent_female DOUBLE,                   -- NULL when n_female + n_male = 0
     ci_low       DOUBLE,
     ci_high      DOUBLE,
-    n_images     INTEGER                     -- images of the set before face filter / labels
+    n_images     INTEGER,                    -- images of the set before face filter / labels
+                                             -- (training: of the candidates the cut went through)
+    n_captions   INTEGER,                    -- training subset / caption-prompt set: its captions
+    n_target     INTEGER,                    -- training subset: the N it is cut at (NULL: split)
+    n_candidates INTEGER,                    -- training subset: ranked candidate captions
+    shortfall    VARCHAR                     -- training subset short of N: pending | candidates
+                                             -- (raise select.overdraw) | corpus; NULL when full
 );
 ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_images INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_captions INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_target INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_candidates INTEGER;
+ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS shortfall VARCHAR;
+
+-- The training subsets after the cut (corpus_audit/subsets.py): one row per caption in a
+-- subset, with its training image and that image's label (female | male; with
+-- select.sample_unit = 'captions' also ambiguous | dropped | no_image | pending). T is the
+-- %female of a subset's female/male rows.
+CREATE TABLE IF NOT EXISTS training_subsets (
+    strategy     VARCHAR NOT NULL,
+    occupation   VARCHAR NOT NULL,
+    prompt_id    VARCHAR,                    -- NULL for per-occupation strategies
+    caption_id   BIGINT NOT NULL,
+    rank         INTEGER NOT NULL,           -- rank in the subset's candidate list (samples)
+    image_id     VARCHAR,
+    label        VARCHAR NOT NULL
+);
 
 -- Amplification per (model, strategy, occupation, prompt template).
 -- template_id 0 = captions as prompts (the captions themselves were the prompts).
@@ -56,11 +80,30 @@ CREATE TABLE IF NOT EXISTS amplification_summary (
     p_value      DOUBLE                      --   captions-as-prompts average row too)
 );
 
+-- CLIP image-image similarity (METHODS 1.5 diagnostics): per (model, strategy, occupation,
+-- prompt template) the mean cosine over all (training image, generated image) pairs of the
+-- labelled images behind T (the subset after the cut) and G (analysis/image_similarity.py).
+CREATE TABLE IF NOT EXISTS image_similarity (
+    model_id     VARCHAR NOT NULL,
+    strategy     VARCHAR NOT NULL,
+    occupation   VARCHAR NOT NULL,
+    template_id  INTEGER,
+    prompt_id    VARCHAR,                    -- the generated set's prompt
+    n_training   INTEGER NOT NULL,
+    n_generated  INTEGER NOT NULL,
+    mean_cosine  DOUBLE,                     -- in [-1, 1]
+    clip_model   VARCHAR NOT NULL            -- the CLIP model id (label.clip_model / _pretrained)
+);
+
 -- Captions with a one-sided indicator used as prompts: share of their labelled generated images
--- whose perceived gender matches the indicator. indicator = male | female | any.
+-- whose perceived gender matches a reference: the caption's indicator (reference 'indicator'),
+-- or the paper's, the perceived gender of the caption's training image ('training_image',
+-- captions whose training image is labelled). indicator = the reference's value: male |
+-- female | any.
 CREATE TABLE IF NOT EXISTS indicator_match (
     model_id     VARCHAR NOT NULL,
     kind         VARCHAR NOT NULL,           -- caption | paraphrase (the prompt was its paraphrase)
+    reference    VARCHAR,                    -- indicator | training_image (the paper's)
     indicator    VARCHAR NOT NULL,
     n_images     INTEGER NOT NULL,
     n_match      INTEGER NOT NULL,
@@ -68,6 +111,8 @@ CREATE TABLE IF NOT EXISTS indicator_match (
     ci_low       DOUBLE,
     ci_high      DOUBLE
 );
+
+ALTER TABLE indicator_match ADD COLUMN IF NOT EXISTS reference VARCHAR;
 
 -- Per occupation: indicator labels of the captions that mention it (caption side) and of the
 -- captions of its labelled keyword-sample training images (image side).

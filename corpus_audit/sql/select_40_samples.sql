@@ -1,10 +1,12 @@
 -- select, step 6: strategy 'keyword' = per occupation a uniform random sample of $n captions
--- without replacement (all of them when fewer), ranked 1..n.
+-- without replacement (all of them when fewer), ranked 1..n. $n is select.sample_size, or the
+-- candidates ceil(sample_size x overdraw) when the subset is cut later at N labelled images.
 -- The order is md5('keyword:<seed>:<occupation>:<sample key>'), sample key = the corpus key
--- column, else '<file name>:<row in file>': a pseudo-random permutation that depends only on
--- the seed and on stable keys, never on thread count, file order or DuckDB's hash(), so the
--- same corpus and seed give the same sample on any machine and version. caption_id breaks
--- (improbable) ties.
+-- column, else '<file key>:<row in file>' (file key: corpus_files.sample_key, the file name
+-- or the shortest path tail that tells two equal names apart): a pseudo-random permutation
+-- that depends only on the seed and on stable keys, never on thread count, file order, where
+-- the corpus lies or DuckDB's hash(), so the same corpus and seed give the same sample on any
+-- machine and version. caption_id breaks (improbable) ties.
 INSERT INTO samples (strategy, occupation, prompt_id, caption_id, rank, score)
 SELECT 'keyword', occupation, NULL, caption_id, rank, NULL
 FROM (
@@ -12,7 +14,7 @@ FROM (
            row_number() OVER (
                PARTITION BY m.occupation
                ORDER BY md5(concat_ws(':', 'keyword', $seed::VARCHAR, m.occupation,
-                                      coalesce(c.key, parse_filename(f.path) || ':'
+                                      coalesce(c.key, f.sample_key || ':'
                                                       || c.row_in_file::VARCHAR))),
                         m.caption_id
            ) AS rank
