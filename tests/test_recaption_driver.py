@@ -26,6 +26,7 @@ from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_ca
 
 REPO = Path(__file__).resolve().parents[1]
 tiny_captioners = trm.tiny_captioners  # the session fixture: both tiny models
+one_torch_thread = trm.one_torch_thread  # autouse: tiny models run faster on one thread
 SETTINGS = CaptionSettings(max_new_tokens=6, batch_size=3)
 
 
@@ -166,11 +167,13 @@ CHILD = textwrap.dedent(
     from pathlib import Path
 
     import duckdb
+    import torch
 
     from corpus_audit.recaption.driver import recaption
     from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_captioner
 
     model, db, folder = sys.argv[1:4]
+    torch.set_num_threads(1)
     con = duckdb.connect(db)
     con.execute(
         "CREATE TABLE IF NOT EXISTS recaptions (image_id VARCHAR, caption VARCHAR, "

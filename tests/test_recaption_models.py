@@ -27,6 +27,19 @@ FAMILIES = {"blip": tiny_blip, "git": tiny_git}
 SHORT = CaptionSettings(max_new_tokens=8)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The tiny models run tiny operations, for which torch's thread pool costs more than it
+    gives: on a CPU shared with other jobs 2 threads were 10x slower than 1 (see
+    benchmarks/bench_recaption.py). Restored after the module."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_captioners(tmp_path_factory) -> dict[str, Path]:
     """Both tiny captioning models, saved once per session."""
