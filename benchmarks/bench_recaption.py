@@ -144,10 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         f"identical captions: {out['identical']}",
         file=sys.stderr,
     )
-    print(json.dumps(out, indent=1))
+    text = json.dumps(out, indent=1)
+    print(text)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
+        args.json.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -145,7 +145,7 @@ def test_hand_example_transitions_and_changes():
     only_a = transitions(captions, mentions, "orig", "blip", basis="both")
     assert only_a[only_a["occupation"] == "doctor"]["n_images"].sum() == 1  # image 5
 
-    examples = transition_examples(captions, mentions, "orig", "blip")
+    examples = transition_examples(transitions(captions, mentions, "orig", "blip"), captions)
     assert tuple(examples.columns) == EXAMPLE_COLUMNS
     doc = examples[examples["occupation"] == "doctor"]
     assert doc[["transition", "image_key"]].values.tolist() == [

@@ -572,20 +572,16 @@ def transitions(
     return pd.DataFrame(rows, columns=list(TRANSITION_COLUMNS))
 
 
-def transition_examples(
-    captions: pd.DataFrame,
-    mentions: pd.DataFrame,
-    a: str,
-    b: str,
-    *,
-    basis: str = "union",
-    examples: int = 3,
-) -> pd.DataFrame:
-    """The example images of every changed cell of :func:`transitions` with both captions
-    and triggers (:data:`EXAMPLE_COLUMNS`), by occupation (NULL first), transition, key."""
+def transition_examples(table: pd.DataFrame, captions: pd.DataFrame) -> pd.DataFrame:
+    """The example images of every changed cell of a :func:`transitions` ``table`` with both
+    captions and triggers from ``captions`` (:data:`EXAMPLE_COLUMNS`), in the table's order
+    (occupation NULL first, then by occupation and transition), keys in key order."""
     import pandas as pd
 
-    table = transitions(captions, mentions, a, b, basis=basis, examples=examples)
+    _require(table, TRANSITION_COLUMNS, "transitions")
+    if table.empty:
+        return pd.DataFrame(columns=list(EXAMPLE_COLUMNS))
+    a, b = table["variant_a"].iloc[0], table["variant_b"].iloc[0]
     changed = table[table["changed"] & (table["n_images"] > 0)]
     picked = changed[["occupation", "transition", "example_keys"]].explode("example_keys")
     picked = picked.rename(columns={"example_keys": "image_key"}).dropna(subset=["image_key"])
@@ -735,8 +731,7 @@ class VariantComparison:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Name -> table, the names the study's CSVs will have (``recaption_<name>.csv``)."""
-        out = {k: v for k, v in vars(self).items() if v is not None}
-        return out
+        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 def compare_variants(
@@ -753,17 +748,16 @@ def compare_variants(
 ) -> VariantComparison:
     """Every table comparing ``b`` with ``a`` (module docstring for the terms)."""
     both = [a, b]
+    table = transitions(
+        captions, mentions, a, b, basis=basis, examples=examples, occupations=occupations
+    )
     return VariantComparison(
         indicator_rates=indicator_rates(captions, mentions, variants=both, occupations=occupations),
         mention_changes=mention_changes(captions, mentions, a, b, occupations=occupations),
         mention_flips=mention_flips(captions, mentions, a, b),
         image_changes=image_changes(captions, mentions, a, b),
-        transitions=transitions(
-            captions, mentions, a, b, basis=basis, examples=examples, occupations=occupations
-        ),
-        transition_examples=transition_examples(
-            captions, mentions, a, b, basis=basis, examples=examples
-        ),
+        transitions=table,
+        transition_examples=transition_examples(table, captions),
         differences=paired_differences(
             captions,
             mentions,

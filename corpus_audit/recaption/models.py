@@ -57,6 +57,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from corpus_audit.devices import release_memory
 from corpus_audit.errors import ModelError
 from corpus_audit.generators import (
     DTYPES,
@@ -167,17 +168,11 @@ def register_captioner(name: str, factory: CaptionerFactory) -> None:
     CAPTIONERS[name] = factory
 
 
-def split_spec(spec: str) -> tuple[str, str]:
-    """``"kind:model"`` -> (kind, model) for a registered kind; else ("transformers", spec)."""
-    head, sep, rest = spec.partition(":")
-    if sep and head in CAPTIONERS and rest:
-        return head, rest
-    return "transformers", spec
-
-
 def load_captioner(spec: str, settings: CaptionSettings | None = None) -> Captioner:
-    """The captioner for ``spec``; raises :class:`ModelError` when it cannot be loaded."""
-    backend, model = split_spec(spec.strip())
+    """The captioner for ``spec`` (``"kind:model"`` for a registered kind, else a
+    ``transformers`` model); raises :class:`ModelError` when it cannot be loaded."""
+    head, sep, rest = spec.strip().partition(":")
+    backend, model = (head, rest) if sep and head in CAPTIONERS else ("transformers", spec.strip())
     if not model:
         raise ModelError("recaption: no model given (a local directory or a cached hub id)")
     return CAPTIONERS[backend](model, settings or CaptionSettings())
@@ -413,15 +408,8 @@ class TransformersCaptioner:
         }
 
     def close(self) -> None:
-        import gc
-
-        import torch
-
         self.model = None
-        gc.collect()
-        if torch.cuda.is_available():
-            with contextlib.suppress(RuntimeError):
-                torch.cuda.empty_cache()
+        release_memory()
 
 
 # -- text-only rewrite ----------------------------------------------------------------------------
