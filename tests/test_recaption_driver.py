@@ -122,6 +122,12 @@ def test_resume_skips_done_keys_and_duplicates(blip, image_files):
         recaption(blip, [CaptionInput(None, image_files[names[0]])], sink=ListSink())
     with pytest.raises(ValueError, match="batch_size: 0"):
         recaption(blip, [], sink=ListSink(), batch_size=0)
+    with pytest.raises(TypeError, match="items must be CaptionInput, got tuple"):
+        recaption(blip, [("a", image_files[names[0]])], sink=ListSink())
+    missing = ListSink()
+    recaption(blip, [CaptionInput("gone", image_files[names[0]].parent / "gone.jpg")], sink=missing,
+              progress=True)  # fmt: skip
+    assert missing.rows.loc[0, "detail"] == "file not found"
 
 
 def test_a_failing_sink_stops_the_run_and_the_rerun_completes(blip):
