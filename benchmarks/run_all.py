@@ -68,6 +68,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_elo.py", "--json", "{json}"],
         ["bench_elo.py", "--battles", "1000", "--rounds", "200", "--json", "{json}"],
     ),
+    "recaption": (
+        ["bench_recaption.py", "--n", "256", "--threads", "1", "--json", "{json}"],
+        ["bench_recaption.py", "--n", "32", "--threads", "1", "--json", "{json}"],
+    ),
 }
 
 

@@ -18,3 +18,19 @@ def resolve_device(device: str = "auto") -> str:
     if mps is not None and mps.is_available():
         return "mps"
     return "cpu"
+
+
+def release_memory() -> None:
+    """Collect garbage and, when torch sees a GPU, return its cached memory (after a model is
+    dropped). Without torch it only collects."""
+    import contextlib
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        with contextlib.suppress(RuntimeError):
+            torch.cuda.empty_cache()

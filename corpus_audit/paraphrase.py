@@ -17,13 +17,13 @@ Heavy libraries (torch, transformers) are imported inside functions only.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from corpus_audit.devices import release_memory
 from corpus_audit.generators import load_error, package_versions, resolve_device
 
 # The instruction of Seshadri, Singh & Elazar (METHODS 1.5), verbatim; [OCCUPATION] and
@@ -206,15 +206,8 @@ class TransformersParaphraser:
         }
 
     def close(self) -> None:
-        import gc
-
-        import torch
-
         self.model = None
-        gc.collect()
-        if torch.cuda.is_available():
-            with contextlib.suppress(RuntimeError):
-                torch.cuda.empty_cache()
+        release_memory()
 
 
 register_paraphraser("transformers", TransformersParaphraser)
