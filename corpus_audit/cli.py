@@ -22,17 +22,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from corpus_audit import __version__
+from corpus_audit import __version__, interrupts
 from corpus_audit.errors import printable
 
 EXIT_USER_ERROR = 2
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, as if killed by the signal
 EXIT_INTERRUPT = 130  # 128 + SIGINT
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141, what a shell reports for `cmd | head`
-
-
-class Terminated(KeyboardInterrupt):
-    """Raised in the main thread on SIGTERM, so it unwinds like Ctrl-C."""
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -271,11 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    """First SIGTERM: unwind like Ctrl-C. A second one while cleaning up: die at once (the
-    worker processes notice and exit on their own)."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    raise Terminated()
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    print("interrupted; finished batches are kept, rerun to continue", file=sys.stderr)
+    return EXIT_SIGTERM if isinstance(exc, interrupts.Terminated) else EXIT_INTERRUPT
 
 
 def _quiet_broken_pipe() -> int:
@@ -293,17 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGTERM)
-    if in_main_thread:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    restore = None
+    if threading.current_thread() is threading.main_thread():
+        restore = interrupts.install()
     try:
         code = _dispatch(args)
     except BrokenPipeError:
         return _quiet_broken_pipe()
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        if restore is not None:
+            restore()
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -319,11 +312,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"error: {printable(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as exc:
-        print("interrupted; finished batches are kept, rerun to continue", file=sys.stderr)
-        return EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_INTERRUPT
+        return _interrupted(exc)
     except BrokenPipeError:
         raise
     except Exception as exc:
+        stop = interrupts.requested()
+        if stop is not None:  # DuckDB reports a signal during a query as 'Query interrupted'
+            return _interrupted(stop)
         from corpus_audit.store import read_error
 
         message = read_error(exc)

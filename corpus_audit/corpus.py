@@ -366,7 +366,10 @@ class CsvReader:
         line = first.decode("utf-8-sig", errors="replace").strip("\r\n")
         if not line.strip():
             return FileInfo([], 0, [None], empty=True)
-        header = next(csv.reader([line], delimiter=self._delimiter(path)))
+        try:
+            header = next(csv.reader([line], delimiter=self._delimiter(path)))
+        except csv.Error as exc:  # e.g. a bare carriage return inside a column name
+            raise CorpusError(f"{printable(path)}: malformed CSV header line ({exc})") from None
         return FileInfo(header, None, [None])
 
     def read(self, path: Path, unit: Any, columns: ColumnMap, batch_rows: int):

@@ -33,6 +33,7 @@ import duckdb
 
 from corpus_audit.config import CONFIG_NAME, StudyConfig, load_config, write_config
 from corpus_audit.errors import printable
+from corpus_audit.interrupts import shielded
 
 DB_NAME = "study.duckdb"
 TEMP_DIR = ".duckdb_tmp"  # DuckDB's spill directory, inside the study
@@ -323,8 +324,9 @@ class Study:
             self.con.execute("ROLLBACK")
             raise
         self._depth = 0
-        self.con.execute("COMMIT")
-        self.commits += 1
+        with shielded():  # a stop signalled during the COMMIT waits until it is counted
+            self.con.execute("COMMIT")
+            self.commits += 1
 
 
 _DAMAGE_SIGNS = (
