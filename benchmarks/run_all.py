@@ -56,6 +56,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_analysis.py", "--json", "{json}"],
         ["bench_analysis.py", "--occupations", "10", "--images", "100", "--json", "{json}"],
     ),
+    "decode": (
+        ["bench_decode.py", "--megapixels", "88", "--json", "{json}"],
+        ["bench_decode.py", "--megapixels", "8", "--json", "{json}"],
+    ),
 }
 
 

@@ -7,9 +7,10 @@ the file and problem and exit with status 2; nothing in the study is changed by 
 
 Everything printed goes through :func:`corpus_audit.errors.printable` (control characters
 from corpus data are shown escaped, never sent to the terminal). SIGTERM (what ``timeout``,
-schedulers and container stops send) is handled like Ctrl-C: the batch in flight is rolled
-back, finished batches are kept, worker processes are stopped, exit status 143 (130 for
-Ctrl-C). Output cut short by a closed pipe (``| head``) ends the command quietly.
+schedulers and container stops send) is handled like Ctrl-C (:mod:`corpus_audit.interrupts`):
+the batch in flight is rolled back, finished batches are kept, worker processes are stopped,
+exit status 143 (130 for Ctrl-C). Output cut short by a closed pipe (``| head``) ends the
+command quietly with status 141. A DuckDB I/O error (a damaged ``study.duckdb``) is one line.
 """
 
 from __future__ import annotations

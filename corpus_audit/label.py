@@ -27,6 +27,7 @@ that are now too large (:data:`PIXEL_LIMIT_SQL`).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +39,13 @@ import numpy as np
 
 from corpus_audit.classifiers import build_classifier, classifier_id, decide
 from corpus_audit.faces import Face, FaceResult, face_filter, get_face_detector
-from corpus_audit.imagefile import DecodeBudget, Decoded, UnreadableImage, decode
+from corpus_audit.imagefile import (
+    DecodeBudget,
+    Decoded,
+    UnreadableImage,
+    decode,
+    large_pillow_blocks,
+)
 from corpus_audit.store import StageRun, Study
 
 # Long side, in pixels, images are decoded at for the face detector and the classifiers: the
@@ -295,6 +302,8 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
         prefetch = ThreadPoolExecutor(1)
         bar = tqdm(total=len(pending), desc="label", unit="img", disable=not progress)
         reasons: Counter = Counter()
+        memory = contextlib.ExitStack()  # closed in the finally below
+        memory.enter_context(large_pillow_blocks())
         try:
             budget = DecodeBudget(study.config.images.max_pixels)
             batches = list(_chunks(pending, cfg.batch_size))
@@ -317,6 +326,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
         finally:
             bar.close()
             prefetch.shutdown(wait=True, cancel_futures=True)
+            memory.close()
             if pool is not None:
                 pool.shutdown(wait=True)
             if detector is not None:
