@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -236,8 +236,10 @@ class Study:
             yield run
         except BaseException:
             if inserted_mark and self.commits == commits and not self._depth:
-                # nothing was committed: the study is as it was before this run
-                self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
+                # nothing was committed: the study is as it was before this run (if even this
+                # fails the mark stays, and the stage shows as partial: the safe side)
+                with suppress(duckdb.Error):
+                    self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
             raise
         finished = _utcnow()
         provenance = {
