@@ -72,6 +72,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_recaption.py", "--n", "256", "--threads", "1", "--json", "{json}"],
         ["bench_recaption.py", "--n", "32", "--threads", "1", "--json", "{json}"],
     ),
+    "decode": (
+        ["bench_decode.py", "--megapixels", "88", "--json", "{json}"],
+        ["bench_decode.py", "--megapixels", "8", "--json", "{json}"],
+    ),
 }
 
 

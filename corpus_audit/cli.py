@@ -4,19 +4,32 @@ Stage subcommands call the stage function of the same name (see ``pipeline.STAGE
 print its :class:`~corpus_audit.store.StageRun`: counts, drop reasons, summary table, notes.
 Errors the user can fix (bad config, bad corpus, unknown occupation) print one line naming
 the file and problem and exit with status 2; nothing in the study is changed by them.
+
+Everything printed goes through :func:`corpus_audit.errors.printable` (control characters
+from corpus data are shown escaped, never sent to the terminal). SIGTERM (what ``timeout``,
+schedulers and container stops send) is handled like Ctrl-C (:mod:`corpus_audit.interrupts`):
+the batch in flight is rolled back, finished batches are kept, worker processes are stopped,
+exit status 143 (130 for Ctrl-C). Output cut short by a closed pipe (``| head``) ends the
+command quietly with status 141. A DuckDB I/O error (a damaged ``study.duckdb``) is one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
-from corpus_audit import __version__
+from corpus_audit import __version__, interrupts
+from corpus_audit.errors import printable
 
 EXIT_USER_ERROR = 2
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, as if killed by the signal
+EXIT_INTERRUPT = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141, what a shell reports for `cmd | head`
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -31,8 +44,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def _print_table(rows: list[dict[str, Any]], *, max_rows: int = 80) -> None:
     if not rows:
         return
-    cols = list(rows[0])
-    cells = [[_fmt(r.get(c)) for c in cols] for r in rows[:max_rows]]
+    keys = list(rows[0])
+    cols = [printable(c) for c in keys]
+    cells = [[_fmt(r.get(c)) for c in keys] for r in rows[:max_rows]]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for row in cells:
@@ -46,19 +60,19 @@ def _fmt(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return str(value)
+    return printable(value)
 
 
 def _print_run(run: Any) -> None:
     state = "skipped (nothing to do)" if run.skipped else "done"
     print(f"[{run.name}] {state}: {run.rows_in} in, {run.rows_out} out")
     for reason, count in sorted(run.dropped.items()):
-        print(f"  dropped {count}: {reason}")
+        print(f"  dropped {count}: {printable(reason)}")
     _print_table(run.summary)
     for message in run.messages:
-        print(f"  {message}")
+        print(f"  {printable(message)}")
     for name, path in run.outputs.items():
-        print(f"  {name}: {path}")
+        print(f"  {printable(name)}: {printable(path)}")
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -85,11 +99,11 @@ def cmd_init(args: argparse.Namespace) -> int:
         preset.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
     study = init_study(Path(args.dir), args.corpus, overrides=preset, overwrite=args.force)
     study.close()
-    print(f"study created: {Path(args.dir) / 'study.toml'}")
+    print(f"study created: {printable(Path(args.dir) / 'study.toml')}")
     if args.preset:
         print(f"  settings of the {args.preset!r} preset written")
     for note in notes:
-        print(f"  {note}")
+        print(f"  {printable(note)}")
     return 0
 
 
@@ -194,7 +208,7 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
             study, args.image_id, Path(args.out) if args.out else None, exact=not args.alone
         )
     verdict = {True: "identical to", False: "differs from", None: "no stored file to compare with"}
-    print(f"{path}: {verdict[same]}{' the stored image' if same is not None else ''}")
+    print(f"{printable(path)}: {verdict[same]}{' the stored image' if same is not None else ''}")
     return 0
 
 
@@ -317,18 +331,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    print("interrupted; finished batches are kept, rerun to continue", file=sys.stderr)
+    return EXIT_SIGTERM if isinstance(exc, interrupts.Terminated) else EXIT_INTERRUPT
+
+
+def _quiet_broken_pipe() -> int:
+    """stdout's reader went away (``| head``): stop quietly, without Python's complaint at
+    exit about the unflushed buffer."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
+    restore = None
+    if threading.current_thread() is threading.main_thread():
+        restore = interrupts.install()
+    try:
+        code = _dispatch(args)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    finally:
+        if restore is not None:
+            restore()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    return code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command; user errors, interrupts and damaged files become one line and a status."""
     try:
         return args.func(args)
     except _user_errors() as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("interrupted; finished batches are kept, rerun to continue", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
+    except BrokenPipeError:
+        raise
+    except Exception as exc:
+        stop = interrupts.requested()
+        if stop is not None:  # DuckDB reports a signal during a query as 'Query interrupted'
+            return _interrupted(stop)
+        from corpus_audit.store import read_error
+
+        message = read_error(exc)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import tomllib
 import types
 import typing
@@ -67,12 +68,15 @@ class EngineSection:
     """Resources DuckDB and the model stages may use."""
 
     threads: int = 2  # DuckDB threads, >= 1
-    memory_limit: str = "2GB"  # DuckDB memory_limit
+    # DuckDB memory_limit: a number and a unit (2GB, 1.5GiB, 512MB; KB/MB/GB/TB are powers of
+    # 1000, KiB/MiB/GiB/TiB of 1024), at least 64MB, or a share of the RAM (80%)
+    memory_limit: str = "2GB"
     device: str = "auto"  # auto | cpu | cuda | cuda:N  (models)
     engine: str = "local"  # map-style stages run in-process; a Ray engine is not built yet
 
     def validate(self) -> None:
         _positive("engine.threads", self.threads)
+        _memory_size("engine.memory_limit", self.memory_limit)
         _choice("engine.engine", self.engine, {"local"})
         if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
             raise ConfigError(
@@ -334,11 +338,64 @@ class StudyConfig:
         }
 
     def section_hash(self, *sections: str) -> str:
-        """A short stable hash of the named sections (all when none), for provenance."""
+        """A short stable hash of the named sections (all when none), for provenance.
+
+        A name may also be one setting, ``section.key`` (a stage that reads one key of another
+        stage's section, like ``label`` reading ``images.max_pixels``).
+        """
         data = self.to_dict()
-        chosen = {k: data[k] for k in (sections or tuple(data))}
+        chosen = {}
+        for name in sections or tuple(data):
+            section, _, key = name.partition(".")
+            chosen[name] = data[section][key] if key else data[section]
         blob = json.dumps(chosen, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
+_PERCENT = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*%\s*")
+_SIZE_UNITS = {
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+MIN_MEMORY_LIMIT = 64 * 10**6  # bytes; DuckDB cannot run the stages' queries in much less
+
+
+def parse_size(text: str) -> int | None:
+    """``'2GB'`` -> 2000000000 bytes (DuckDB's units: KB = 1000 B, KiB = 1024 B); None for
+    anything else, including a percentage of the RAM (``'80%'``)."""
+    m = _SIZE.fullmatch(text)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        return None
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def _memory_size(key: str, value: str) -> None:
+    """A DuckDB memory size: the only text form that ever reaches DuckDB's settings."""
+    percent = _PERCENT.fullmatch(value)
+    if percent:
+        if not 0 < float(percent.group(1)) <= 100:
+            raise ConfigError(f"{key}: {value!r} is not a share of the RAM in (0%, 100%]")
+        return
+    size = parse_size(value)
+    if size is None:
+        raise ConfigError(
+            f"{key}: {value!r} is not a memory size (a number and a unit: 2GB, 1.5GiB, "
+            "512MB; or a share of the RAM: 80%)"
+        )
+    if size < MIN_MEMORY_LIMIT:
+        raise ConfigError(f"{key}: {value!r} is below the 64MB DuckDB needs")
 
 
 def _choice(key: str, value: str, allowed: set[str]) -> None:

@@ -18,8 +18,11 @@ record batches of the columns asked for. Everything else is shared here:
   bytes are not valid UTF-8 (possible in CSV/JSONL, or a broken parquet writer) are counted
   (``rows_bad_text``) and come out as NULL. Both are skipped by ``select``, never fatal.
 - **Errors**: :class:`~corpus_audit.errors.CorpusError` naming the file for a missing
-  caption column (listing the columns it has), an unreadable/corrupt file, malformed JSON, an
-  unknown format. A file with 0 rows (or 0 bytes) is not an error here: it is read as empty
+  caption column (listing the columns it has), a caption column whose type is not text
+  (a parquet/HF column of numbers, lists...: naming the column and its type; a single
+  non-string value in a JSONL caption is read as its JSON text), an unreadable/corrupt file, malformed
+  JSON, an unknown format. Column names are quoted through
+  :func:`~corpus_audit.errors.printable` (a header can hold terminal escape sequences). A file with 0 rows (or 0 bytes) is not an error here: it is read as empty
   and counted; ``select`` fails only when the whole corpus is empty.
 """
 
@@ -39,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_audit.errors import CorpusError
+from corpus_audit.errors import CorpusError, printable
 
 TEXT_ALIASES = ("TEXT", "caption", "text")
 URL_ALIASES = ("URL", "url")
@@ -80,6 +83,7 @@ class FileInfo:
     rows: int | None  # None when unknown before reading (CSV, JSONL, HF)
     units: list[Any] = field(default_factory=lambda: [None])  # units of work, read in parallel
     empty: bool = False  # a 0-byte file, or one with no columns at all
+    types: dict[str, pa.DataType] = field(default_factory=dict)  # where the header says
 
 
 @dataclass
@@ -173,6 +177,42 @@ def _as_strings(arr: pa.Array | pa.ChunkedArray, *, count_bad: bool) -> tuple[pa
     return pa.array(out, pa.string()), bad
 
 
+def is_text_type(dtype: pa.DataType) -> bool:
+    """Whether a column of ``dtype`` can hold captions: strings, binary (decoded as UTF-8),
+    all-null, or a dictionary of those."""
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    return (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_string_view(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+        or pa.types.is_binary_view(dtype)
+        or pa.types.is_null(dtype)
+    )
+
+
+def check_text_column(path: str | Path, column: str, dtype: pa.DataType | str) -> None:
+    """CorpusError when the caption column holds something else than text (an integer id
+    column picked by an alias, a list of tokens...): captions are never made up from it."""
+    if isinstance(dtype, str) or not is_text_type(dtype):
+        raise CorpusError(
+            f"{printable(path)}: the caption column '{printable(column)}' holds {dtype} "
+            "values, not text; set corpus.text_column (--text-column) to the column with the "
+            "captions"
+        )
+
+
+class NotTextError(ValueError):
+    """The caption column of a batch holds no text (see :func:`check_text_column`)."""
+
+    def __init__(self, column: str, dtype: pa.DataType | str) -> None:
+        super().__init__(column, dtype)
+        self.column = column
+        self.dtype = dtype
+
+
 def clean_batch(
     batch: pa.RecordBatch | pa.Table,
     rows: Any,
@@ -186,7 +226,10 @@ def clean_batch(
     """
     n = batch.num_rows
     names = set(batch.schema.names)
-    text, bad = _as_strings(batch.column(columns.text), count_bad=True)
+    caption = batch.column(columns.text)
+    if not is_text_type(caption.type):
+        raise NotTextError(columns.text, caption.type)
+    text, bad = _as_strings(caption, count_bad=True)
     null_text = text.null_count - bad + int(pc.sum(pc.equal(text, "")).as_py() or 0)
     if isinstance(rows, int):
         row_numbers = pa.array(np.arange(rows, rows + n, dtype=np.int64))
@@ -223,13 +266,15 @@ def resolve_columns(
     """
     have = list(columns)
     lower = {c.lower(): c for c in reversed(have)}
+    where = printable(path)
+    listed = ", ".join(printable(c) for c in have) or "none"
 
     def pick(override: str, aliases: tuple[str, ...], what: str, required: bool) -> str | None:
         if override:
             if override in have:
                 return override
             raise CorpusError(
-                f"{path}: no {what} column '{override}' (columns: {', '.join(have) or 'none'})"
+                f"{where}: no {what} column '{printable(override)}' (columns: {listed})"
             )
         for alias in aliases:
             if alias in have:
@@ -239,8 +284,8 @@ def resolve_columns(
                 return lower[alias.lower()]
         if required:
             raise CorpusError(
-                f"{path}: no caption column (looked for {', '.join(aliases)}; set "
-                f"corpus.text_column or --text-column). Columns: {', '.join(have) or 'none'}"
+                f"{where}: no caption column (looked for {', '.join(aliases)}; set "
+                f"corpus.text_column or --text-column). Columns: {listed}"
             )
         return None
 
@@ -273,7 +318,10 @@ class ParquetReader:
             if rows:
                 units.append((i, start))
             start += rows
-        return FileInfo(list(meta.schema.to_arrow_schema().names), meta.num_rows, units)
+        schema = meta.schema.to_arrow_schema()
+        return FileInfo(
+            list(schema.names), meta.num_rows, units, types={f.name: f.type for f in schema}
+        )
 
     def read(self, path: Path, unit: Any, columns: ColumnMap, batch_rows: int):
         import pyarrow.parquet as pq
@@ -318,7 +366,10 @@ class CsvReader:
         line = first.decode("utf-8-sig", errors="replace").strip("\r\n")
         if not line.strip():
             return FileInfo([], 0, [None], empty=True)
-        header = next(csv.reader([line], delimiter=self._delimiter(path)))
+        try:
+            header = next(csv.reader([line], delimiter=self._delimiter(path)))
+        except csv.Error as exc:  # e.g. a bare carriage return inside a column name
+            raise CorpusError(f"{printable(path)}: malformed CSV header line ({exc})") from None
         return FileInfo(header, None, [None])
 
     def read(self, path: Path, unit: Any, columns: ColumnMap, batch_rows: int):
@@ -473,7 +524,7 @@ class HfDiskReader:
                 schema = pa.ipc.open_stream(source).schema
         except (pa.ArrowException, OSError) as exc:
             raise CorpusError(f"{files[0]}: not a readable arrow stream file ({exc})") from None
-        return FileInfo(list(schema.names), None, [None])
+        return FileInfo(list(schema.names), None, [None], types={f.name: f.type for f in schema})
 
     def read(self, path: Path, unit: Any, columns: ColumnMap, batch_rows: int):
         start = 0
@@ -639,6 +690,8 @@ def iter_clean_batches(
     try:
         for batch, rows in reader.read(path, unit, columns, batch_rows):
             yield clean_batch(batch, rows, columns, keep)
+    except NotTextError as exc:
+        check_text_column(path, exc.column, exc.dtype)
     except CorpusError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -658,5 +711,7 @@ def read_file(
     if info.empty:
         return
     columns = resolve_columns(file.path, info.columns, text_column, url_column, key_column)
+    if columns.text in info.types:
+        check_text_column(file.path, columns.text, info.types[columns.text])
     for unit in info.units:
         yield from iter_clean_batches(file, unit, columns, batch_rows)

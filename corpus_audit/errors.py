@@ -1,10 +1,27 @@
-"""Errors a user can fix. The CLI prints them as one line (exit status 2), no traceback."""
+"""Errors a user can fix, and the escaping of data quoted in messages.
+
+The CLI prints a user error as one line (exit status 2), no traceback. Messages quote data
+that came from outside (corpus column names and values, paths, lexicon entries); every such
+quote goes through :func:`printable`, and the CLI passes everything it prints through it once
+more, so bytes from a corpus can never drive the user's terminal.
+"""
 
 from __future__ import annotations
 
+import unicodedata
+
+# Format characters that reorder or hide text on a terminal ("Trojan source" bidi controls).
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
 
 class CorpusAuditError(Exception):
-    """Base of user-facing errors; messages name the file (or key) and the problem."""
+    """Base of user-facing errors; messages name the file (or key) and the problem. Their
+    text is always :func:`printable`, whatever data was quoted in it."""
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class CorpusError(CorpusAuditError):
@@ -20,4 +37,36 @@ class ImageSourceError(CorpusAuditError):
 
 
 class StageOrderError(CorpusAuditError):
-    """A stage run before the stages whose tables it reads."""
+    """A stage run before the stages whose tables it reads, or on the tables of a stage
+    whose last run did not finish."""
+
+
+def printable(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\n``,
+    ``\\u202e``), so it prints as inert characters on one line.
+
+    Escaped: C0 and C1 controls and DEL (ESC starts ANSI/OSC sequences that can retitle,
+    recolour or clear a terminal), line and paragraph separators, and the bidirectional
+    format characters. Everything else, including non-ASCII letters and emoji, is kept.
+    ``keep_newlines`` keeps ``\\n`` as is (for multi-line output the CLI itself composes).
+    """
+    text = str(text)
+    if text.isprintable() and not (_BIDI_CONTROLS & set(text)):
+        return text  # the common case: nothing to escape
+    out = []
+    for ch in text:
+        if ch == "\n" and keep_newlines:
+            out.append(ch)
+        elif ch in _BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            out.append(_escape(ch))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _escape(ch: str) -> str:
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    if ch in named:
+        return named[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -437,11 +437,42 @@ _WORKER_FINDER: NameFinder | None = None  # the finder of a worker process (see 
 
 def _init_ner_worker(model: str, terms: GenderTerms, batch_size: int, pipes: list[str]) -> None:
     import os
+    import signal
 
+    # Ctrl-C reaches the whole process group: the main process decides how to stop (it rolls
+    # back the batch in flight and shuts the pool down), so a worker does not die mid-chunk.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")  # one process per core: no BLAS threads on top
     global _WORKER_FINDER
     _WORKER_FINDER = NameFinder(load_spacy(model), terms, batch_size, pipes)
+
+
+def exit_with_parent() -> None:
+    """In a ``spawn`` worker process: exit as soon as the parent process dies, however it died.
+
+    A worker blocked on the pool's task queue never sees EOF there when its parent is killed
+    (it holds that pipe's write end itself), so without this a SIGKILLed ``indicators`` left
+    its spaCy workers (~730 MB each) running for good. ``multiprocessing`` gives every spawn
+    child a *parent sentinel*, the read end of a pipe whose only write end the parent holds:
+    it becomes readable when the parent exits. A daemon thread waits on it and ends the
+    process (``os._exit``: nothing to flush, the parent rolled back or lost the batch).
+    """
+    import multiprocessing
+    import os
+    import threading
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not a multiprocessing child
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _run_ner_worker(texts: list[str]) -> list[list[Trigger]]:

@@ -65,6 +65,7 @@ from corpus_audit.generators import (
     quiet_loading,
     split_spec,
 )
+from corpus_audit.stage_state import SAMPLE_STAGES, require
 from corpus_audit.store import StageRun, Study, sql_text
 
 _WRITERS = max(1, min(4, (os.cpu_count() or 2) - 1))  # PNG-writing threads
@@ -114,6 +115,7 @@ def generate(study: Study, *, progress: bool = True) -> StageRun:
                 "no text-to-image model configured (generate.models is empty): nothing generated"
             )
             return run
+        require(study, by="generate", optional=SAMPLE_STAGES)
         settings = settings_from_config(study)
         run.provenance.update(
             seed_rule=SEED_RULE,

@@ -49,6 +49,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from corpus_audit.errors import ImageSourceError, StageOrderError
+from corpus_audit.stage_state import SAMPLE_STAGES, require
 from corpus_audit.store import StageRun, Study
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
@@ -636,6 +637,7 @@ def images(study: Study, *, progress: bool = True) -> StageRun:
                 "are not registered"
             )
             return run
+        require(study, by="images", optional=SAMPLE_STAGES)
         if study.count("captions") == 0:
             raise StageOrderError(
                 "images: no selected captions yet; run `corpus-audit select DIR` first"

@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from corpus_audit.errors import StageOrderError
+from corpus_audit.stage_state import Progress, require
 from corpus_audit.store import StageRun, Study, sql_text
 
 STAGE = "indicators"
@@ -60,7 +61,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         contextlib.ExitStack() as cleanup,
         study.stage(STAGE, "study", "lexicon", "select", "indicators") as run,
     ):
-        _require_select(study)
+        require(study, "select", by=STAGE)
         terms_spec = study.config.lexicon.gender_terms
         terms = load_gender_terms(terms_spec, base=study.root)
         words = WordMatcher(terms, source=terms_spec)  # validates the terms
@@ -164,11 +165,10 @@ def corpus_share(study: Study) -> dict[str, Any]:
 
 
 # -- steps ----------------------------------------------------------------------------------
-def _require_select(study: Study) -> None:
-    if study.last_run("select") is None:
-        raise StageOrderError(
-            f"{study.root}: the indicators stage reads `mentions`; run `corpus-audit select` first"
-        )
+def progress(study: Study) -> Progress:
+    """Captions of ``mentions`` with a label, of all of them (for ``status``)."""
+    share = _share(study)
+    return Progress(share["captions"] - share["unlabelled"], share["captions"], "captions")
 
 
 def _settings(study: Study, terms: Any) -> dict[str, Any]:

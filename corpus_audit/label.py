@@ -4,8 +4,13 @@ For every row of ``images`` (training and generated alike) that has no ``face_fi
 yet, or that passed the face filter but has no label from the configured classifier, the
 stage, batch by batch (``label.batch_size`` images):
 
-1. decodes the file with :func:`corpus_audit.imagefile.read_rgb` (``unreadable`` + detail
-   when it fails; ``label.decode_workers`` threads decode the next batch while the models run);
+1. decodes the file with :func:`corpus_audit.imagefile.decode` (``unreadable`` + detail
+   when it fails; ``label.decode_workers`` threads decode the next batch while the models run).
+   Images are decoded at most :data:`DECODE_MAX_SIDE` pixels on their long side (JPEGs by the
+   decoder itself), and the decoders share a budget of ``images.max_pixels`` full-size pixels,
+   so one worker's decode peaks near 4 bytes x ``images.max_pixels`` for a non-JPEG and at
+   ~64 MiB for a JPEG (see docs/reliability.md). Face boxes are stored in the pixels of the
+   whole image, whatever size it was decoded at;
 2. runs the face detector (:mod:`corpus_audit.faces`) and the one-face rule; writes
    ``face_filter`` (one row per image) and ``faces`` (every detected face, left to right);
 3. runs the classifier (:mod:`corpus_audit.classifiers`) on the images that passed, and
@@ -15,11 +20,14 @@ stage, batch by batch (``label.batch_size`` images):
 Each batch is written in one transaction, so a killed run loses at most the batch in flight
 and a rerun continues where it stopped; nothing is written twice. Switching
 ``label.classifier`` later labels the kept images again under the new classifier id and
-reuses the face filter results.
+reuses the face filter results. Changing ``images.max_pixels`` later filters again the
+images it concerns: those refused as too large that now fit, and those labelled before
+that are now too large (:data:`PIXEL_LIMIT_SQL`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,8 +39,20 @@ import numpy as np
 
 from corpus_audit.classifiers import build_classifier, classifier_id, decide
 from corpus_audit.faces import Face, FaceResult, face_filter, get_face_detector
-from corpus_audit.imagefile import try_read_rgb
+from corpus_audit.imagefile import (
+    DecodeBudget,
+    Decoded,
+    UnreadableImage,
+    decode,
+    large_pillow_blocks,
+)
 from corpus_audit.store import StageRun, Study
+
+# Long side, in pixels, images are decoded at for the face detector and the classifiers: the
+# detector sees 192 px and the classifiers ~224 px, and a face kept by the 10 % rule is still
+# >= 136 px at this size, while an 88-megapixel JPEG decodes in ~50 MB instead of ~1.2 GB.
+# Images up to this size are decoded exactly as before.
+DECODE_MAX_SIDE = 2048
 
 PENDING_SQL = """
 SELECT i.image_id, i.path, f.image_id IS NOT NULL AS filtered, f.kept_face
@@ -52,6 +72,17 @@ class Pending:
     path: str
     filtered: bool  # face_filter row exists (only the label is missing)
     kept_face: int | None
+
+
+# Images whose face filter result depends on images.max_pixels and no longer matches it:
+# refused as too large (their pixel count is in the detail text) but within the limit now, or
+# filtered before but over the limit now. Their rows go and they are filtered again.
+PIXEL_LIMIT_SQL = """
+SELECT image_id FROM face_filter
+WHERE (reason = 'unreadable'
+       AND TRY_CAST(regexp_extract(detail, '= ([0-9]+) > max_pixels', 1) AS BIGINT) <= $max_pixels)
+   OR (image_width::BIGINT * image_height::BIGINT > $max_pixels)
+"""
 
 
 @dataclass
@@ -81,31 +112,67 @@ def _chunks(items: Sequence[Pending], size: int) -> Iterator[Sequence[Pending]]:
         yield items[start : start + size]
 
 
-def _decode_batch(
-    study: Study, batch: Sequence[Pending], max_pixels: int, pool: ThreadPoolExecutor | None
-) -> list[tuple[np.ndarray | None, str | None]]:
-    paths = [resolve_image_path(study, p.path) for p in batch]
+def forget_pixel_limit_changes(study: Study) -> int:
+    """Remove the face filter rows, faces and labels of the images :data:`PIXEL_LIMIT_SQL`
+    finds for the current ``images.max_pixels`` (one transaction); returns how many."""
+    params = {"max_pixels": int(study.config.images.max_pixels)}
+    ids = [r[0] for r in study.con.execute(PIXEL_LIMIT_SQL, params).fetchall()]
+    if ids:
+        with study.transaction() as con:
+            for table in ("labels", "faces", "face_filter"):
+                con.execute(
+                    f"DELETE FROM {table} WHERE image_id IN (SELECT unnest(?))",
+                    [ids],
+                )
+    return len(ids)
 
-    def one(path: Path) -> tuple[np.ndarray | None, str | None]:
-        return try_read_rgb(path, max_pixels=max_pixels)
+
+def _decode_batch(
+    study: Study,
+    batch: Sequence[Pending],
+    budget: DecodeBudget,
+    pool: ThreadPoolExecutor | None,
+) -> list[tuple[Decoded | None, str | None]]:
+    paths = [resolve_image_path(study, p.path) for p in batch]
+    max_pixels = budget.pixels
+
+    def one(path: Path) -> tuple[Decoded | None, str | None]:
+        try:
+            return decode(
+                path, max_pixels=max_pixels, max_side=DECODE_MAX_SIDE, budget=budget
+            ), None
+        except UnreadableImage as exc:
+            return None, exc.detail
 
     return list(pool.map(one, paths)) if pool is not None else [one(p) for p in paths]
 
 
-def _stored_face(study: Study, image_id: str, index: int | None) -> Face | None:
+def _scaled(face: Face, factor: float) -> Face:
+    """The face box with its coordinates multiplied by ``factor``."""
+    if factor == 1.0:
+        return face
+    return Face(face.x * factor, face.y * factor, face.w * factor, face.h * factor, face.score)
+
+
+def _stored_face(study: Study, image_id: str, index: int | None, image: Decoded) -> Face | None:
+    """The kept face of an image filtered earlier, in the pixels of ``image``'s array."""
     if index is None:
         return None
     row = study.con.execute(
-        "SELECT x, y, w, h, score FROM faces WHERE image_id = ? AND face_index = ?",
+        "SELECT x, y, w, h, score, image_width FROM faces WHERE image_id = ? AND face_index = ?",
         [image_id, index],
     ).fetchone()
-    return Face(*map(float, row)) if row else None
+    if not row:
+        return None
+    face = Face(*map(float, row[:5]))
+    stored_width = int(row[5] or image.width)
+    return _scaled(face, image.array.shape[1] / stored_width)
 
 
 def process_batch(
     study: Study,
     batch: Sequence[Pending],
-    decoded: list[tuple[np.ndarray | None, str | None]],
+    decoded: list[tuple[Decoded | None, str | None]],
     detector: Any,
     classifier: Any,
     cid: str,
@@ -114,22 +181,23 @@ def process_batch(
     cfg = study.config.label
     out = BatchResult([], [], [], Counter())
     to_classify: list[tuple[str, np.ndarray, Face | None]] = []
-    for item, (array, detail) in zip(batch, decoded, strict=True):
+    for item, (image, detail) in zip(batch, decoded, strict=True):
         if item.filtered:  # only the label is missing
-            if array is None:
+            if image is None:
                 out.reasons["unreadable_now"] += 1
                 continue
-            to_classify.append(
-                (item.image_id, array, _stored_face(study, item.image_id, item.kept_face))
-            )
+            face = _stored_face(study, item.image_id, item.kept_face, image)
+            to_classify.append((item.image_id, image.array, face))
             continue
-        if array is None:
+        if image is None:
             out.filter_rows.append(
                 (item.image_id, detector.name, None, False, "unreadable", None, None, None, detail)
             )
             out.reasons["unreadable"] += 1
             continue
+        array = image.array
         height, width = array.shape[:2]
+        # the one-face rule works on fractions of the size: the same at any decoded size
         result: FaceResult = face_filter(
             detector.detect(array),
             width,
@@ -145,13 +213,16 @@ def process_batch(
                 result.kept,
                 result.reason,
                 result.kept_face,
-                width,
-                height,
+                image.width,
+                image.height,
                 None,
             )
         )
         for index, f in enumerate(result.faces):
-            out.face_rows.append((item.image_id, index, f.x, f.y, f.w, f.h, f.score, width, height))
+            g = _scaled(f, 1.0 / image.scale)  # stored in the pixels of the whole image
+            out.face_rows.append(
+                (item.image_id, index, g.x, g.y, g.w, g.h, g.score, image.width, image.height)
+            )
         if result.kept:
             to_classify.append((item.image_id, array, result.face))
         else:
@@ -192,12 +263,18 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
     from tqdm.auto import tqdm
 
     cfg = study.config.label
-    with study.stage("label", "label") as run:
+    with study.stage("label", "label", "images.max_pixels") as run:
         if study.count("images") == 0:
             run.skipped = True
             run.messages.append("no images yet (run `images` and/or `generate` first)")
             return run
         cid = classifier_id(cfg)
+        refiltered = forget_pixel_limit_changes(study)
+        if refiltered:
+            run.messages.append(
+                f"images.max_pixels changed: {refiltered} images are filtered again (refused as "
+                "too large before and within the limit now, or over the limit now)"
+            )
         pending = pending_images(study, cid)
         run.rows_in = len(pending)
         if not pending:
@@ -225,19 +302,19 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
         prefetch = ThreadPoolExecutor(1)
         bar = tqdm(total=len(pending), desc="label", unit="img", disable=not progress)
         reasons: Counter = Counter()
+        memory = contextlib.ExitStack()  # closed in the finally below
+        memory.enter_context(large_pillow_blocks())
         try:
-            max_pixels = study.config.images.max_pixels
+            budget = DecodeBudget(study.config.images.max_pixels)
             batches = list(_chunks(pending, cfg.batch_size))
             future: Future | None = (
-                prefetch.submit(_decode_batch, study, batches[0], max_pixels, pool)
-                if batches
-                else None
+                prefetch.submit(_decode_batch, study, batches[0], budget, pool) if batches else None
             )
             for i, batch in enumerate(batches):
                 assert future is not None
                 decoded = future.result()
                 future = (
-                    prefetch.submit(_decode_batch, study, batches[i + 1], max_pixels, pool)
+                    prefetch.submit(_decode_batch, study, batches[i + 1], budget, pool)
                     if i + 1 < len(batches)
                     else None
                 )
@@ -249,6 +326,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
         finally:
             bar.close()
             prefetch.shutdown(wait=True, cancel_futures=True)
+            memory.close()
             if pool is not None:
                 pool.shutdown(wait=True)
             if detector is not None:
@@ -280,6 +358,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
                 "count_small_faces": cfg.count_small_faces,
                 "batch_size": cfg.batch_size,
                 "max_pixels": study.config.images.max_pixels,
+                "decode_max_side": DECODE_MAX_SIDE,
             }
         )
         run.messages.append(

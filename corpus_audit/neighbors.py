@@ -55,7 +55,7 @@ from corpus_audit.embeddings import (
     resolve_device,
     slug,
 )
-from corpus_audit.errors import StageOrderError
+from corpus_audit.errors import printable
 from corpus_audit.index import (
     IndexSpec,
     build_index,
@@ -69,6 +69,7 @@ from corpus_audit.index import (
     search,
     torch_exact_search,
 )
+from corpus_audit.stage_state import Progress, require
 from corpus_audit.store import StageRun, Study, sql_text
 
 STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
@@ -81,7 +82,7 @@ def neighbors(study: Study, *, progress: bool = True) -> StageRun:
     """Embed captions and prompts, select the nn / nn_no_indicators samples, diagnose them."""
     cfg = study.config.neighbors
     with study.stage("neighbors", "neighbors", "select", "indicators", "lexicon") as run:
-        _require_inputs(study)
+        require(study, "select", "indicators", by="neighbors")
         con = study.con
         cache_root = study.config.resolve(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
         device = resolve_device(study.config.engine.device)
@@ -110,14 +111,22 @@ def neighbors(study: Study, *, progress: bool = True) -> StageRun:
 # -- inputs ----------------------------------------------------------------------------------
 
 
-def _require_inputs(study: Study) -> None:
-    """The select and indicators stages must have run (their tables are read here)."""
-    for stage, table in (("select", "mentions"), ("indicators", "indicators")):
-        if study.last_run(stage) is None:
-            raise StageOrderError(
-                f"{study.root}: the `{stage}` stage has not run (its table `{table}` is needed); "
-                f"run `corpus-audit {stage} {study.root}` first"
-            )
+def progress(study: Study) -> Progress | None:
+    """Occupations whose nn samples match their current inputs, of all occupations (for
+    ``status`` on a partial run); None before any occupation is finished."""
+    rows = study.con.execute(
+        "SELECT model_id FROM neighbors_progress ORDER BY finished_at DESC LIMIT 1"
+    ).fetchall()
+    if not rows:
+        return None
+    model = rows[0][0]
+    _sql(study.con, "neighbors_50_inputs.sql", model=model, config=_config_signature(study, model))
+    ((done, total),) = study.con.execute(
+        "SELECT count(p.occupation), count(*) FROM _nb_inputs i "
+        "LEFT JOIN neighbors_progress p ON p.occupation = i.occupation "
+        "AND p.signature = i.signature"
+    ).fetchall()
+    return Progress(int(done), int(total), "occupations")
 
 
 def _sql(con: Any, name: str, **params: Any) -> Any:
@@ -278,7 +287,7 @@ def _config_signature(study: Study, fingerprint: str) -> str:
         "sample_size": study.config.select.sample_size,
         "candidates": study.config.select.candidates(cfg.k),
         "seed": study.config.study.seed,
-        "version": 2,
+        "version": 3,  # 2: candidates; 3: signatures hash the sorted inputs (XOR of ids can cancel)
     }
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -321,7 +330,7 @@ def _process_occupations(
         dynamic_ncols=True,
     )
     for occ in bar:
-        bar.set_postfix_str(occ["occupation"][:20])
+        bar.set_postfix_str(printable(occ["occupation"][:20]))
         result = _one_occupation(
             study, state.cache, occ, spec, index_dir, model, use_torch_gpu=use_torch_gpu
         )

@@ -103,11 +103,21 @@ def _note(study: Study, run: dict[str, Any]) -> str:
 
 
 def status(study: Study) -> list[StageStatus]:
-    """Per stage: the latest finished run's counts, or 'not run'."""
+    """Per stage: the latest finished run's counts, 'not run', or 'partial: d/n unit' for a
+    stage whose latest run did not finish (see :mod:`corpus_audit.stage_state`)."""
+    from corpus_audit.stage_state import stage_state
+
     out = []
     for name in STAGE_NAMES:
-        last = study.last_run(name)
-        if last is None:
+        state = stage_state(study, name)
+        last = state.last
+        if state.state == "partial":
+            note = (
+                f"the last run did not finish (started {str(study.unfinished(name))[:19]}); "
+                f"finished batches are kept: run `corpus-audit {name}` to complete it"
+            )
+            out.append(StageStatus(name, False, state.label, None, None, {}, None, note))
+        elif last is None:
             out.append(StageStatus(name, False, "not run", None, None, {}, None))
         else:
             out.append(

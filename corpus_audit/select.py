@@ -45,7 +45,6 @@ import dataclasses
 import hashlib
 import json
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,9 +55,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from corpus_audit.config import parse_size
 from corpus_audit.corpus import (
     ColumnMap,
     CorpusFile,
+    check_text_column,
     fingerprint_entry,
     get_reader,
     iter_clean_batches,
@@ -299,6 +300,8 @@ def scan_corpus(
         if info.empty:
             continue
         columns = resolve_columns(f.path, info.columns, text_column, url_column, key_column)
+        if columns.text in info.types:  # parquet, HF: refused before any row is read
+            check_text_column(f.path, columns.text, info.types[columns.text])
         stats.columns[f.file_id] = columns
         if info.rows == 0:
             continue
@@ -539,26 +542,9 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
     return run
 
 
-_BYTE_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-
-
 def parse_bytes(text: str) -> int | None:
     """``'2GB'`` -> 2000000000 (DuckDB's units, KB = 1000 B, KiB = 1024 B); None if unknown."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).lower() not in _BYTE_UNITS:
-        return None
-    return int(float(m.group(1)) * _BYTE_UNITS[m.group(2).lower()])
+    return parse_size(text)
 
 
 @contextmanager
@@ -571,11 +557,12 @@ def _arrow_headroom(study: Study, threads: int, batch_rows: int) -> Iterator[Non
         yield
         return
     reserve = 256 * 2**20 + threads * batch_rows * 640
-    study.con.execute(f"SET memory_limit = '{max(limit - reserve, 128 * 2**20) // 2**20}MiB'")
+    # values are bound, never formatted into the SQL (see docs/reliability.md)
+    study.con.execute("SET memory_limit = ?", [f"{max(limit - reserve, 128 * 2**20) // 2**20}MiB"])
     try:
         yield
     finally:
-        study.con.execute(f"SET memory_limit = '{study.config.engine.memory_limit}'")
+        study.con.execute("SET memory_limit = ?", [study.config.engine.memory_limit])
 
 
 def _write_corpus_files(study: Study, files: list[CorpusFile], stats: ScanStats) -> None:

@@ -6,15 +6,23 @@ Every table a stage writes lives in this one embedded DuckDB file; its schema is
 
 Stage bookkeeping: :meth:`Study.stage` is a context manager that records one row in
 ``stage_runs`` (counts in/out, drop reasons, provenance) when the stage body finishes, and
-nothing when it raises, so ``corpus-audit status`` only reports finished work.
+nothing when it raises, so ``corpus-audit status`` only reports finished work. While the body
+runs, a row in ``stage_unfinished`` marks the stage; it goes with the ``stage_runs`` row in
+one transaction, and stays when the run is killed, or fails after committing part of its work:
+then the stage is *partial* (:mod:`corpus_audit.stage_state`) and later stages refuse its
+tables until it is rerun.
+
+No config value or path is ever formatted into SQL text: DuckDB's settings go in the
+``config`` of :func:`duckdb.connect`, every value in a query is a bound parameter.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -24,8 +32,15 @@ from typing import Any
 import duckdb
 
 from corpus_audit.config import CONFIG_NAME, StudyConfig, load_config, write_config
+from corpus_audit.errors import printable
+from corpus_audit.interrupts import shielded
 
 DB_NAME = "study.duckdb"
+TEMP_DIR = ".duckdb_tmp"  # DuckDB's spill directory, inside the study
+RECOVERY_HINT = (
+    "restore it from a backup, or move it away and run `corpus-audit run` on the study to "
+    "rebuild every table (cached embeddings and stored images are reused)"
+)
 
 
 class StudyError(RuntimeError):
@@ -72,25 +87,64 @@ class Study:
         self.root = root
         self.config = config
         self.con = con
+        self.commits = 0  # transactions committed through :meth:`transaction`
+        self._depth = 0  # nesting of :meth:`transaction` blocks
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
     def create(cls, config: StudyConfig, *, overwrite: bool = False) -> Study:
-        """Create the study directory, write its config and an empty database."""
+        """Create the study directory, write its config and an empty database.
+
+        When any step fails, what this call created (the directory, ``study.toml``, the
+        database) is removed again, so the same ``init`` can simply be rerun.
+        """
         root = Path(config.root)
-        root.mkdir(parents=True, exist_ok=True)
-        if (root / "study.toml").exists() and not overwrite:
+        if (root / CONFIG_NAME).exists() and not overwrite:
             raise StudyError(
-                f"{root}: already holds a study (study.toml exists); pick another directory"
+                f"{printable(root)}: already holds a study (study.toml exists); pick another "
+                "directory"
             )
-        write_config(config)
-        return cls.open(root)
+        top = root  # the first folder this call creates, when the study folder is new
+        while not top.parent.exists() and top.parent != top:
+            top = top.parent
+        made_root = not root.exists()
+        config_path = root / CONFIG_NAME
+        old_config = config_path.read_bytes() if config_path.exists() else None
+        new_files = [
+            p
+            for p in (
+                root / DB_NAME,
+                root / f"{DB_NAME}.wal",
+                root / TEMP_DIR,
+                config_path.with_suffix(".toml.tmp"),
+            )
+            if not p.exists()
+        ]
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            write_config(config)
+            return cls.open(root)
+        except BaseException:
+            if made_root:
+                shutil.rmtree(top, ignore_errors=True)
+            else:
+                if old_config is None:
+                    config_path.unlink(missing_ok=True)
+                else:
+                    config_path.write_bytes(old_config)
+                for path in new_files:
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def open(cls, root: Path | str, *, read_only: bool = False) -> Study:
         """Open an existing study, applying any schema it lacks (unless read-only).
 
-        ``root`` is the study directory or its ``study.toml``.
+        ``root`` is the study directory or its ``study.toml``. A database file that cannot
+        be read (truncated, not a DuckDB file) is a :class:`StudyError` saying how to recover.
         """
         root = Path(root)
         if root.name == CONFIG_NAME and root.is_file():
@@ -98,19 +152,26 @@ class Study:
         config = load_config(root)
         db_path = root / DB_NAME
         if read_only and not db_path.exists():
-            raise StudyError(f"{db_path}: no database yet (run a stage first)")
+            raise StudyError(f"{printable(db_path)}: no database yet (run a stage first)")
+        settings = {  # settings travel as values, never as SQL text
+            "threads": int(config.engine.threads),
+            "memory_limit": config.engine.memory_limit,
+            "preserve_insertion_order": False,
+            "temp_directory": str(root / TEMP_DIR),
+        }
         try:
-            con = duckdb.connect(str(db_path), read_only=read_only)
+            con = duckdb.connect(str(db_path), read_only=read_only, config=settings)
         except duckdb.Error as exc:
-            raise StudyError(f"{db_path}: cannot open the study database: {exc}") from None
-        con.execute(f"SET threads = {int(config.engine.threads)}")
-        con.execute(f"SET memory_limit = '{config.engine.memory_limit}'")
-        con.execute("SET preserve_insertion_order = false")
-        tmp = root / ".duckdb_tmp"
-        con.execute(f"SET temp_directory = '{tmp}'")
+            raise StudyError(open_error(db_path, exc)) from None
         study = cls(root, config, con)
-        if not read_only:
-            study.migrate()
+        try:
+            if not read_only:
+                study.migrate()
+        except BaseException as exc:
+            con.close()
+            if isinstance(exc, duckdb.Error):
+                raise StudyError(open_error(db_path, exc)) from None
+            raise
         return study
 
     def migrate(self) -> None:
@@ -150,7 +211,8 @@ class Study:
         return bool(row and row[0])
 
     def count(self, table: str, where: str = "TRUE", params: list[Any] | None = None) -> int:
-        """Rows of ``table`` matching ``where``."""
+        """Rows of ``table`` matching ``where``. Both are SQL written in code (a table or a
+        join, a condition); every value goes in ``params`` (``?``), never into them."""
         rows = self.con.execute(
             f"SELECT count(*) FROM {table} WHERE {where}", params or []
         ).fetchall()
@@ -161,12 +223,24 @@ class Study:
     def stage(self, name: str, *config_sections: str) -> Iterator[StageRun]:
         """Run a stage body; on success record its counts and provenance in ``stage_runs``.
 
-        ``config_sections`` name the config sections the stage depends on; their hash is
-        recorded so ``status`` can tell when a finished stage is stale.
+        ``config_sections`` name the config sections (or single ``section.key`` settings) the
+        stage depends on; their hash is recorded so ``status`` can tell when a finished stage
+        is stale. While the body runs the stage is marked unfinished (see the module
+        docstring); the mark is dropped again when the body raises before committing anything.
         """
         run = StageRun(name)
         started = _utcnow()
-        yield run
+        inserted_mark = self._mark_unfinished(name, started)
+        commits = self.commits
+        try:
+            yield run
+        except BaseException:
+            if inserted_mark and self.commits == commits and not self._depth:
+                # nothing was committed: the study is as it was before this run (if even this
+                # fails the mark stays, and the stage shows as partial: the safe side)
+                with suppress(duckdb.Error):
+                    self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
+            raise
         finished = _utcnow()
         provenance = {
             "config_hash": self.config.section_hash(*config_sections)
@@ -179,20 +253,40 @@ class Study:
         }
         if run.messages:
             provenance.setdefault("messages", list(run.messages))
-        self.con.execute(
-            "INSERT INTO stage_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                name,
-                "skipped" if run.skipped else "done",
-                started,
-                finished,
-                run.rows_in,
-                run.rows_out,
-                json.dumps(run.dropped, sort_keys=True),
-                json.dumps(provenance, sort_keys=True, default=str),
-                provenance["config_hash"],
-            ],
-        )
+        with self.transaction():
+            self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
+            self.con.execute(
+                "INSERT INTO stage_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    name,
+                    "skipped" if run.skipped else "done",
+                    started,
+                    finished,
+                    run.rows_in,
+                    run.rows_out,
+                    json.dumps(run.dropped, sort_keys=True),
+                    json.dumps(provenance, sort_keys=True, default=str),
+                    provenance["config_hash"],
+                ],
+            )
+
+    def _mark_unfinished(self, name: str, started: datetime) -> bool:
+        """Mark stage ``name`` as running; False when an earlier unfinished run's mark is
+        still there (it stays until a run finishes)."""
+        rows = self.con.execute(
+            "SELECT count(*) FROM stage_unfinished WHERE stage = ?", [name]
+        ).fetchall()
+        if rows[0][0]:
+            return False
+        self.con.execute("INSERT INTO stage_unfinished VALUES (?, ?)", [name, started])
+        return True
+
+    def unfinished(self, name: str) -> datetime | None:
+        """When the unfinished run of stage ``name`` started, or None (see :meth:`stage`)."""
+        rows = self.con.execute(
+            "SELECT started_at FROM stage_unfinished WHERE stage = ?", [name]
+        ).fetchall()
+        return rows[0][0] if rows else None
 
     def last_run(self, name: str) -> dict[str, Any] | None:
         """The latest finished run of stage ``name`` as a dict, or None."""
@@ -212,14 +306,61 @@ class Study:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """BEGIN ... COMMIT, rolled back on any error so earlier results stay intact."""
+        """BEGIN ... COMMIT, rolled back on any error so earlier results stay intact.
+
+        A block inside another one joins it (the outer block commits or rolls back both).
+        """
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.con
+            finally:
+                self._depth -= 1
+            return
         self.con.execute("BEGIN TRANSACTION")
+        self._depth = 1
         try:
             yield self.con
         except BaseException:
+            self._depth = 0
             self.con.execute("ROLLBACK")
             raise
-        self.con.execute("COMMIT")
+        self._depth = 0
+        with shielded():  # a stop signalled during the COMMIT waits until it is counted
+            self.con.execute("COMMIT")
+            self.commits += 1
+
+
+_DAMAGE_SIGNS = (
+    "could not read enough bytes",
+    "not a valid duckdb database",
+    "corrupt",
+    "checksum",
+)
+
+
+def open_error(db_path: Path, exc: BaseException) -> str:
+    """The one-line message for a database that cannot be opened or read."""
+    first = printable(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    text = str(exc).lower()
+    where = printable(db_path)
+    if "lock" in text:
+        return f"{where}: the study database is in use by another process ({first})"
+    if any(sign in text for sign in _DAMAGE_SIGNS):
+        return f"{where}: the study database is damaged ({first}); {RECOVERY_HINT}"
+    return f"{where}: cannot open the study database: {first}"
+
+
+def read_error(exc: BaseException) -> str | None:
+    """A one-line message for a DuckDB I/O error met while a stage reads a study (a damaged
+    ``study.duckdb``, a cache file removed under it), or None for any other exception."""
+    if not isinstance(exc, duckdb.IOException):
+        return None
+    text = str(exc).strip()
+    first = printable(text.splitlines()[0] if text else type(exc).__name__)
+    if any(sign in text.lower() for sign in _DAMAGE_SIGNS):
+        return f"a study file is damaged ({first}); if it is study.duckdb, {RECOVERY_HINT}"
+    return f"cannot read a file the study needs: {first}"
 
 
 def _utcnow() -> datetime:

@@ -205,10 +205,8 @@ def seed_captions(study, laion_path: Path, n: int = 12) -> list[tuple[int, str, 
     """
     con = study.con
     rows = con.execute(
-        f"""
-        SELECT (row_number() OVER () - 1) AS row_in_file, TEXT, URL
-        FROM read_parquet('{laion_path}')
-        """
+        "SELECT (row_number() OVER () - 1) AS row_in_file, TEXT, URL FROM read_parquet(?)",
+        [str(laion_path)],
     ).fetchall()
     import re
 

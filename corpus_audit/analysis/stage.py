@@ -41,6 +41,7 @@ from corpus_audit.analysis.percent import (
 )
 from corpus_audit.analysis.stats import stable_seed
 from corpus_audit.errors import StageOrderError
+from corpus_audit.stage_state import require, require_sample_captions, upstream
 from corpus_audit.store import StageRun, Study
 from corpus_audit.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
@@ -90,6 +91,8 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
             f"{study.root}: nothing to analyse (no mentions, samples or images); run "
             f"`corpus-audit select {study.root}` and the later stages first"
         )
+    require(study, by="analyze", optional=upstream("analyze"))
+    require_sample_captions(study, by="analyze")
     fingerprint = input_fingerprint(study)
     last = study.last_run("analyze")
     with study.stage("analyze", "analysis", "label") as run:

@@ -27,6 +27,9 @@ TEMPLATE = "report.html.j2"
 
 def report(study: Study, *, progress: bool = True) -> StageRun:
     """Write ``<study>/report/report.html``; its path goes in ``run.outputs['report']``."""
+    from corpus_audit.stage_state import require, upstream
+
+    require(study, by="report", optional=upstream("report"))
     out = study.path(REPORT_DIR, REPORT_NAME)
     fingerprint = report_fingerprint(study)
     last = study.last_run("report")

@@ -25,7 +25,9 @@ def thumbnail_uri(
 
     from corpus_audit.imagefile import try_read_rgb
 
-    array, _detail = try_read_rgb(path, max_pixels=max_pixels)
+    # decoded at a few times the thumbnail size (a large JPEG is scaled by its decoder), so a
+    # report of large photos does not decode each one at full size
+    array, _detail = try_read_rgb(path, max_pixels=max_pixels, max_side=max(4 * size, 512))
     if array is None:
         return None
     thumb = Image.fromarray(array)

@@ -13,6 +13,16 @@ CREATE TABLE IF NOT EXISTS stage_runs (
     config_hash  VARCHAR
 );
 
+-- One row per stage whose latest run began and did not finish: written when the run starts,
+-- removed in the transaction that adds its stage_runs row, and also removed when the run fails
+-- before committing anything. A row left here means the run was killed, or failed after
+-- committing part of its work: the stage is partial (`status` says so, and the stages that
+-- read its tables refuse them until it is rerun).
+CREATE TABLE IF NOT EXISTS stage_unfinished (
+    stage        VARCHAR PRIMARY KEY,
+    started_at   TIMESTAMP                  -- UTC, when the unfinished run began
+);
+
 -- Corpus files read by `select`, one row each (file_id is the index in the sorted path list).
 CREATE TABLE IF NOT EXISTS corpus_files (
     file_id        INTEGER PRIMARY KEY,
