@@ -24,21 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit import __version__, interrupts
-from corpus_audit.errors import printable
+from corpus_audit.errors import CorpusAuditError, printable
 
 EXIT_USER_ERROR = 2
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, as if killed by the signal
 EXIT_INTERRUPT = 130  # 128 + SIGINT
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141, what a shell reports for `cmd | head`
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from corpus_audit.config import ConfigError
-    from corpus_audit.errors import CorpusAuditError
-    from corpus_audit.lexicon import LexiconError
-    from corpus_audit.store import StudyError
-
-    return (ConfigError, CorpusAuditError, LexiconError, StudyError)
 
 
 def _print_table(rows: list[dict[str, Any]], *, max_rows: int = 80) -> None:
@@ -372,7 +363,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     """Run the command; user errors, interrupts and damaged files become one line and a status."""
     try:
         return args.func(args)
-    except _user_errors() as exc:
+    except CorpusAuditError as exc:
         print(f"error: {printable(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as exc:

@@ -19,16 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.errors import ConfigError  # noqa: F401  (re-exported: config.ConfigError)
+
 CONFIG_NAME = "study.toml"
 SAMPLE_UNITS = ("labelled_images", "captions")  # select.sample_unit
 NO_INDICATOR_SAMPLES = ("split", "fresh")  # indicators.no_indicator_sample
 CAPTION_PROMPTS = ("labelled", "all")  # generate.caption_prompts
 PARITY_SIDES = ("upper", "neither")  # analysis.parity_side
 IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
-
-
-class ConfigError(ValueError):
-    """A study config that cannot be used; the message names the file and the key."""
 
 
 @dataclass

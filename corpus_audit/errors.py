@@ -17,11 +17,24 @@ _BIDI_CONTROLS = frozenset(
 
 
 class CorpusAuditError(Exception):
-    """Base of user-facing errors; messages name the file (or key) and the problem. Their
-    text is always :func:`printable`, whatever data was quoted in it."""
+    """Base of every user-facing error; messages name the file (or key) and the problem. Their
+    text is always :func:`printable`, whatever data was quoted in it. The CLI catches this one
+    class (one line, exit status 2), so a new user error only has to derive from it."""
 
     def __str__(self) -> str:
         return printable(super().__str__())
+
+
+class ConfigError(CorpusAuditError, ValueError):
+    """A study config that cannot be used; the message names the file and the key."""
+
+
+class StudyError(CorpusAuditError, RuntimeError):
+    """A study directory that cannot be opened or used as asked."""
+
+
+class LexiconError(CorpusAuditError, ValueError):
+    """A lexicon file that cannot be used; the message names the file and the problem."""
 
 
 class CorpusError(CorpusAuditError):

@@ -65,7 +65,7 @@ from corpus_audit.generators import (
     quiet_loading,
     split_spec,
 )
-from corpus_audit.stage_state import SAMPLE_STAGES, require
+from corpus_audit.stage_state import require_inputs
 from corpus_audit.store import StageRun, Study, sql_text
 
 _WRITERS = max(1, min(4, (os.cpu_count() or 2) - 1))  # PNG-writing threads
@@ -108,14 +108,14 @@ class Job:
 def generate(study: Study, *, progress: bool = True) -> StageRun:
     """Generate the missing images of every configured model; see the module docstring."""
     cfg = study.config.generate
-    with study.stage("generate", "generate", "study") as run:
+    with study.stage("generate") as run:
         if not cfg.models:
             run.skipped = True
             run.messages.append(
                 "no text-to-image model configured (generate.models is empty): nothing generated"
             )
             return run
-        require(study, by="generate", optional=SAMPLE_STAGES)
+        require_inputs(study, "generate")
         settings = settings_from_config(study)
         run.provenance.update(
             seed_rule=SEED_RULE,

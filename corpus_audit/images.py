@@ -49,7 +49,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from corpus_audit.errors import ImageSourceError, StageOrderError
-from corpus_audit.stage_state import SAMPLE_STAGES, require
+from corpus_audit.stage_state import require_inputs
 from corpus_audit.store import StageRun, Study
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
@@ -629,7 +629,7 @@ def images(study: Study, *, progress: bool = True) -> StageRun:
     from tqdm.auto import tqdm
 
     cfg = study.config.images
-    with study.stage("images", "images", "corpus", "select") as run:
+    with study.stage("images") as run:
         if not cfg.sources:
             run.skipped = True
             run.messages.append(
@@ -637,7 +637,7 @@ def images(study: Study, *, progress: bool = True) -> StageRun:
                 "are not registered"
             )
             return run
-        require(study, by="images", optional=SAMPLE_STAGES)
+        require_inputs(study, "images")
         if study.count("captions") == 0:
             raise StageOrderError(
                 "images: no selected captions yet; run `corpus-audit select DIR` first"

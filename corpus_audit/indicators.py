@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from corpus_audit.errors import StageOrderError
-from corpus_audit.stage_state import Progress, require
+from corpus_audit.stage_state import Progress, require_inputs
 from corpus_audit.store import StageRun, Study, sql_text
 
 STAGE = "indicators"
@@ -59,9 +59,9 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
     # cleanup stops the NER worker processes, however the stage ends
     with (
         contextlib.ExitStack() as cleanup,
-        study.stage(STAGE, "study", "lexicon", "select", "indicators") as run,
+        study.stage(STAGE) as run,
     ):
-        require(study, "select", by=STAGE)
+        require_inputs(study, STAGE)
         terms_spec = study.config.lexicon.gender_terms
         terms = load_gender_terms(terms_spec, base=study.root)
         words = WordMatcher(terms, source=terms_spec)  # validates the terms

@@ -263,7 +263,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
     from tqdm.auto import tqdm
 
     cfg = study.config.label
-    with study.stage("label", "label", "images.max_pixels") as run:
+    with study.stage("label") as run:
         if study.count("images") == 0:
             run.skipped = True
             run.messages.append("no images yet (run `images` and/or `generate` first)")

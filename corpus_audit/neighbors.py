@@ -69,7 +69,7 @@ from corpus_audit.index import (
     search,
     torch_exact_search,
 )
-from corpus_audit.stage_state import Progress, require
+from corpus_audit.stage_state import Progress, require_inputs
 from corpus_audit.store import StageRun, Study, sql_text
 
 STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
@@ -81,8 +81,8 @@ _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 def neighbors(study: Study, *, progress: bool = True) -> StageRun:
     """Embed captions and prompts, select the nn / nn_no_indicators samples, diagnose them."""
     cfg = study.config.neighbors
-    with study.stage("neighbors", "neighbors", "select", "indicators", "lexicon") as run:
-        require(study, "select", "indicators", by="neighbors")
+    with study.stage("neighbors") as run:
+        require_inputs(study, "neighbors")
         con = study.con
         cache_root = study.config.resolve(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
         device = resolve_device(study.config.engine.device)

@@ -21,10 +21,7 @@ from corpus_audit.store import StageRun, Study, StudyError
 
 def stage_function(name: str) -> Callable[..., StageRun]:
     """The function that runs stage ``name``."""
-    target = dict(STAGES).get(name)
-    if target is None:
-        raise StudyError(f"unknown stage '{name}' (stages: {', '.join(STAGE_NAMES)})")
-    module_name, func_name = target.split(":")
+    module_name, func_name = STAGES.get(name).target.split(":")
     return getattr(importlib.import_module(module_name), func_name)
 
 
@@ -89,6 +86,13 @@ def _note(study: Study, run: dict[str, Any]) -> str:
     changed since (then `corpus-audit run` redoes the stage)."""
     notes = []
     prov = run["provenance"]
+    changed = [
+        table
+        for table, recorded in (prov.get("inputs") or {}).items()
+        if study.fingerprint(table) != recorded
+    ]
+    if changed:
+        notes.append(f"inputs changed since this run ({', '.join(changed)}): rerun to update")
     sections = prov.get("config_sections")
     if sections is not None and run["config_hash"]:
         try:

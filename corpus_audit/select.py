@@ -72,7 +72,6 @@ from corpus_audit.lexicon import resolve_path as lexicon_path
 from corpus_audit.store import StageRun, Study, sql_text
 
 STAGE = "select"
-CONFIG_SECTIONS = ("study", "corpus", "lexicon", "select")
 SQL_FILES = (
     "select_00_clear.sql",
     "select_05_work_tables.sql",
@@ -422,7 +421,7 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
 
     last = study.last_run(STAGE)
     if last is not None and last["provenance"].get("fingerprint") == fingerprint:
-        with study.stage(STAGE, *CONFIG_SECTIONS) as run:
+        with study.stage(STAGE) as run:
             run.skipped = True
             run.rows_in, run.rows_out = int(last["rows_in"] or 0), int(last["rows_out"] or 0)
             run.dropped = dict(last["dropped"])
@@ -439,7 +438,7 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
 
     con = study.con
     headroom = _arrow_headroom(study, cfg.engine.threads, cfg.select.batch_rows)
-    with headroom, study.transaction(), study.stage(STAGE, *CONFIG_SECTIONS) as run:
+    with headroom, study.transaction(), study.stage(STAGE) as run:
         con.execute(sql_text("select_00_clear.sql"))
         con.execute(sql_text("select_05_work_tables.sql"))
         forms = pa.table(

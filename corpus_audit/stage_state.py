@@ -66,7 +66,7 @@ def stage_state(study: Study, name: str) -> StageState:
 
 
 def _progress(study: Study, name: str) -> Progress | None:
-    module_name = dict(STAGES)[name].split(":")[0]
+    module_name = STAGES.get(name).target.split(":")[0]
     probe = getattr(importlib.import_module(module_name), "progress", None)
     return probe(study) if probe is not None else None
 
@@ -97,6 +97,13 @@ def require(
                 f"{root}: `{by}` reads the tables of `{name}`, which has not run; run "
                 f"`corpus-audit {name} {root}` first"
             )
+
+
+def require_inputs(study: Study, name: str) -> None:
+    """:func:`require` with what stage ``name`` declares in ``stages.py``: its ``needs`` must
+    have finished, and neither they nor its ``after`` stages may be partial."""
+    spec = STAGES.get(name)
+    require(study, *spec.needs, by=name, optional=spec.after)
 
 
 def upstream(name: str) -> tuple[str, ...]:

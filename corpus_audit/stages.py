@@ -1,19 +1,216 @@
-"""Names and order of the stages (kept apart so the CLI can list them without importing them)."""
+"""The stage catalogue: every stage's declaration, and the order ``corpus-audit run`` runs them.
+
+A stage is a function ``fn(study: Study, *, progress: bool = True) -> StageRun`` in its own
+module, plus one :class:`Stage` declaration here saying what it reads and writes. The
+catalogue is plain data, kept apart so the CLI, ``status`` and the help can use it without
+importing any stage module (those load torch, spaCy or MediaPipe).
+
+What the declaration drives:
+
+- ``config``: the sections (``"label"``) and single settings (``"images.max_pixels"``) whose
+  hash :meth:`Study.stage` records; ``status`` flags the run when they change, and the stage's
+  ``--help`` lists their keys (:mod:`corpus_audit.config_help`).
+- ``reads``: the tables it reads that other stages write; :meth:`Study.stage` records their
+  fingerprints (:func:`corpus_audit.store.table_fingerprint`) and ``status`` flags the run when
+  one changed since ("inputs changed since this run: samples"), e.g. ``neighbors`` after
+  ``select`` ran again.
+- ``needs`` / ``after``: the stages that must have finished before it runs, and those whose
+  tables it reads when they ran; :func:`corpus_audit.stage_state.require_inputs` checks both
+  (neither may be partial).
+- ``writes``: the tables it writes; where several stages write one table, ``owns`` says which
+  rows are this stage's (a description a reader can match to the SQL).
+"""
 
 from __future__ import annotations
 
-# (stage name, "module:function"), in the order `corpus-audit run` executes them.
-STAGES: list[tuple[str, str]] = [
-    ("select", "corpus_audit.select:select"),
-    ("indicators", "corpus_audit.indicators:indicators"),
-    ("neighbors", "corpus_audit.neighbors:neighbors"),
-    ("images", "corpus_audit.images:images"),
-    ("generate", "corpus_audit.generate:generate"),
-    ("label", "corpus_audit.label:label"),
-    ("analyze", "corpus_audit.analysis:analyze"),
-    ("report", "corpus_audit.report:report"),
-]
-STAGE_NAMES = [name for name, _ in STAGES]
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from corpus_audit.registry import Registry
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage's declaration (see the module docstring)."""
+
+    name: str
+    target: str  # "package.module:function"
+    summary: str  # one line: what it does
+    config: tuple[str, ...]  # config sections / "section.key" settings it reads
+    reads: tuple[str, ...] = ()  # tables written by other stages that it reads
+    writes: tuple[str, ...] = ()  # tables it writes
+    needs: tuple[str, ...] = ()  # stages that must have finished before it runs
+    after: tuple[str, ...] = ()  # stages whose tables it reads if they ran
+    steps: tuple[str, ...] = ()  # what it does, in order (for the help and the docs)
+    owns: Mapping[str, str] = field(default_factory=dict)  # table -> the rows that are its own
+
+
+STAGES: Registry[Stage] = Registry("stage")
+
+
+def declare(stage: Stage) -> Stage:
+    """Add ``stage`` to the catalogue (in run order; see :data:`RUN_ORDER` for repeats)."""
+    return STAGES.register(stage.name, stage)
+
+
+declare(
+    Stage(
+        "select",
+        "corpus_audit.select:select",
+        "find the captions that mention each occupation and draw the keyword sample",
+        config=("study", "corpus", "select", "lexicon"),
+        writes=("corpus_files", "captions", "mentions", "prompts", "samples"),
+        steps=(
+            "read each corpus file (text and URL columns, null and non-text captions counted)",
+            "RE2 prefilter, then DuckDB SQL matching of every occupation form",
+            "draw the keyword sample per occupation (md5 of seed and caption, reproducible)",
+        ),
+        owns={"samples": "strategy = 'keyword'"},
+    )
+)
+declare(
+    Stage(
+        "indicators",
+        "corpus_audit.indicators:indicators",
+        "flag captions with explicit gender indicators and draw the no-indicator sample",
+        config=("study", "lexicon", "select", "indicators"),
+        reads=("captions", "mentions"),
+        writes=(
+            "indicators",
+            "indicator_triggers",
+            "indicator_texts",
+            "indicator_settings",
+            "samples",
+        ),
+        needs=("select",),
+        steps=(
+            "gender words and pronouns on every selected caption",
+            "first names: spaCy NER (only where it can change the label) + gender-guesser",
+            "draw the no-indicator sample from the captions without indicators",
+        ),
+        owns={"samples": "strategy = 'no_indicators'"},
+    )
+)
+declare(
+    Stage(
+        "neighbors",
+        "corpus_audit.neighbors:neighbors",
+        "pick the captions nearest each prompt (SBERT embeddings + FAISS)",
+        config=("neighbors", "select", "indicators", "lexicon"),
+        reads=("captions", "mentions", "prompts", "indicators"),
+        writes=(
+            "embedding_files",
+            "caption_embeddings",
+            "prompt_embeddings",
+            "samples",
+            "similarity_diagnostics",
+            "neighbors_progress",
+        ),
+        needs=("select", "indicators"),
+        steps=(
+            "embed captions and prompts (content-addressed cache, length-sorted batches)",
+            "per occupation: FAISS index over its captions, k nearest per prompt",
+            "write the nn and nn_no_indicators samples and the similarity diagnostics",
+        ),
+        owns={"samples": "strategy IN ('nn', 'nn_no_indicators')"},
+    )
+)
+declare(
+    Stage(
+        "images",
+        "corpus_audit.images:images",
+        "find the training images of the sampled captions in the configured sources",
+        config=("images", "corpus", "select"),
+        reads=("captions", "samples"),
+        writes=("images", "image_skips", "image_shards", "download_stats"),
+        after=("select", "indicators", "neighbors"),
+        steps=(
+            "read each source (directory, webdataset, parquet, HF, img2dataset, URLs)",
+            "link its images to the sampled captions (by caption id, URL or key)",
+            "write the image rows and the reasons images were skipped",
+        ),
+        owns={"images": "source = 'training'"},
+    )
+)
+declare(
+    Stage(
+        "generate",
+        "corpus_audit.generate:generate",
+        "generate images for every prompt with each configured text-to-image model",
+        config=("generate", "study"),
+        reads=("prompts", "samples", "captions", "training_subsets"),
+        writes=("images", "generated_images", "generation_settings", "paraphrases"),
+        after=("select", "indicators", "neighbors"),
+        steps=(
+            "the prompts: templates, paraphrases and the captions of the labelled cut",
+            "per model: batches with seeds derived from the study seed, stored as PNG",
+        ),
+        owns={"images": "source = 'generated'"},
+    )
+)
+declare(
+    Stage(
+        "label",
+        "corpus_audit.label:label",
+        "keep images with one face and label its perceived gender",
+        config=("label", "images.max_pixels", "engine.device", "study.seed"),
+        reads=("images",),
+        writes=("face_filter", "faces", "labels"),
+        after=("images", "generate"),
+        steps=(
+            "decode each image within the pixel budget",
+            "face detection (MediaPipe): keep images with exactly one face",
+            "perceived-gender classifier on the kept images",
+        ),
+    )
+)
+declare(
+    Stage(
+        "analyze",
+        "corpus_audit.analysis:analyze",
+        "training vs generated %female, amplification per strategy, statistics",
+        config=("analysis", "study", "select", "indicators", "neighbors", "label"),
+        reads=("samples", "prompts", "images", "face_filter", "labels", "mentions", "indicators"),
+        writes=(
+            "training_subsets",
+            "percent_female",
+            "amplification",
+            "amplification_summary",
+            "image_similarity",
+            "indicator_match",
+            "occupation_indicators",
+            "indicator_correlation",
+        ),
+        after=("select", "indicators", "neighbors", "images", "generate", "label"),
+        steps=(
+            "cut each training subset at N labelled images",
+            "%female per subset and prompt, amplification with the direction rule",
+            "bootstrap intervals, indicator match and correlation, image similarity",
+        ),
+    )
+)
+declare(
+    Stage(
+        "report",
+        "corpus_audit.report:report",
+        "write the HTML report with figures and tables",
+        config=("analysis", "study"),
+        reads=(
+            "percent_female",
+            "amplification",
+            "amplification_summary",
+            "image_similarity",
+            "indicator_match",
+            "occupation_indicators",
+            "indicator_correlation",
+            "similarity_diagnostics",
+        ),
+        after=("select", "indicators", "neighbors", "images", "generate", "label", "analyze"),
+        steps=("figures (PNG)", "the HTML page, every corpus text escaped"),
+    )
+)
+
+STAGE_NAMES = list(STAGES.names())
 # What `corpus-audit run` executes: `label` runs before `generate` too, because the training
 # subsets are cut at N labelled training images and the captions used as prompts come from
 # that cut (corpus_audit/subsets.py); its second run labels the generated images. Each run
@@ -29,3 +226,13 @@ RUN_ORDER = [
     "analyze",
     "report",
 ]
+
+
+def stage(name: str) -> Stage:
+    """The declaration of stage ``name`` (a :class:`ConfigError` naming the known stages)."""
+    return STAGES.get(name)
+
+
+def writers(table: str) -> list[str]:
+    """The stages that write ``table``, in catalogue order."""
+    return [s.name for _, s in STAGES.items() if table in s.writes]

@@ -32,7 +32,7 @@ from typing import Any
 import duckdb
 
 from corpus_audit.config import CONFIG_NAME, StudyConfig, load_config, write_config
-from corpus_audit.errors import printable
+from corpus_audit.errors import StudyError, printable
 from corpus_audit.interrupts import shielded
 
 DB_NAME = "study.duckdb"
@@ -41,10 +41,6 @@ RECOVERY_HINT = (
     "restore it from a backup, or move it away and run `corpus-audit run` on the study to "
     "rebuild every table (cached embeddings and stored images are reused)"
 )
-
-
-class StudyError(RuntimeError):
-    """A study directory that cannot be opened or used as asked."""
 
 
 def sql_text(name: str) -> str:
@@ -210,6 +206,33 @@ class Study:
         ).fetchone()
         return bool(row and row[0])
 
+    def fingerprint(self, table: str, columns: str = "*") -> list[Any]:
+        """``[rows, hash]`` of ``table`` (or of its ``columns``), independent of row order.
+
+        One hash per row of its text form, summed: order-free, and unlike a multi-argument
+        ``hash()`` under ``bit_xor`` (linear in its last argument) it sees swapped values.
+        ``table`` and ``columns`` are SQL written in code, never config or corpus text. The one
+        fingerprint every stage uses: ``status`` (inputs changed since a run), ``analyze`` and
+        ``report`` (skip when nothing they read changed).
+        """
+        if not self.table_exists(table):
+            return [0, "0"]
+        row = self.con.execute(
+            f"SELECT count(*), coalesce(sum(hash(r::VARCHAR)), 0)::VARCHAR "
+            f"FROM (SELECT {columns} FROM {table}) r"
+        ).fetchone()
+        return [int(row[0]), row[1]] if row else [0, "0"]
+
+    def input_fingerprints(self, name: str) -> dict[str, list[Any]]:
+        """Fingerprints of the tables stage ``name`` declares it reads (``stages.py``), less
+        those it writes itself; empty for a name outside the catalogue."""
+        from corpus_audit.stages import STAGES
+
+        if name not in STAGES:
+            return {}
+        spec = STAGES.get(name)
+        return {t: self.fingerprint(t) for t in spec.reads if t not in spec.writes}
+
     def count(self, table: str, where: str = "TRUE", params: list[Any] | None = None) -> int:
         """Rows of ``table`` matching ``where``. Both are SQL written in code (a table or a
         join, a condition); every value goes in ``params`` (``?``), never into them."""
@@ -224,11 +247,18 @@ class Study:
         """Run a stage body; on success record its counts and provenance in ``stage_runs``.
 
         ``config_sections`` name the config sections (or single ``section.key`` settings) the
-        stage depends on; their hash is recorded so ``status`` can tell when a finished stage
-        is stale. While the body runs the stage is marked unfinished (see the module
+        stage depends on; by default those its declaration in ``stages.py`` lists. Their hash,
+        and the fingerprints of the tables the declaration says it reads (taken as the body
+        starts), are recorded so ``status`` can tell when a finished stage is stale. While the
+        body runs the stage is marked unfinished (see the module
         docstring); the mark is dropped again when the body raises before committing anything.
         """
+        from corpus_audit.stages import STAGES
+
+        if not config_sections and name in STAGES:
+            config_sections = STAGES.get(name).config
         run = StageRun(name)
+        inputs = self.input_fingerprints(name)
         started = _utcnow()
         inserted_mark = self._mark_unfinished(name, started)
         commits = self.commits
@@ -247,6 +277,7 @@ class Study:
             if config_sections
             else self.config.section_hash(),
             "config_sections": list(config_sections),  # so status can recompute the hash
+            "inputs": inputs,  # table -> [rows, hash] when the run started
             "seed": self.config.study.seed,
             "versions": _versions(),
             **run.provenance,

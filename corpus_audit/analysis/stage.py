@@ -41,7 +41,7 @@ from corpus_audit.analysis.percent import (
 )
 from corpus_audit.analysis.stats import stable_seed
 from corpus_audit.errors import StageOrderError
-from corpus_audit.stage_state import require, require_sample_captions, upstream
+from corpus_audit.stage_state import require_inputs, require_sample_captions
 from corpus_audit.store import StageRun, Study
 from corpus_audit.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
@@ -74,13 +74,7 @@ def input_fingerprint(study: Study) -> str:
     sections = ("analysis", "study", "select", "indicators", "neighbors", "label")
     parts: dict[str, object] = {"config": study.config.section_hash(*sections)}
     for table, cols in _FINGERPRINT_COLUMNS.items():
-        # One hash per row of its text form, summed: order-free, and unlike a multi-argument
-        # hash() under bit_xor (linear in its last argument) it sees swapped values.
-        row = study.con.execute(
-            f"SELECT count(*), coalesce(sum(hash(r::VARCHAR)), 0)::VARCHAR "
-            f"FROM (SELECT {cols} FROM {table}) r"
-        ).fetchone()
-        parts[table] = [int(row[0]), row[1]] if row else [0, "0"]
+        parts[table] = study.fingerprint(table, cols)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -91,11 +85,11 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
             f"{study.root}: nothing to analyse (no mentions, samples or images); run "
             f"`corpus-audit select {study.root}` and the later stages first"
         )
-    require(study, by="analyze", optional=upstream("analyze"))
+    require_inputs(study, "analyze")
     require_sample_captions(study, by="analyze")
     fingerprint = input_fingerprint(study)
     last = study.last_run("analyze")
-    with study.stage("analyze", "analysis", "label") as run:
+    with study.stage("analyze") as run:
         run.provenance["input_fingerprint"] = fingerprint
         if last is not None and last["provenance"].get("input_fingerprint") == fingerprint:
             run.skipped = True

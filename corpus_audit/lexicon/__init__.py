@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from corpus_audit.errors import LexiconError  # noqa: F401  (re-exported)
+
 BUILTIN_PREFIX = "builtin:"
-
-
-class LexiconError(ValueError):
-    """A lexicon file that cannot be used; the message names the file and the problem."""
 
 
 @dataclass(frozen=True)

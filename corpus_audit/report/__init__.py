@@ -27,13 +27,13 @@ TEMPLATE = "report.html.j2"
 
 def report(study: Study, *, progress: bool = True) -> StageRun:
     """Write ``<study>/report/report.html``; its path goes in ``run.outputs['report']``."""
-    from corpus_audit.stage_state import require, upstream
+    from corpus_audit.stage_state import require_inputs
 
-    require(study, by="report", optional=upstream("report"))
+    require_inputs(study, "report")
     out = study.path(REPORT_DIR, REPORT_NAME)
     fingerprint = report_fingerprint(study)
     last = study.last_run("report")
-    with study.stage("report", "analysis", "study") as run:
+    with study.stage("report") as run:
         run.provenance["fingerprint"] = fingerprint
         run.provenance["report_path"] = str(out)
         run.outputs["report"] = str(out)
@@ -115,10 +115,7 @@ def report_fingerprint(study: Study) -> str:
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
     for table in (*ANALYSIS_TABLES, "similarity_diagnostics", "images", "face_filter", "labels"):
-        row = study.con.execute(
-            f"SELECT count(*), coalesce(sum(hash(t::VARCHAR)), 0)::VARCHAR FROM {table} t"
-        ).fetchone()
-        parts[table] = [int(row[0]), row[1]] if row else [0, "0"]
+        parts[table] = study.fingerprint(table)
     row = study.con.execute(
         "SELECT count(*), max(finished_at)::VARCHAR FROM stage_runs WHERE stage <> 'report'"
     ).fetchone()
