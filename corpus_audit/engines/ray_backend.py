@@ -99,9 +99,13 @@ class RayEngine(Engine):
         retry_exceptions: tuple[type[BaseException], ...] = DEFAULT_RETRY_EXCEPTIONS,
         object_store_memory: int | None = None,
         runtime_env: dict[str, Any] | None = None,
+        in_flight_per_worker: int = IN_FLIGHT_PER_WORKER,
     ) -> None:
         if max_retries < 0 or max_restarts < 0:
             raise ValueError("max_retries and max_restarts must be >= 0")
+        if in_flight_per_worker < 1:
+            raise ValueError("in_flight_per_worker must be >= 1")
+        self.in_flight = int(in_flight_per_worker)
         self.address = address
         self.num_cpus = num_cpus
         self.max_retries = int(max_retries)
@@ -165,9 +169,7 @@ class RayEngine(Engine):
 
     def task_pool(self, fn: Callable[[Any], Any], resources: Resources) -> _RayTasks:
         self._connect()
-        return _RayTasks(
-            self._task(resources), fn, IN_FLIGHT_PER_WORKER * self.parallelism(resources)
-        )
+        return _RayTasks(self._task(resources), fn, self.in_flight * self.parallelism(resources))
 
     def actor_pool(
         self,
@@ -188,7 +190,7 @@ class RayEngine(Engine):
         # object the driver might have released
         actors = [host.remote(factory) for _ in range(n)]
         prep = (self._task(ONE_CPU), ray.put(prepare)) if prepare is not None else None
-        return _RayActors(actors, prep, list(self.retry_exceptions))
+        return _RayActors(actors, prep, list(self.retry_exceptions), self.in_flight)
 
     # -- provenance and cleanup ------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -255,9 +257,11 @@ class _RayActors(_RayPool):
     """Units go to the actor with the fewest units in flight; ``prep`` (a task and the
     ref of ``prepare``) runs before, its result passed by reference to the actor."""
 
-    def __init__(self, actors: list[Any], prep: tuple[Any, Any] | None, retry: list) -> None:
+    def __init__(
+        self, actors: list[Any], prep: tuple[Any, Any] | None, retry: list, in_flight: int
+    ) -> None:
         self.actors, self.prep, self.retry = actors, prep, retry
-        self.window = IN_FLIGHT_PER_WORKER * len(actors)
+        self.window = in_flight * len(actors)
         self.load = dict.fromkeys(range(len(actors)), 0)  # units in flight per actor
         self.owner: dict[Any, int] = {}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -158,9 +158,11 @@ def scan_into(
     prefilter: bool = True,
     batch_rows: int = 262_144,
     progress: bool = True,
+    on_unit: Callable[[UnitKey, UnitScan], None] | None = None,
 ) -> ScanStats:
     """``select.scan_corpus`` through an engine: fill ``_select_candidates`` (which must
-    exist) unit by unit, in unit order, and return the same counts."""
+    exist) unit by unit, in unit order, and return the same counts. ``on_unit`` (optional)
+    sees every unit's result before it is inserted (throughput reports, provenance)."""
     plan = plan_units(files, text_column, url_column, key_column)
     stats = ScanStats({f.file_id: _FileCounts() for f in files}, dict(plan.columns))
     insert = sql_text("select_10_candidates.sql")
@@ -180,6 +182,8 @@ def scan_into(
     for (file_id, _), scan in scan_units(
         engine, plan, matcher, prefilter=prefilter, batch_rows=batch_rows, progress=progress
     ):
+        if on_unit is not None:
+            on_unit((file_id, scan.unit), scan)
         counts = stats.files[file_id]
         counts.rows += scan.rows
         counts.null_text += scan.null_text
