@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from functools import partial
+from operator import itemgetter
 from pathlib import Path
 
 import duckdb
@@ -315,11 +316,16 @@ def test_ray_actors_load_spacy_once_and_survive_a_killed_actor(
     assert all(t.spacy_loads == 1 for _, t in got)  # each actor process loaded spaCy once
 
 
-def test_ray_actor_retries_a_raised_fault(ray_engine, caption_batches, tmp_path):
+def test_ray_actor_retries_a_raised_fault_and_runs_prepare_first(
+    ray_engine, caption_batches, tmp_path
+):
     words_only = TaggerSpec(use_names=False)
     expected = list(tag_batches(LocalEngine(), words_only, caption_batches, progress=False))
     flaky = FailingWorkerFactory(words_only, tmp_path, how="raise", limit=2)
-    got = list(tag_batches(ray_engine, flaky, caption_batches, workers=1, progress=False))
-    assert len(list(tmp_path.iterdir())) == 2
-    for (ka, a), (kb, b) in zip(got, expected, strict=True):
-        assert ka == kb and a.labels.equals(b.labels) and a.triggers.equals(b.triggers)
+    # payloads the worker cannot read until ``prepare`` (a CPU task before it) unwraps them
+    wrapped = [(key, (batch, "unwrap me")) for key, batch in caption_batches]
+    for engine in (ray_engine, LocalEngine()):
+        got = list(engine.map_actors(flaky, wrapped, workers=1, prepare=itemgetter(0)))
+        for (ka, a), (kb, b) in zip(got, expected, strict=True):
+            assert ka == kb and a.labels.equals(b.labels) and a.triggers.equals(b.triggers)
+    assert len(list(tmp_path.iterdir())) == 2  # both faults hit the Ray run (markers stay)
