@@ -1,0 +1,354 @@
+"""Local vs Ray (a local cluster) for the ``select`` scan and the ``indicators`` labelling.
+
+Usage::
+
+    python benchmarks/bench_engines.py [--rows 10000000] [--threads 2] [--captions 20000]
+                                       [--batch 2500] [--repeat 2] [--skip indicators]
+                                       [--json OUT.json]
+
+Reuses the synthetic LAION-like corpus of ``bench_select.py`` (``benchmarks/synth_corpus.py``,
+cached under ``--data-dir``; written once if missing). Same process, side by side:
+
+**select scan** (every file read, RE2 prefilter, candidate rows inserted into DuckDB's
+``_select_candidates`` with the stage's SQL: the part of ``select`` that splits into units):
+
+1. baseline: today's ``select.scan_corpus`` (``--threads`` threads, pieces in arrival order);
+2. ``local`` engine: ``engines.select_scan.scan_into`` with ``LocalEngine(threads)``;
+3. ``ray`` engine: the same with ``RayEngine(num_cpus=threads)``, a local cluster started
+   once before (its start is timed apart and reported; the ratio is given with and without).
+
+**indicators** on the first ``--captions`` candidate captions (caption_id order), in batches of
+``--batch`` (words, pronouns, names with the exact NER prefilter):
+
+1. baseline: today's stage path: one ``IndicatorTagger`` in this process with the NER
+   process pool of ``--threads`` processes (``indicators.ner_processes = 0``);
+2. ``local`` engine: ``engines.indicator_tagging.tag_batches`` with one in-process worker
+   holding that same NER pool;
+3. ``ray`` engine: ``--threads`` CPU actors, each loading spaCy once and running NER itself.
+
+Every timing includes what the run must start (NER processes, actors, model loads), but not
+the Ray cluster (its start and the first tasks' worker warm-up are reported apart). Methods
+run ``--repeat`` times, interleaved; the fastest run of each counts (all times are kept). Checks: the three candidate tables are identical (count and an order-free
+hash), and the three labellings are identical. Per-worker throughput is units' rows (or
+captions) over the seconds the workers spent on them (``UnitScan.seconds``,
+``TaggedBatch.seconds``); utilisation = those seconds / (wall x workers).
+
+The Ray engine's goal on one machine: at most 1.5x the local engine's time. On a shared,
+busy machine the numbers are indicative only (other jobs take CPU at random times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_select  # noqa: E402
+
+from corpus_audit.corpus import resolve_corpus  # noqa: E402
+from corpus_audit.engines import open_engine  # noqa: E402
+from corpus_audit.engines.indicator_tagging import TaggerSpec, tag_batches  # noqa: E402
+from corpus_audit.engines.select_scan import scan_into  # noqa: E402
+from corpus_audit.lexicon import load_occupations  # noqa: E402
+from corpus_audit.select import build_matcher, scan_corpus  # noqa: E402
+from corpus_audit.store import sql_text  # noqa: E402
+
+CHECKSUM = (
+    "SELECT count(*), sum(hash(caption_id, text, coalesce(url, ''), coalesce(key, ''))::HUGEINT) "
+    "FROM _select_candidates"
+)
+
+
+def _fresh_con(threads: int, memory_limit: str) -> Any:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET threads = {int(threads)}")
+    con.execute("SET memory_limit = ?", [memory_limit])
+    con.execute(sql_text("select_05_work_tables.sql"))
+    return con
+
+
+def _per_worker(items: list[tuple[str, float, int]], wall: float, workers: int) -> dict:
+    """(worker, seconds, amount) per unit -> amount per busy worker-second and utilisation."""
+    busy: dict[str, float] = defaultdict(float)
+    amount: dict[str, int] = defaultdict(int)
+    for worker, seconds, n in items:
+        busy[worker] += seconds
+        amount[worker] += n
+    total_busy = sum(busy.values())
+    return {
+        "per_worker_per_s": round(sum(amount.values()) / total_busy) if total_busy else None,
+        "processes_seen": len(busy),
+        "utilisation": round(total_busy / (wall * workers), 3) if wall else None,
+    }
+
+
+def _best_of(repeat: int, methods: list[tuple[str, Any]]) -> list[dict]:
+    """Run every ``(name, run)`` ``repeat`` times, interleaved (so a burst of load from other
+    jobs hits all methods alike); keep each method's fastest run, with every time seen."""
+    best: dict[str, dict] = {}
+    for _ in range(repeat):
+        for name, run in methods:
+            row = run()
+            row["method"] = name
+            print(f"  {name}: {row['seconds']:.2f} s", flush=True)
+            seen = best.get(name, {}).get("all_seconds", []) + [row["seconds"]]
+            if name not in best or row["seconds"] < best[name]["seconds"]:
+                best[name] = row
+            best[name]["all_seconds"] = seen
+    return [best[name] for name, _ in methods]
+
+
+def bench_select_scan(files, engines: dict, args) -> list[dict]:
+    """The three scan runs; each fills a fresh in-memory DuckDB table."""
+    matcher = build_matcher(load_occupations())
+    kw = {"batch_rows": args.batch_rows, "progress": False}
+
+    def run(engine: Any) -> dict:
+        con = _fresh_con(args.threads, args.memory_limit)
+        units: list[tuple[str, float, int]] = []
+        t0 = time.perf_counter()
+        if engine is None:
+            stats = scan_corpus(con, files, matcher, threads=args.threads, **kw)
+        else:
+            stats = scan_into(
+                con,
+                engine,
+                files,
+                matcher,
+                on_unit=lambda _, scan: units.append((scan.worker, scan.seconds, scan.rows)),
+                **kw,
+            )
+        wall = time.perf_counter() - t0
+        count, digest = con.execute(CHECKSUM).fetchone()
+        con.close()
+        row = {
+            "step": "select scan",
+            "rows": stats.rows,
+            "candidates": count,
+            "checksum": str(digest),
+            "seconds": round(wall, 3),
+            "rows_per_s": round(stats.rows / wall),
+        }
+        if units:
+            row.update(_per_worker(units, wall, args.threads))
+        return row
+
+    methods = [("baseline: select.scan_corpus (threads)", partial(run, None))]
+    methods += [(f"engine {name}", partial(run, engine)) for name, engine in engines.items()]
+    return _best_of(args.repeat, methods)
+
+
+def _caption_batches(files, args) -> list[tuple[int, Any]]:
+    """The first ``--captions`` candidate captions of the corpus, in batches."""
+    con = _fresh_con(args.threads, args.memory_limit)
+    matcher = build_matcher(load_occupations())
+    with open_engine("local", threads=args.threads) as engine:
+        scan_into(con, engine, files, matcher, batch_rows=args.batch_rows, progress=False)
+    table = con.sql(
+        "SELECT caption_id, text FROM _select_candidates ORDER BY caption_id LIMIT ?",
+        params=[args.captions],
+    ).to_arrow_table()
+    con.close()
+    return [
+        (i, table.slice(lo, args.batch)) for i, lo in enumerate(range(0, len(table), args.batch))
+    ]
+
+
+def _baseline_tagging(batches, threads: int) -> tuple[list, float]:
+    """Today's stage path: one tagger here, NER in ``threads`` spawned processes."""
+    from corpus_audit.gender_text import IndicatorTagger, NameFinder, WordMatcher, load_spacy
+    from corpus_audit.indicators import _batch_tables
+    from corpus_audit.lexicon import load_gender_terms
+
+    spec = TaggerSpec()
+    t0 = time.perf_counter()
+    terms = load_gender_terms()
+    finder = NameFinder(load_spacy(spec.spacy_model), terms)
+    finder.use_processes(spec.spacy_model, terms, threads)
+    tagger = IndicatorTagger(WordMatcher(terms), finder)
+    try:
+        out = []
+        for _, batch in batches:
+            result = tagger.tag(batch.column("text"))
+            out.append(_batch_tables(batch.column("caption_id"), result))
+    finally:
+        tagger.close()
+    return out, time.perf_counter() - t0
+
+
+def bench_indicators(files, engines: dict, args) -> list[dict]:
+    batches = _caption_batches(files, args)
+    n = sum(b.num_rows for _, b in batches)
+    # models of this process loaded before any timing (spaCy, gender-guesser's table), so
+    # the baseline and the local engine do not pay for them; the NER processes and the Ray
+    # actors load their own copies inside the timed runs
+    TaggerSpec()().close()
+    print(f"  {n:,} captions in {len(batches)} batches of {args.batch:,}", flush=True)
+    expected: list = []
+
+    def baseline() -> dict:
+        tables, wall = _baseline_tagging(batches, args.threads)
+        expected[:] = tables
+        return {"step": "indicators", "captions": n, "seconds": round(wall, 3),
+                "captions_per_s": round(n / wall, 1), "same_output": True}  # fmt: skip
+
+    def engine_run(name: str, engine: Any) -> dict:
+        if name == "local":  # one worker here, holding today's NER pool
+            spec, workers = TaggerSpec(ner_processes=args.threads), 1
+        else:  # one CPU actor per core, NER in the actor's own process
+            spec, workers = TaggerSpec(ner_processes=1), args.threads
+        t0 = time.perf_counter()
+        got = list(tag_batches(engine, spec, batches, workers=workers, progress=False))
+        wall = time.perf_counter() - t0
+        row = {
+            "step": "indicators",
+            "workers": workers,
+            "captions": n,
+            "seconds": round(wall, 3),
+            "captions_per_s": round(n / wall, 1),
+            "same_output": all(
+                t.labels.equals(labels) and t.triggers.equals(triggers)
+                for (_, t), (labels, triggers) in zip(got, expected, strict=True)
+            ),
+            "spacy_loads_per_process": max(t.spacy_loads for _, t in got),
+        }
+        per = [(t.worker, t.seconds, t.labels.num_rows) for _, t in got]
+        row.update(_per_worker(per, wall, workers))
+        return row
+
+    methods = [(f"baseline: in-process tagger + {args.threads} NER processes", baseline)]
+    for name, engine in engines.items():
+        workers = 1 if name == "local" else args.threads
+        label = f"engine {name} ({workers} worker{'s' if workers > 1 else ''})"
+        methods.append((label, partial(engine_run, name, engine)))
+    return _best_of(args.repeat, methods)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
+    ap.add_argument("--threads", type=int, default=2, help="local threads = Ray CPUs")
+    ap.add_argument("--memory-limit", default="2GB", help="DuckDB memory_limit")
+    ap.add_argument("--batch-rows", type=int, default=262_144, help="rows per record batch")
+    ap.add_argument("--captions", type=int, default=20_000, help="captions for indicators")
+    ap.add_argument("--batch", type=int, default=2_500, help="captions per indicators batch")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per method; the fastest counts")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(__file__).resolve().parent / "out" / "synth",
+        help="where synthetic corpora are cached (shared with bench_select.py)",
+    )
+    ap.add_argument("--object-store-mb", type=int, default=1024, help="Ray object store size")
+    ap.add_argument("--skip", default="", help="comma list: select,indicators,ray")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    args = ap.parse_args(argv)
+    if min(args.rows, args.threads, args.captions, args.batch, args.batch_rows, args.repeat) < 1:
+        ap.error("--rows, --threads, --captions, --batch, --batch-rows, --repeat must be >= 1")
+    skip = set(filter(None, args.skip.split(",")))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    corpus = bench_select.corpus_dir(args.data_dir, args.rows, args.seed)
+    files = resolve_corpus([str(corpus)])
+    load = os.getloadavg()[0]
+    print(
+        f"corpus: {args.rows:,} rows in {len(files)} files under {corpus}; threads={args.threads}, "
+        f"{os.cpu_count()} CPUs, load average {load:.1f} (a busy machine gives indicative numbers)"
+    )
+    engines: dict[str, Any] = {"local": open_engine("local", threads=args.threads)}
+    results: dict[str, Any] = {"rows": args.rows, "threads": args.threads, "load_average": load}
+    if "ray" not in skip:
+        ray_engine = open_engine(
+            "ray", num_cpus=args.threads, object_store_memory=args.object_store_mb * 2**20
+        )
+        t0 = time.perf_counter()
+        results["ray"] = ray_engine.describe()  # starts the local cluster
+        results["ray_start_s"] = round(time.perf_counter() - t0, 2)
+        engines["ray"] = ray_engine
+        print(f"ray: local cluster started in {results['ray_start_s']} s", flush=True)
+    # warm-up, not timed in the runs: imports and first use in every worker (the bundled
+    # 10 k real LAION captions); for Ray this is when its worker processes start
+    warm = resolve_corpus([str(bench_select.synth_corpus.VOCAB_SOURCE)])
+    for name, engine in engines.items():
+        t0 = time.perf_counter()
+        scan_into(_fresh_con(1, args.memory_limit), engine, warm, build_matcher(load_occupations()),
+                  progress=False)  # fmt: skip
+        results[f"{name}_warmup_s"] = round(time.perf_counter() - t0, 2)
+    print(f"warm-up (first tasks, worker start): {results.get('ray_warmup_s')} s on ray")
+    try:
+        runs: list[dict] = []
+        if "select" not in skip:
+            print("select scan:", flush=True)
+            runs += bench_select_scan(files, engines, args)
+        if "indicators" not in skip:
+            print("indicators:", flush=True)
+            runs += bench_indicators(files, engines, args)
+    finally:
+        for engine in engines.values():
+            engine.close()
+    results["runs"] = runs
+    start = results.get("ray_start_s", 0) + results.get("ray_warmup_s", 0)
+    ok = _report(runs, start)
+    results["checks_pass"] = ok
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0 if ok else 1
+
+
+def _report(runs: list[dict], ray_start: float) -> bool:
+    """Print the table and the ratios; True when every engine's output equals the baseline."""
+    print(
+        f"\n{'step':12s} {'method':48s} {'seconds':>8s} {'rate/s':>12s} {'per worker/s':>13s} "
+        f"{'util':>5s}"
+    )
+    ok = True
+    for step in ("select scan", "indicators"):
+        rows = [r for r in runs if r["step"] == step]
+        if not rows:
+            continue
+        for r in rows:
+            rate = r.get("rows_per_s") or r.get("captions_per_s")
+            per = r.get("per_worker_per_s")
+            util = r.get("utilisation")
+            print(
+                f"{step:12s} {r['method']:48s} {r['seconds']:>8.2f} {rate:>12,.0f} "
+                f"{per if per is not None else '':>13} {util if util is not None else '':>5}"
+            )
+        base = rows[0]
+        if step == "select scan":
+            same = all(
+                (r["candidates"], r["checksum"]) == (base["candidates"], base["checksum"])
+                for r in rows
+            )
+        else:
+            same = all(r["same_output"] for r in rows)
+        ok &= same
+        local = next((r for r in rows if r["method"].startswith("engine local")), None)
+        ray = next((r for r in rows if r["method"].startswith("engine ray")), None)
+        if local and ray:
+            ratio = ray["seconds"] / local["seconds"]
+            with_start = (ray["seconds"] + ray_start) / local["seconds"]
+            ray["ray_over_local"] = round(ratio, 2)
+            ray["ray_over_local_with_start"] = round(with_start, 2)
+            print(
+                f"{step:12s} ray / local time: {ratio:.2f}x ({with_start:.2f}x counting the "
+                f"cluster start and worker warm-up, {ray_start:.1f} s); goal <= 1.5x. Same output as the baseline: {same}"
+            )
+        base_ratio = ", ".join(
+            f"{r['method'].split(' (')[0]} {base['seconds'] / r['seconds']:.2f}x" for r in rows[1:]
+        )
+        print(f"{step:12s} speed vs baseline: {base_ratio}")
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(main())
