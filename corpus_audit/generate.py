@@ -66,7 +66,7 @@ from corpus_audit.generators import (
     split_spec,
 )
 from corpus_audit.stage_state import require_inputs
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study
 
 _WRITERS = max(1, min(4, (os.cpu_count() or 2) - 1))  # PNG-writing threads
 
@@ -205,10 +205,8 @@ def caption_pool(study: Study, run: StageRun, strategies: Sequence[str]) -> None
         _check_strategies(study, mine, f"generate.{key}")
     cut_study(study)
     try:
-        study.con.execute(
-            sql_text("generate_caption_pool.sql"), {"strategies": list(strategies), "which": which}
-        )
-        status = status_rows(study.con, CutRule.from_config(study.config))
+        study.sql("generate_caption_pool", strategies=list(strategies), which=which)
+        status = status_rows(study, CutRule.from_config(study.config))
     finally:
         drop(study.con)
         study.con.execute("DROP TABLE IF EXISTS analysis_labelled")
@@ -245,9 +243,7 @@ def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
     if not strategies:
         return []
     n = study.config.generate.images_per_caption
-    rows = study.con.execute(
-        sql_text("generate_caption_prompts.sql"), {"strategies": list(strategies)}
-    ).fetchall()
+    rows = study.sql("generate_caption_prompts", strategies=list(strategies)).fetchall()
     return [
         PromptSpec(f"caption:{cid}", text, n, "caption", occ, caption_id=cid, strategy=strategy)
         for cid, text, strategy, occ in rows
@@ -275,10 +271,7 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     cfg = study.config.generate
     strategies = list(cfg.paraphrase_strategies)
     name = _paraphraser_name(cfg.paraphraser)
-    todo = study.con.execute(
-        sql_text("generate_paraphrase_todo.sql"),
-        {"strategies": strategies, "paraphraser": name},
-    ).fetchall()
+    todo = study.sql("generate_paraphrase_todo", strategies=strategies, paraphraser=name).fetchall()
     run.provenance["paraphraser"] = {"name": name, "strategies": strategies}
     if not todo:
         return
@@ -337,9 +330,10 @@ def paraphrase_specs(study: Study, run: StageRun) -> list[PromptSpec]:
     cfg = study.config.generate
     name = _paraphraser_name(cfg.paraphraser)
     tag = hashlib.sha256(name.encode()).hexdigest()[:8]
-    rows = study.con.execute(
-        sql_text("generate_paraphrase_prompts.sql"),
-        {"strategies": list(cfg.paraphrase_strategies), "paraphraser": name},
+    rows = study.sql(
+        "generate_paraphrase_prompts",
+        strategies=list(cfg.paraphrase_strategies),
+        paraphraser=name,
     ).fetchall()
     specs = []
     for cid, occ, strategy, text, contains in rows:

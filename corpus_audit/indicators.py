@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from corpus_audit.errors import StageOrderError
 from corpus_audit.stage_state import Progress, require_inputs
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study, dicts
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"
@@ -94,7 +94,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
             )
 
         con = study.con
-        con.execute(sql_text("indicators_todo.sql"))
+        study.sql("indicators_todo")
         todo = study.count("indicators_todo")
         labelled_now = 0
         stats = {"distinct_texts": 0, "ner_texts": 0}
@@ -151,9 +151,7 @@ def indicator_summary(study: Study) -> list[dict[str, Any]]:
             f"{study.root}: {share['unlabelled']} captions in mentions have no indicator label "
             "yet; run `corpus-audit indicators` first"
         )
-    cur = study.con.execute(sql_text("indicators_summary.sql"))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    return dicts(study.sql("indicators_summary"))
 
 
 def corpus_share(study: Study) -> dict[str, Any]:
@@ -250,7 +248,7 @@ def _update_settings(
             for table in ("indicator_triggers", "indicators", "indicator_texts"):
                 con.execute(f"DELETE FROM {table}")
         elif before:
-            con.execute(sql_text("indicators_orphans.sql"))
+            study.sql("indicators_orphans")
         con.execute("DELETE FROM indicator_settings")
         con.execute(
             "INSERT INTO indicator_settings VALUES (?, ?, ?)",
@@ -295,12 +293,10 @@ def _label_all(
 
     con = study.con
     batch = study.config.indicators.batch_size
-    batch_sql = sql_text("indicators_batch.sql")
     done = 0
     with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
         for lo in range(0, todo, batch):
-            con.complete()  # a pending execute() result (Study.count's fetchone) blocks con.sql
-            table = con.sql(batch_sql, params={"lo": lo, "hi": lo + batch}).to_arrow_table()
+            table = pa.table(study.sql("indicators_batch", lo=lo, hi=lo + batch).fetchnumpy())
             result = tagger.tag(table.column("text"))
             labels, triggers = _batch_tables(table.column("caption_id"), result)
             with study.transaction():
@@ -308,18 +304,7 @@ def _label_all(
                 con.register("_indicator_triggers_batch", triggers)
                 con.register("_indicator_texts_batch", table)
                 try:
-                    con.execute(
-                        "INSERT INTO indicators (caption_id, label, triggers) "
-                        "SELECT caption_id, label, triggers FROM _indicators_batch"
-                    )
-                    con.execute(
-                        "INSERT INTO indicator_triggers (caption_id, kind, token, gender, guess) "
-                        "SELECT caption_id, kind, token, gender, guess FROM _indicator_triggers_batch"
-                    )
-                    con.execute(
-                        "INSERT INTO indicator_texts (caption_id, text_md5) "
-                        "SELECT caption_id, md5_number(text) FROM _indicator_texts_batch"
-                    )
+                    study.sql("indicators_write_batch")
                 finally:
                     for name in ("_indicators_batch", "_indicator_triggers_batch"):
                         con.unregister(name)
@@ -368,38 +353,24 @@ def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
     """(Re)write the ``no_indicators`` rows of ``samples`` when they differ from what the rule
     (``indicators.no_indicator_sample``) gives now; one transaction. Returns (rows, whether
     they were rewritten)."""
-    con = study.con
     select = study.config.select
     if study.config.indicators.no_indicator_sample == "split":
-        name, params = "indicators_sample_split.sql", {}
+        study.sql("indicators_sample_split")
     else:
         n = select.candidates(select.sample_size)
-        name, params = "indicators_sample_fresh.sql", {"seed": _sample_seed(study), "n": n}
-    con.execute("CREATE OR REPLACE TEMP TABLE indicators_sample_new AS\n" + sql_text(name), params)
-    cols = "strategy, occupation, prompt_id, caption_id, rank, score"
-    diff = con.execute(
-        f"""
-        SELECT count(*) FROM (
-            (SELECT {cols} FROM indicators_sample_new
-             EXCEPT ALL SELECT {cols} FROM samples WHERE strategy = '{STRATEGY}')
-            UNION ALL
-            (SELECT {cols} FROM samples WHERE strategy = '{STRATEGY}'
-             EXCEPT ALL SELECT {cols} FROM indicators_sample_new)
-        )
-        """
-    ).fetchall()[0][0]
+        study.sql("indicators_sample_fresh", seed=_sample_seed(study), n=n)
+    diff = study.sql("indicators_sample_diff").fetchall()[0][0]
     rows = study.count("indicators_sample_new")
     if diff:
         with study.transaction():
-            con.execute("DELETE FROM samples WHERE strategy = ?", [STRATEGY])
-            con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM indicators_sample_new")
-    con.execute("DROP TABLE IF EXISTS indicators_sample_new")
+            study.sql("indicators_sample_write")
+    study.con.execute("DROP TABLE IF EXISTS indicators_sample_new")
     return rows, bool(diff)
 
 
 def _share(study: Study) -> dict[str, Any]:
-    ((captions, with_indicator, unlabelled, mean_occ, occupations),) = study.con.execute(
-        sql_text("indicators_share.sql")
+    ((captions, with_indicator, unlabelled, mean_occ, occupations),) = study.sql(
+        "indicators_share"
     ).fetchall()
     labelled = captions - unlabelled
     pct = round(100.0 * with_indicator / labelled, 1) if labelled else None

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +69,11 @@ from corpus_audit.index import (
     torch_exact_search,
 )
 from corpus_audit.stage_state import Progress, require_inputs
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study
 
 STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
 PAPER_LAION = {"keyword": 0.385, "nn": 0.704}  # METHODS 1.5 diagnostics
 TIE_MARGIN = 32  # extra candidates fetched so ties at the k-th score break by caption_id
-_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def neighbors(study: Study, *, progress: bool = True) -> StageRun:
@@ -120,31 +118,13 @@ def progress(study: Study) -> Progress | None:
     if not rows:
         return None
     model = rows[0][0]
-    _sql(study.con, "neighbors_50_inputs.sql", model=model, config=_config_signature(study, model))
+    study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
     ((done, total),) = study.con.execute(
         "SELECT count(p.occupation), count(*) FROM _nb_inputs i "
         "LEFT JOIN neighbors_progress p ON p.occupation = i.occupation "
         "AND p.signature = i.signature"
     ).fetchall()
     return Progress(int(done), int(total), "occupations")
-
-
-def _sql(con: Any, name: str, **params: Any) -> Any:
-    """Run ``sql/<name>`` statement by statement; each gets the ``$params`` it names.
-
-    Returns the result of the last statement (fetched by the caller).
-    """
-    text = sql_text(name)
-    statements = [s for s in re.split(r";\s*\n", text) if _strip_comments(s).strip()]
-    result = None
-    for stmt in statements:
-        used = {p: params[p] for p in _PARAM.findall(_strip_comments(stmt)) if p in params}
-        result = con.execute(stmt, used) if used else con.execute(stmt)
-    return result
-
-
-def _strip_comments(sql: str) -> str:
-    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
 
 
 class _EmbedState:
@@ -180,7 +160,7 @@ class _EmbedState:
 def _find_cached(study: Study, cache: EmbeddingCache) -> None:
     files = [str(p) for p in cache.key_files()]
     if files:
-        _sql(study.con, "neighbors_20_found.sql", files=files)
+        study.sql("neighbors_20_found", files=files)
     else:
         study.con.execute(
             'CREATE OR REPLACE TEMP TABLE _nb_found (key VARCHAR, path VARCHAR, "row" INTEGER)'
@@ -193,9 +173,9 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
 
     con = study.con
     cfg = study.config.neighbors
-    _sql(con, "neighbors_10_texts.sql")
+    study.sql("neighbors_10_texts")
     _find_cached(study, state.cache)
-    _sql(con, "neighbors_30_missing.sql")
+    study.sql("neighbors_30_missing")
     n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
     embedded = 0
     if n_missing:
@@ -203,7 +183,7 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
         embedder = state.embedder()
         if state.fingerprint != before:  # fell back to another precision: look up again
             _find_cached(study, state.cache)
-            _sql(con, "neighbors_30_missing.sql")
+            study.sql("neighbors_30_missing")
             n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
         state.cache.ensure(embedder.provenance())
         bar = tqdm(
@@ -237,10 +217,10 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
             f"{state.cache.dir}: {n_unfound} embedded texts are missing from the cache"
         )
     with study.transaction():
-        _sql(con, "neighbors_40_caption_map.sql", model=state.fingerprint)
-        _sql(con, "neighbors_41_prompt_map.sql", model=state.fingerprint)
+        study.sql("neighbors_40_caption_map", model=state.fingerprint)
+        study.sql("neighbors_41_prompt_map", model=state.fingerprint)
         parts = _parts_in_use(study, state)
-        _sql(con, "neighbors_42_files.sql", model=state.fingerprint, parts=parts)
+        study.sql("neighbors_42_files", model=state.fingerprint, parts=parts)
     run.provenance["embedded"] = embedded
     run.provenance["texts"] = int(con.execute("SELECT count(*) FROM _nb_texts").fetchone()[0])
     run.provenance["cache_dir"] = str(state.cache.dir)
@@ -308,13 +288,13 @@ def _process_occupations(
         ef_search=cfg.ef_search,
         seed=study.config.study.seed,
     )
-    _sql(con, "neighbors_50_inputs.sql", model=model, config=_config_signature(study, model))
+    study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
     inputs = con.execute("SELECT * FROM _nb_inputs ORDER BY occupation").fetchall()
     cols = [d[0] for d in con.description]
     inputs = [dict(zip(cols, r, strict=True)) for r in inputs]
     done = dict(con.execute("SELECT occupation, signature FROM neighbors_progress").fetchall())
     with study.transaction():
-        _sql(con, "neighbors_80_stale.sql")
+        study.sql("neighbors_80_stale")
     todo = [o for o in inputs if done.get(o["occupation"]) != o["signature"]]
     index_dir = (
         study.config.resolve(cfg.index_dir) if cfg.index_dir else study.root / "indexes"
@@ -436,14 +416,13 @@ def _one_occupation(
     *,
     use_torch_gpu: bool,
 ) -> dict[str, Any]:
-    con = study.con
     cfg = study.config.neighbors
     k = cfg.k
     k_ranked = study.config.select.candidates(k)  # candidates kept per prompt
     name = occ["occupation"]
-    caps = _sql(con, "neighbors_60_captions.sql", occupation=name, model=model).fetchnumpy()
-    prompts = _sql(con, "neighbors_61_prompts.sql", occupation=name, model=model).fetchall()
-    samples = _sql(con, "neighbors_62_samples.sql", occupation=name).fetchall()
+    caps = study.sql("neighbors_60_captions", occupation=name, model=model).fetchnumpy()
+    prompts = study.sql("neighbors_61_prompts", occupation=name, model=model).fetchall()
+    samples = study.sql("neighbors_62_samples", occupation=name).fetchall()
 
     ids = np.asarray(caps["caption_id"], dtype=np.int64)
     labels = np.asarray(caps["label"], dtype=object)
@@ -563,9 +542,8 @@ def _write(
     con.register("_nb_new_diag", new_diag)
     try:
         with study.transaction():
-            _sql(
-                con,
-                "neighbors_70_write.sql",
+            study.sql(
+                "neighbors_70_write",
                 occupation=occ["occupation"],
                 model=model,
                 signature=occ["signature"],
@@ -586,7 +564,7 @@ def _write(
 def _report(study: Study, run: StageRun, inputs: list[dict[str, Any]], model: str) -> None:
     """Summary table (per-strategy averages) and messages about short or empty occupations."""
     k = study.config.neighbors.k
-    cur = _sql(study.con, "neighbors_90_summary.sql")
+    cur = study.sql("neighbors_90_summary")
     cols = [d[0] for d in cur.description]
     run.summary = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     for row in run.summary:

@@ -270,7 +270,7 @@ def _parallel(
 
 
 def scan_corpus(
-    con: Any,
+    study: Study,
     files: list[CorpusFile],
     matcher: Matcher,
     *,
@@ -305,7 +305,6 @@ def scan_corpus(
         if info.rows == 0:
             continue
         works += [_Work(f, unit, columns) for unit in info.units]
-    insert = sql_text("select_10_candidates.sql")
     pending: list[pa.Table] = []
     pending_rows = 0
 
@@ -313,11 +312,11 @@ def scan_corpus(
         nonlocal pending, pending_rows
         if not pending_rows:
             return
-        con.register("_select_batch", pa.concat_tables(pending))
+        study.con.register("_select_batch", pa.concat_tables(pending))
         try:
-            con.execute(insert, {"prefiltered": prefilter, "pattern": matcher.pattern})
+            study.sql("select_10_candidates", prefiltered=prefilter, pattern=matcher.pattern)
         finally:
-            con.unregister("_select_batch")
+            study.con.unregister("_select_batch")
         pending, pending_rows = [], 0
 
     t0 = time.perf_counter()
@@ -401,7 +400,7 @@ def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
 
 def summary_rows(study: Study, occupations: tuple[str, ...]) -> list[dict[str, Any]]:
     """Per occupation (lexicon order): captions mentioning it and its keyword sample size."""
-    cur = study.con.execute(sql_text("select_50_summary.sql"), {"occupations": list(occupations)})
+    cur = study.sql("select_50_summary", occupations=list(occupations))
     return [{"occupation": o, "captions": int(c), "sample": int(s)} for o, c, s in cur.fetchall()]
 
 
@@ -439,8 +438,8 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
     con = study.con
     headroom = _arrow_headroom(study, cfg.engine.threads, cfg.select.batch_rows)
     with headroom, study.transaction(), study.stage(STAGE) as run:
-        con.execute(sql_text("select_00_clear.sql"))
-        con.execute(sql_text("select_05_work_tables.sql"))
+        study.sql("select_00_clear")
+        study.sql("select_05_work_tables")
         forms = pa.table(
             {"form": [f for f, _ in matcher.forms], "occupation": [o for _, o in matcher.forms]}
         )
@@ -448,7 +447,7 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
         con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
         con.unregister("_select_forms_in")
         stats = scan_corpus(
-            con,
+            study,
             files,
             matcher,
             text_column=cfg.corpus.text_column,
@@ -473,17 +472,17 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
             step = now
 
         _write_corpus_files(study, files, stats)
-        con.execute(sql_text("select_20_found.sql"), {"pattern": matcher.pattern})
-        con.execute(sql_text("select_21_spaces.sql"))
-        con.execute(sql_text("select_22_edges.sql"))
+        study.sql("select_20_found", pattern=matcher.pattern)
+        study.sql("select_21_spaces")
+        study.sql("select_22_edges")
         unmapped = study.count("_select_found", "occupation IS NULL")
         lap("extract")
-        con.execute(sql_text("select_25_mentions.sql"))
+        study.sql("select_25_mentions")
         lap("mentions")
-        con.execute(sql_text("select_30_captions.sql"))
+        study.sql("select_30_captions")
         lap("captions")
         candidates_n = cfg.select.candidates(cfg.select.sample_size)
-        con.execute(sql_text("select_40_samples.sql"), {"seed": cfg.study.seed, "n": candidates_n})
+        study.sql("select_40_samples", seed=cfg.study.seed, n=candidates_n)
         lap("samples")
         prompts = render_prompts(prompt_set, occupations)
         con.register("_select_prompts", pa.Table.from_pylist(prompts))

@@ -26,10 +26,9 @@ import os
 from collections import defaultdict
 from typing import Any
 
-import duckdb
 import numpy as np
 
-from corpus_audit.store import Study, sql_text
+from corpus_audit.store import Study, dicts
 
 CHUNK = 512  # images decoded and embedded per cache part
 
@@ -50,15 +49,13 @@ def _file_key(path: str) -> str | None:
 
 
 def image_similarity_rows(
-    study: Study, con: duckdb.DuckDBPyConnection, *, progress: bool = True
+    study: Study, *, progress: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows of ``image_similarity`` and provenance (needs ``analysis_labelled`` and the cut)."""
     from corpus_audit.classifiers import ClipClassifier
     from corpus_audit.report.thumbs import resolve
 
-    cur = con.execute(sql_text("analysis_image_sets.sql"))
-    cols = [d[0] for d in cur.description]
-    images = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    images = dicts(study.sql("analysis_image_sets"))
     if not images:
         return [], {"images": 0}
     label = study.config.label

@@ -134,19 +134,19 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         "no_indicator_sample": study.config.indicators.no_indicator_sample,
     }
     with study.transaction() as con:
-        n_labelled = prepare_labels(con, classifier, cfg.threshold)
-        cut(con, rule)
-        status = status_rows(con, rule)
+        n_labelled = prepare_labels(study, classifier, cfg.threshold)
+        cut(study, rule)
+        status = status_rows(study, rule)
         short = {(r["strategy"], r["occupation"], r["prompt_id"]): r["shortfall"] for r in status}
-        train = training_sets(con, short)
-        gen = generated_sets(con)
-        caps = caption_prompt_sets(con)
-        match = indicator_match_rows(con, cfg.confidence)
-        occ_rows = occupation_indicator_rows(con)
+        train = training_sets(study, short)
+        gen = generated_sets(study)
+        caps = caption_prompt_sets(study)
+        match = indicator_match_rows(study, cfg.confidence)
+        occ_rows = occupation_indicator_rows(study)
         sim_rows: list[dict] = []
         if image_similarity_enabled(study):
             sim_rows, run.provenance["image_similarity"] = image_similarity_rows(
-                study, con, progress=progress
+                study, progress=progress
             )
 
         no_template = [g for g in gen if g.template_id is None]
