@@ -472,15 +472,7 @@ def _generate_model(
         finally:
             generator.close()
     run.rows_out += made
-    stats = study.con.execute(
-        """
-        SELECT count(*), count(*) FILTER (WHERE i.nsfw),
-               count(DISTINCT g.prompt_key) FILTER (WHERE g.truncated)
-        FROM images i LEFT JOIN generated_images g USING (image_id)
-        WHERE i.source = 'generated' AND i.model_id = ?
-        """,
-        [model],
-    ).fetchone()
+    stats = study.sql("generate_model_stats", model=model).fetchone()
     total, nsfw, truncated = (int(x or 0) for x in stats)
     run.provenance["truncated_prompts"][model] = truncated
     run.provenance["nsfw_images"][model] = nsfw
@@ -604,26 +596,13 @@ def regenerate_image(
     alone: the same picture within rounding (pixel values within 1-2 levels).
     Pass ``generator`` to reuse a loaded model (it must have the recorded settings).
     """
-    row = study.con.execute(
-        """
-        SELECT i.model_id, i.prompt_text, i.seed, s.details, g.batch_id, g.batch_pos
-        FROM images i
-        JOIN generated_images g USING (image_id)
-        JOIN generation_settings s USING (settings_id)
-        WHERE i.image_id = ?
-        """,
-        [image_id],
-    ).fetchone()
+    row = study.sql("generate_regenerate_image", image_id=image_id).fetchone()
     if row is None:
         raise StageOrderError(f"{study.root}: no generated image '{image_id}' in this study")
     model, text, seed, details, batch_id, batch_pos = row
     prompts, seeds, pick = [text], [int(seed)], 0
     if exact and batch_id is not None:
-        batch = study.con.execute(
-            "SELECT i.prompt_text, i.seed FROM generated_images g JOIN images i USING (image_id) "
-            "WHERE g.batch_id = ? ORDER BY g.batch_pos",
-            [batch_id],
-        ).fetchall()
+        batch = study.sql("generate_regenerate_batch", batch_id=batch_id).fetchall()
         prompts, seeds, pick = [b[0] for b in batch], [int(b[1]) for b in batch], int(batch_pos)
     recorded = json.loads(details)["settings"]
     recorded["device"] = study.config.engine.device

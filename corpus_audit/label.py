@@ -370,25 +370,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
 
 def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     """Per image source: images, kept by the face filter, and labels of ``cid`` by value."""
-    rows = study.con.execute(
-        """
-        SELECT i.source,
-               count(*) AS images,
-               count(*) FILTER (WHERE f.kept) AS faces_kept,
-               count(*) FILTER (WHERE l.label = 'female') AS female,
-               count(*) FILTER (WHERE l.label = 'male') AS male,
-               count(*) FILTER (WHERE l.label = 'ambiguous') AS ambiguous,
-               count(*) FILTER (WHERE f.reason = 'no_face') AS no_face,
-               count(*) FILTER (WHERE f.reason = 'many_faces') AS many_faces,
-               count(*) FILTER (WHERE f.reason = 'small_face') AS small_face,
-               count(*) FILTER (WHERE f.reason = 'unreadable') AS unreadable
-        FROM images i
-        LEFT JOIN face_filter f USING (image_id)
-        LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
-        GROUP BY i.source ORDER BY i.source
-        """,
-        [cid],
-    )
+    rows = study.sql("label_summary", classifier=cid)
     cols = [d[0] for d in rows.description]
     return [dict(zip(cols, r, strict=True)) for r in rows.fetchall()]
 

@@ -119,11 +119,7 @@ def progress(study: Study) -> Progress | None:
         return None
     model = rows[0][0]
     study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
-    ((done, total),) = study.con.execute(
-        "SELECT count(p.occupation), count(*) FROM _nb_inputs i "
-        "LEFT JOIN neighbors_progress p ON p.occupation = i.occupation "
-        "AND p.signature = i.signature"
-    ).fetchall()
+    ((done, total),) = study.sql("neighbors_55_progress").fetchall()
     return Progress(int(done), int(total), "occupations")
 
 
@@ -229,14 +225,7 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
 
 
 def _parts_in_use(study: Study, state: _EmbedState) -> list[dict[str, Any]]:
-    paths = [
-        r[0]
-        for r in study.con.execute(
-            "SELECT DISTINCT path FROM caption_embeddings WHERE model_id = $m "
-            "UNION SELECT DISTINCT path FROM prompt_embeddings WHERE model_id = $m ORDER BY 1",
-            {"m": state.fingerprint},
-        ).fetchall()
-    ]
+    paths = [r[0] for r in study.sql("neighbors_43_parts", model=state.fingerprint).fetchall()]
     parts = []
     for p in paths:
         arr = np.load(p, mmap_mode="r")

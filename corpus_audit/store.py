@@ -421,10 +421,7 @@ class Study:
 
     def last_run(self, name: str) -> dict[str, Any] | None:
         """The latest finished run of stage ``name`` as a dict, or None."""
-        cur = self.con.execute(
-            "SELECT * FROM stage_runs WHERE stage = ? ORDER BY finished_at DESC, started_at DESC LIMIT 1",
-            [name],
-        )
+        cur = self.sql("store_last_run", stage=name)
         rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
         if not rows:
             return None

@@ -99,14 +99,7 @@ def draw_sample(study: Study, cid: str, n: int) -> list[tuple[str, str, str]]:
     def rank(image_id: str) -> str:
         return hashlib.sha256(f"{seed}:{image_id}".encode()).hexdigest()
 
-    rows = study.con.execute(
-        """
-        SELECT l.image_id, i.path, i.source || '/' || l.label AS stratum
-        FROM labels l JOIN images i USING (image_id)
-        WHERE l.classifier = ?
-        """,
-        [cid],
-    ).fetchall()
+    rows = study.sql("validate_strata", classifier=cid).fetchall()
     by_stratum: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     for image_id, path, stratum in sorted(rows, key=lambda r: (r[2], rank(r[0]))):
         by_stratum[stratum].append((image_id, path, stratum))

@@ -42,7 +42,7 @@ from corpus_audit.analysis.percent import (
 from corpus_audit.analysis.stats import stable_seed
 from corpus_audit.errors import StageOrderError
 from corpus_audit.stage_state import require_inputs, require_sample_captions
-from corpus_audit.store import StageRun, Study
+from corpus_audit.store import StageRun, Study, dicts
 from corpus_audit.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
 ANALYSIS_TABLES = (
@@ -161,10 +161,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
         for table in ANALYSIS_TABLES:
             con.execute(f"DELETE FROM {table}")
-        con.execute(
-            "INSERT INTO training_subsets SELECT strategy, occupation, prompt_id, caption_id, "
-            "rank, image_id, state FROM subset_members WHERE member"
-        )
+        study.sql("analysis_write_subsets")
         drop(con)
         con.execute("DROP TABLE IF EXISTS analysis_labelled")
         _insert(con, "percent_female", percent_rows)
@@ -362,12 +359,7 @@ def summary_rows(study: Study) -> list[dict]:
                     line[col] = _cell_text(cell)
                 out.append(line)
         return out
-    cur = study.con.execute(
-        "SELECT occupation, n_captions AS captions, pct_any, pct_male, pct_female, pct_both "
-        "FROM occupation_indicators WHERE n_captions > 0 ORDER BY n_captions DESC, occupation"
-    )
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    return dicts(study.sql("analysis_indicator_summary"))
 
 
 def _cell_text(cell: dict | None) -> str | None:
@@ -384,10 +376,7 @@ def untrained_classifiers(study: Study) -> list[str]:
     untrained (random) weights."""
     from corpus_audit.classifiers import is_untrained
 
-    ids = study.con.execute(
-        "SELECT DISTINCT classifier FROM labels UNION SELECT DISTINCT clip_model FROM "
-        "image_similarity ORDER BY 1"
-    ).fetchall()
+    ids = study.sql("analysis_model_ids").fetchall()
     return [i for (i,) in ids if is_untrained(i)]
 
 
