@@ -266,7 +266,7 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     from tqdm import tqdm
 
     from corpus_audit.lexicon import load_occupations
-    from corpus_audit.paraphrase import keeps_occupation, load_paraphraser
+    from corpus_audit.paraphrase import load_paraphraser
 
     cfg = study.config.generate
     strategies = list(cfg.paraphrase_strategies)
@@ -294,20 +294,8 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
                    disable=not progress)  # fmt: skip
         with bar:
             for batch in _chunks(todo, cfg.paraphrase_batch_size):
-                words = []
-                for _cid, occ, _text in batch:
-                    o = occupations.get(occ)
-                    words.append(o.display if o else occ)
-                texts = paraphraser.paraphrase(
-                    [(t, w) for (_c, _o, t), w in zip(batch, words, strict=True)]
-                )
-                rows = []
-                for (cid, occ, _t), text in zip(batch, texts, strict=True):
-                    o = occupations.get(occ)
-                    forms = o.forms if o else (occ,)
-                    keep = bool(text) and keeps_occupation(text, forms)
-                    lost += not keep
-                    rows.append((cid, name, text, keep, occ))
+                rows = _paraphrase_batch(paraphraser, batch, occupations, name)
+                lost += sum(not keep for _c, _n, _t, keep, _o in rows)
                 with study.transaction() as con:
                     con.executemany(
                         "INSERT INTO paraphrases (caption_id, paraphraser, text, contains_occupation, "
@@ -323,6 +311,27 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     run.messages.append(
         f"paraphrased {done} caption(s) with {name}; {lost} lost the occupation word"
     )
+
+
+def _paraphrase_batch(
+    paraphraser: Any, batch: Sequence[tuple[int, str, str]], occupations: dict[str, Any], name: str
+) -> list[tuple[int, str, str, bool, str]]:
+    """Paraphrase one batch of (caption_id, occupation, text); the ``paraphrases`` rows
+    (caption_id, paraphraser, text, contains_occupation, occupation)."""
+    from corpus_audit.paraphrase import keeps_occupation
+
+    words = []
+    for _cid, occ, _text in batch:
+        o = occupations.get(occ)
+        words.append(o.display if o else occ)
+    texts = paraphraser.paraphrase([(t, w) for (_c, _o, t), w in zip(batch, words, strict=True)])
+    rows = []
+    for (cid, occ, _t), text in zip(batch, texts, strict=True):
+        o = occupations.get(occ)
+        forms = o.forms if o else (occ,)
+        keep = bool(text) and keeps_occupation(text, forms)
+        rows.append((cid, name, text, keep, occ))
+    return rows
 
 
 def paraphrase_specs(study: Study, run: StageRun) -> list[PromptSpec]:
@@ -400,9 +409,8 @@ def _generate_model(
     *,
     progress: bool,
 ) -> None:
-    from tqdm import tqdm
-
-    cfg = study.config.generate
+    """Generate the planned images of ``model`` that the study lacks, then record the model's
+    counts (summary row, provenance, truncation messages)."""
     slug = model_slug(model)
     jobs = plan_jobs(study.config.study.seed, model, specs)
     present = {
@@ -420,58 +428,94 @@ def _generate_model(
             "seed, prompt or paraphraser); they stay in the images table"
         )
     run.rows_in += len(jobs)
-    made = 0
-    truncated_now = 0
+    made, truncated_now, limit = 0, 0, None
     if missing:
-        generator = open_generator(study, model, settings, progress=progress)
-        try:
-            details = generator.describe()
-            run.provenance["models"][model] = details
-            settings_id = _record_settings(study, model, details)
-            tokens = _token_counts(generator, {j.spec.text for j in missing})
-            limit = generator.max_prompt_tokens
-            truncated_now = sum(1 for n in tokens.values() if limit and n > limit)
-            bar = tqdm(total=len(missing), desc=f"generate {slug}", unit="img", file=sys.stderr,
-                       disable=not progress)  # fmt: skip
-            pending: list[Any] = []  # the batch whose files are being written
-
-            def flush() -> None:
-                """Wait for the pending batch's files, then insert its rows (files first)."""
-                nonlocal made
-                if not pending:
-                    return
-                batch, images, futures = pending.pop()
-                for future in futures:
-                    future.result()
-                _insert_rows(study, model, settings_id, batch, images, tokens, limit)
-                made += len(batch)
-                bar.update(len(batch))
-
-            # PNG encoding runs in threads while the next batch is generated on the device.
-            with bar, ThreadPoolExecutor(max_workers=_WRITERS) as pool:
-                try:
-                    for batch in _chunks(missing, cfg.batch_size):
-                        images = generator.generate(
-                            [j.spec.text for j in batch], [j.seed for j in batch]
-                        )
-                        if len(images) != len(batch):
-                            raise RuntimeError(
-                                f"{model}: generator returned {len(images)} images for {len(batch)}"
-                            )
-                        futures = [
-                            pool.submit(_write_file, study, model, job, image, details)
-                            for job, image in zip(batch, images, strict=True)
-                        ]
-                        flush()
-                        pending.append((batch, images, futures))
-                    flush()
-                except BaseException:
-                    with contextlib.suppress(Exception):  # keep the finished batch, then re-raise
-                        flush()
-                    raise
-        finally:
-            generator.close()
+        made, truncated_now, limit = _generate_missing(
+            study, run, model, missing, settings, progress=progress
+        )
     run.rows_out += made
+    _record_model(study, run, model, len(specs), made, truncated_now, limit)
+
+
+def _generate_missing(
+    study: Study,
+    run: StageRun,
+    model: str,
+    missing: Sequence[Any],
+    settings: GenerationSettings,
+    *,
+    progress: bool,
+) -> tuple[int, int, int | None]:
+    """Generate the ``missing`` jobs batch by batch; returns (images made, prompts of them the
+    text encoder truncates, its token limit). Each batch's rows go in after its files."""
+    from tqdm import tqdm
+
+    made = 0
+    generator = open_generator(study, model, settings, progress=progress)
+    try:
+        details = generator.describe()
+        run.provenance["models"][model] = details
+        settings_id = _record_settings(study, model, details)
+        tokens = _token_counts(generator, {j.spec.text for j in missing})
+        limit = generator.max_prompt_tokens
+        truncated_now = sum(1 for n in tokens.values() if limit and n > limit)
+        bar = tqdm(total=len(missing), desc=f"generate {model_slug(model)}", unit="img", file=sys.stderr,
+                   disable=not progress)  # fmt: skip
+        pending: list[Any] = []  # the batch whose files are being written
+
+        def flush() -> None:
+            """Wait for the pending batch's files, then insert its rows (files first)."""
+            nonlocal made
+            if not pending:
+                return
+            batch, images, futures = pending.pop()
+            for future in futures:
+                future.result()
+            _insert_rows(study, model, settings_id, batch, images, tokens, limit)
+            made += len(batch)
+            bar.update(len(batch))
+
+        # PNG encoding runs in threads while the next batch is generated on the device.
+        with bar, ThreadPoolExecutor(max_workers=_WRITERS) as pool:
+            try:
+                for batch in _chunks(missing, study.config.generate.batch_size):
+                    images = generator.generate(
+                        [j.spec.text for j in batch], [j.seed for j in batch]
+                    )
+                    _check_count(model, images, batch)
+                    futures = [
+                        pool.submit(_write_file, study, model, job, image, details)
+                        for job, image in zip(batch, images, strict=True)
+                    ]
+                    flush()
+                    pending.append((batch, images, futures))
+                flush()
+            except BaseException:
+                with contextlib.suppress(Exception):  # keep the finished batch, then re-raise
+                    flush()
+                raise
+    finally:
+        generator.close()
+    return made, truncated_now, limit
+
+
+def _check_count(model: str, images: Sequence[Any], batch: Sequence[Any]) -> None:
+    """A generator must return one image per prompt of the batch."""
+    if len(images) != len(batch):
+        raise RuntimeError(f"{model}: generator returned {len(images)} images for {len(batch)}")
+
+
+def _record_model(
+    study: Study,
+    run: StageRun,
+    model: str,
+    n_specs: int,
+    made: int,
+    truncated_now: int,
+    limit: int | None,
+) -> None:
+    """The model's summary row, provenance counts and truncation notes (all its images)."""
+    slug = model_slug(model)
     stats = study.sql("generate_model_stats", model=model).fetchone()
     total, nsfw, truncated = (int(x or 0) for x in stats)
     run.provenance["truncated_prompts"][model] = truncated
@@ -486,10 +530,10 @@ def _generate_model(
             f"{slug}: {truncated_now} prompt(s) longer than the text encoder's context "
             f"({limit} tokens) were truncated",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     run.summary.append(
-        {"model": slug, "prompts": len(specs), "images": total, "new": made, "nsfw": nsfw,
+        {"model": slug, "prompts": n_specs, "images": total, "new": made, "nsfw": nsfw,
          "truncated_prompts": truncated}
     )  # fmt: skip
     run.outputs[f"images {slug}"] = str(study.root / "images" / "generated" / slug)

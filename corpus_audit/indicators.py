@@ -55,7 +55,6 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
     from corpus_audit.gender_text import WordMatcher
     from corpus_audit.lexicon import load_gender_terms
 
-    cfg = study.config.indicators
     # cleanup stops the NER worker processes, however the stage ends
     with (
         contextlib.ExitStack() as cleanup,
@@ -67,32 +66,9 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         words = WordMatcher(terms, source=terms_spec)  # validates the terms
         settings = _settings(study, terms)
         fingerprint = _fingerprint(settings)
-        stored_fp, stored_select = _stored_settings(study)
-        select_fp = _select_fingerprint(study)
-        stale = stored_fp not in (None, fingerprint) or (
-            stored_fp is None and study.count("indicators") > 0
+        tagger, relabel, orphans = _check_stored_labels(
+            study, run, cleanup, terms, words, settings, fingerprint
         )
-        recheck = stored_select != select_fp  # select rewrote captions since the last check
-        tagger = None
-        if stale or recheck or _share(study)["unlabelled"]:
-            # everything that can fail (lexicon, model) fails here, before anything is changed
-            tagger, model_info = _build_tagger(study, terms, words)
-            cleanup.callback(tagger.close)
-            run.provenance.update(model_info)
-        relabel, orphans = False, 0
-        if stale or recheck or stored_fp != fingerprint:
-            relabel, orphans = _update_settings(study, fingerprint, settings, select_fp, stale)
-        if relabel:
-            run.messages.append(
-                "labelling settings changed since the stored labels were made (lexicon, spaCy "
-                "model, NER components or gender-guesser): relabelling all captions"
-            )
-        if orphans:
-            run.messages.append(
-                f"removed the labels of {orphans} captions that left mentions or whose text "
-                "changed (select was rerun); they are labelled again"
-            )
-
         con = study.con
         study.sql("indicators_todo")
         todo = study.count("indicators_todo")
@@ -116,26 +92,84 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         run.summary = indicator_summary(study)
         run.messages.append(_share_message(share))
         run.provenance.update(
+            _provenance(study, settings, fingerprint, share, relabel, sample_rows)
+        )
+        run.provenance.update(
             {
-                "settings_fingerprint": fingerprint,
-                "gender_terms": terms_spec,
-                "use_names": cfg.use_names,
-                "spacy_model": cfg.spacy_model if cfg.use_names else None,
-                "spacy_model_version": settings.get("spacy_model_version"),
-                "gender_guesser_version": settings.get("gender_guesser_version"),
                 "captions_labelled_this_run": labelled_now,
                 "distinct_texts_this_run": stats["distinct_texts"],
                 "ner_texts_this_run": stats["ner_texts"],
-                "relabelled_all": relabel,
-                "sample_seed": _sample_seed(study),
-                "sample_size": study.config.select.sample_size,
-                "no_indicator_sample": cfg.no_indicator_sample,
-                "no_indicators_rows": sample_rows,
-                "share_with_indicator_pct": share["pct"],
-                "mean_occupation_share_pct": share["mean_occupation_pct"],
             }
         )
     return run
+
+
+def _check_stored_labels(
+    study: Study,
+    run: StageRun,
+    cleanup: contextlib.ExitStack,
+    terms: Any,
+    words: Any,
+    settings: dict[str, Any],
+    fingerprint: str,
+) -> tuple[Any, bool, int]:
+    """Compare the stored labels with the current settings and ``select`` run; remove those
+    that are stale (all of them when the settings changed). Builds the tagger when labelling
+    is due, so that a bad lexicon or model fails before anything changes. Returns (tagger or
+    None, whether all labels were removed, how many were removed as orphans)."""
+    stored_fp, stored_select = _stored_settings(study)
+    select_fp = _select_fingerprint(study)
+    stale = stored_fp not in (None, fingerprint) or (
+        stored_fp is None and study.count("indicators") > 0
+    )
+    recheck = stored_select != select_fp  # select rewrote captions since the last check
+    tagger = None
+    if stale or recheck or _share(study)["unlabelled"]:
+        # everything that can fail (lexicon, model) fails here, before anything is changed
+        tagger, model_info = _build_tagger(study, terms, words)
+        cleanup.callback(tagger.close)
+        run.provenance.update(model_info)
+    relabel, orphans = False, 0
+    if stale or recheck or stored_fp != fingerprint:
+        relabel, orphans = _update_settings(study, fingerprint, settings, select_fp, stale)
+    if relabel:
+        run.messages.append(
+            "labelling settings changed since the stored labels were made (lexicon, spaCy "
+            "model, NER components or gender-guesser): relabelling all captions"
+        )
+    if orphans:
+        run.messages.append(
+            f"removed the labels of {orphans} captions that left mentions or whose text "
+            "changed (select was rerun); they are labelled again"
+        )
+    return tagger, relabel, orphans
+
+
+def _provenance(
+    study: Study,
+    settings: dict[str, Any],
+    fingerprint: str,
+    share: dict[str, Any],
+    relabel: bool,
+    sample_rows: int,
+) -> dict[str, Any]:
+    """The settings and outcome the stage records (besides this run's counts)."""
+    cfg = study.config.indicators
+    return {
+        "settings_fingerprint": fingerprint,
+        "gender_terms": study.config.lexicon.gender_terms,
+        "use_names": cfg.use_names,
+        "spacy_model": cfg.spacy_model if cfg.use_names else None,
+        "spacy_model_version": settings.get("spacy_model_version"),
+        "gender_guesser_version": settings.get("gender_guesser_version"),
+        "relabelled_all": relabel,
+        "sample_seed": _sample_seed(study),
+        "sample_size": study.config.select.sample_size,
+        "no_indicator_sample": cfg.no_indicator_sample,
+        "no_indicators_rows": sample_rows,
+        "share_with_indicator_pct": share["pct"],
+        "mean_occupation_share_pct": share["mean_occupation_pct"],
+    }
 
 
 def indicator_summary(study: Study) -> list[dict[str, Any]]:
