@@ -69,7 +69,7 @@ from corpus_audit.index import (
     torch_exact_search,
 )
 from corpus_audit.stage_state import Progress, require_inputs
-from corpus_audit.store import StageRun, Study
+from corpus_audit.store import StageRun, Study, dicts
 
 STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
 PAPER_LAION = {"keyword": 0.385, "nn": 0.704}  # METHODS 1.5 diagnostics
@@ -278,9 +278,7 @@ def _process_occupations(
         seed=study.config.study.seed,
     )
     study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
-    inputs = con.execute("SELECT * FROM _nb_inputs ORDER BY occupation").fetchall()
-    cols = [d[0] for d in con.description]
-    inputs = [dict(zip(cols, r, strict=True)) for r in inputs]
+    inputs = dicts(con.execute("SELECT * FROM _nb_inputs ORDER BY occupation"))
     done = dict(con.execute("SELECT occupation, signature FROM neighbors_progress").fetchall())
     with study.transaction():
         study.sql("neighbors_80_stale")
@@ -310,16 +308,35 @@ def _process_occupations(
     bar.close()
 
     _report(study, run, inputs, model)
+    _record(study, run, state, kinds, len(inputs), len(todo), use_torch_gpu)
+    if recalls:
+        run.provenance["recall_at_k_mean"] = float(np.mean(recalls))
+    run.outputs["indexes"] = str(index_dir)
+    run.rows_out = study.count("samples", "strategy IN ('nn', 'nn_no_indicators')")
+    run.skipped = not todo and embedded == 0
+
+
+def _record(
+    study: Study,
+    run: StageRun,
+    state: _EmbedState,
+    kinds: dict[str, int],
+    n_inputs: int,
+    n_todo: int,
+    use_torch_gpu: bool,
+) -> None:
+    """The embedder, index and search settings of this run, in its provenance."""
+    cfg = study.config.neighbors
     run.provenance.update(
         {
-            "model_id": model,
+            "model_id": state.fingerprint,
             "model": cfg.model,
             "k": cfg.k,
             "index": cfg.index,
             "index_kinds_built": kinds,
-            "occupations": len(inputs),
-            "occupations_computed": len(todo),
-            "occupations_skipped": len(inputs) - len(todo),
+            "occupations": n_inputs,
+            "occupations_computed": n_todo,
+            "occupations_skipped": n_inputs - n_todo,
             "device": state.device,
             "search": "torch-gpu"
             if use_torch_gpu
@@ -328,11 +345,6 @@ def _process_occupations(
     )
     if state._embedder is not None:
         run.provenance["embedder"] = state._embedder.provenance()
-    if recalls:
-        run.provenance["recall_at_k_mean"] = float(np.mean(recalls))
-    run.outputs["indexes"] = str(index_dir)
-    run.rows_out = study.count("samples", "strategy IN ('nn', 'nn_no_indicators')")
-    run.skipped = not todo and embedded == 0
 
 
 def _gather(cache: EmbeddingCache, paths: Any, rows: Any) -> np.ndarray:
@@ -405,8 +417,7 @@ def _one_occupation(
     *,
     use_torch_gpu: bool,
 ) -> dict[str, Any]:
-    cfg = study.config.neighbors
-    k = cfg.k
+    k = study.config.neighbors.k
     k_ranked = study.config.select.candidates(k)  # candidates kept per prompt
     name = occ["occupation"]
     caps = study.sql("neighbors_60_captions", occupation=name, model=model).fetchnumpy()
@@ -422,9 +433,7 @@ def _one_occupation(
 
     sample_rows: list[tuple[str, str, int, int, float]] = []
     diag: list[dict[str, Any]] = []
-    index_kind_built = None
-    index_path = None
-    recall = None
+    index_kind_built, index_path, recall = None, None, None
     subsets = {"nn": (x, ids), "nn_no_indicators": (x[none_mask], ids[none_mask])}
     for strategy, (xs, sids) in subsets.items():
         if len(sids) == 0 or not prompt_ids:
@@ -452,20 +461,25 @@ def _one_occupation(
                 sample_rows.append((strategy, pid, int(cid), r, float(sc)))
             top = scores[j][ok][:k]  # the diagnostic describes the first k of the ranked list
             n = len(top)
-            diag.append(
-                _diag_row(
-                    strategy,
-                    pid,
-                    n,
-                    float(np.mean(top, dtype=np.float64)) if n else None,
-                    n < k,
-                    per_query_recall[j],
-                )
-            )
+            mean = float(np.mean(top, dtype=np.float64)) if n else None
+            diag.append(_diag_row(strategy, pid, n, mean, n < k, per_query_recall[j]))
+    diag += _fixed_subset_diag(ids, x, q, prompt_ids, samples, study.config.select.sample_size)
+    _write(study, occ, model, sample_rows, diag, index_kind_built, index_path)
+    return {"recall": recall, "index_kind": index_kind_built}
 
-    # keyword / no_indicators: the same captions for every prompt of the occupation
+
+def _fixed_subset_diag(
+    ids: np.ndarray,
+    x: np.ndarray,
+    q: np.ndarray,
+    prompt_ids: list[str],
+    samples: list[tuple[str, int]],
+    want: int,
+) -> list[dict[str, Any]]:
+    """Diagnostics of the keyword / no_indicators subsets: the same captions (the first
+    ``want`` of the ranked sample) against every prompt of the occupation."""
+    diag = []
     pos = {int(c): i for i, c in enumerate(ids)}
-    want = study.config.select.sample_size
     for strategy in ("keyword", "no_indicators"):
         # the first N captions of the ranked list (samples come in rank order)
         members = [pos[c] for s, c in samples if s == strategy and c in pos][:want]
@@ -475,9 +489,7 @@ def _one_occupation(
             n = len(members)
             mean = float(np.mean(sims[:, j], dtype=np.float64)) if n else None
             diag.append(_diag_row(strategy, pid, n, mean, n < want, None))
-
-    _write(study, occ, model, sample_rows, diag, index_kind_built, index_path)
-    return {"recall": recall, "index_kind": index_kind_built}
+    return diag
 
 
 def _diag_row(
