@@ -2,7 +2,7 @@
 
 Reads ``samples``, ``prompts``, ``images``, ``face_filter``, ``labels``, ``mentions`` and
 ``indicators`` (whatever of them earlier stages filled) and rewrites the tables of
-``sql/schema_40_analysis.sql`` in one transaction. Works with only the caption side done
+``sql/schema_001_analyze.sql`` in one transaction. Works with only the caption side done
 (the demo: no images): then the amplification tables stay empty and the stage says why.
 
 Idempotent and resumable: the run records a fingerprint of its inputs (row counts and an
