@@ -69,7 +69,7 @@ from corpus_audit.corpus import (
 from corpus_audit.errors import CorpusError
 from corpus_audit.lexicon import Occupation, load_occupations, load_prompt_set, render_prompts
 from corpus_audit.lexicon import resolve_path as lexicon_path
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study, execute_sql, sql_text
 
 STAGE = "select"
 SQL_FILES = (
@@ -270,7 +270,7 @@ def _parallel(
 
 
 def scan_corpus(
-    study: Study,
+    con: Any,
     files: list[CorpusFile],
     matcher: Matcher,
     *,
@@ -291,7 +291,7 @@ def scan_corpus(
 
     stats = ScanStats({f.file_id: _FileCounts() for f in files})
     works, known_rows = _plan_units(files, stats, text_column, url_column, key_column)
-    pending = _CandidateBuffer(study, prefilter, matcher.pattern)
+    pending = _CandidateBuffer(con, prefilter, matcher.pattern)
     t0 = time.perf_counter()
     bar = tqdm(
         total=len(files), unit="file", disable=not progress, desc="select", dynamic_ncols=True
@@ -357,8 +357,8 @@ class _CandidateBuffer:
     """Candidate rows on their way into ``_select_candidates``: inserted (checked again by
     ``sql/select_10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end."""
 
-    def __init__(self, study: Study, prefilter: bool, pattern: str) -> None:
-        self.study, self.prefilter, self.pattern = study, prefilter, pattern
+    def __init__(self, con: Any, prefilter: bool, pattern: str) -> None:
+        self.con, self.prefilter, self.pattern = con, prefilter, pattern
         self.tables: list[pa.Table] = []
         self.rows = 0
 
@@ -372,12 +372,13 @@ class _CandidateBuffer:
     def flush(self) -> None:
         if not self.rows:
             return
-        con = self.study.con
-        con.register("_select_batch", pa.concat_tables(self.tables))
+        self.con.register("_select_batch", pa.concat_tables(self.tables))
         try:
-            self.study.sql("select_10_candidates", prefiltered=self.prefilter, pattern=self.pattern)
+            execute_sql(
+                self.con, "select_10_candidates", prefiltered=self.prefilter, pattern=self.pattern
+            )
         finally:
-            con.unregister("_select_batch")
+            self.con.unregister("_select_batch")
         self.tables, self.rows = [], 0
 
 
@@ -502,7 +503,7 @@ def _scan(study: Study, files: list[CorpusFile], matcher: Matcher, *, progress: 
     con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
     con.unregister("_select_forms_in")
     stats = scan_corpus(
-        study,
+        con,
         files,
         matcher,
         text_column=cfg.corpus.text_column,

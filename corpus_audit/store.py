@@ -92,6 +92,34 @@ def schema_version() -> int:
     return len(migrations())
 
 
+def execute_sql(
+    con: duckdb.DuckDBPyConnection, name: str, **params: Any
+) -> duckdb.DuckDBPyConnection:
+    """Run ``corpus_audit/sql/<name>.sql`` on ``con`` with named parameters (what
+    :meth:`Study.sql` does; called directly only where a function is given a bare connection,
+    as ``select.scan_corpus`` is by the execution-engine benchmark and tests).
+
+    ``name`` is the file name with or without ``.sql``. A file may hold several statements:
+    DuckDB's own parser splits them (``extract_statements``), and each gets the ``$params`` it
+    names, bound by DuckDB, never formatted into the text. A parameter no statement names, or
+    one a statement names and the call lacks, is a :class:`ValueError` naming the file.
+    Returns ``con`` holding the result of the last statement.
+    """
+    file = name if name.endswith(".sql") else f"{name}.sql"
+    where = f"corpus_audit/sql/{file}"
+    statements = con.extract_statements(sql_text(file))
+    named = set().union(*(st.named_parameters for st in statements)) if statements else set()
+    unused = sorted(set(params) - named)
+    missing = sorted(named - set(params))
+    if unused or missing:
+        raise ValueError(f"{where}: parameters not in the file: {unused}; missing: {missing}")
+    result = con
+    for st in statements:
+        used = {p: params[p] for p in st.named_parameters}
+        result = con.execute(st, used) if used else con.execute(st)
+    return result
+
+
 def dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The rows of a query's result as dicts (column name -> value)."""
     cols = [d[0] for d in cursor.description]
@@ -255,25 +283,9 @@ class Study:
         """Run ``corpus_audit/sql/<name>.sql`` with named parameters; the connection, holding
         the result of the file's last statement (``.fetchall()``, ``.fetchnumpy()``, ...).
 
-        The one way this package runs a query kept in a file. ``name`` is the file name with or
-        without ``.sql``. A file may hold several statements: DuckDB's own parser splits them
-        (``extract_statements``), and each gets the ``$params`` it names, bound by DuckDB,
-        never formatted into the text. A parameter no statement names, or one a statement names
-        and the call lacks, is a :class:`ValueError` naming the file.
+        The one way this package runs a query kept in a file (see :func:`execute_sql`).
         """
-        file = name if name.endswith(".sql") else f"{name}.sql"
-        where = f"corpus_audit/sql/{file}"
-        statements = self.con.extract_statements(sql_text(file))
-        named = set().union(*(st.named_parameters for st in statements)) if statements else set()
-        unused = sorted(set(params) - named)
-        missing = sorted(named - set(params))
-        if unused or missing:
-            raise ValueError(f"{where}: parameters not in the file: {unused}; missing: {missing}")
-        result = self.con
-        for st in statements:
-            used = {p: params[p] for p in st.named_parameters}
-            result = self.con.execute(st, used) if used else self.con.execute(st)
-        return result
+        return execute_sql(self.con, name, **params)
 
     def close(self) -> None:
         self.con.close()
