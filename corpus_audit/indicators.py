@@ -39,6 +39,8 @@ from corpus_audit.store import StageRun, Study, dicts
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"
+# one batch of captions to label (sql/indicators_batch.sql), as the tagger reads it
+_BATCH_SCHEMA = pa.schema([("caption_id", pa.int64()), ("text", pa.string())])
 # % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et al.)
 PAPER_LAION_SHARE = 59.5
 MARKUP_RULE = (
@@ -330,7 +332,8 @@ def _label_all(
     done = 0
     with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
         for lo in range(0, todo, batch):
-            table = pa.table(study.sql("indicators_batch", lo=lo, hi=lo + batch).fetchnumpy())
+            cols = study.sql("indicators_batch", lo=lo, hi=lo + batch).fetchnumpy()
+            table = pa.table(cols, schema=_BATCH_SCHEMA)
             result = tagger.tag(table.column("text"))
             labels, triggers = _batch_tables(table.column("caption_id"), result)
             with study.transaction():
