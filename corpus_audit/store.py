@@ -246,8 +246,8 @@ class Study:
         """The schema version of this study's database: 0 without a ``schema_version`` table."""
         if not self.table_exists("schema_version"):
             return 0
-        row = self.con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
-        return int(row[0]) if row else 0
+        rows = self.con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()
+        return int(rows[0][0])  # fetchall: fetchone would leave the result pending
 
     def check_version(self) -> int:
         """The stored schema version; a :class:`StudyError` when a newer corpus_audit made it."""
