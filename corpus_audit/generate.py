@@ -66,7 +66,7 @@ from corpus_audit.generators import (
     split_spec,
 )
 from corpus_audit.stage_state import require_inputs
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study
 
 _WRITERS = max(1, min(4, (os.cpu_count() or 2) - 1))  # PNG-writing threads
 
@@ -205,10 +205,8 @@ def caption_pool(study: Study, run: StageRun, strategies: Sequence[str]) -> None
         _check_strategies(study, mine, f"generate.{key}")
     cut_study(study)
     try:
-        study.con.execute(
-            sql_text("generate_caption_pool.sql"), {"strategies": list(strategies), "which": which}
-        )
-        status = status_rows(study.con, CutRule.from_config(study.config))
+        study.sql("generate_caption_pool", strategies=list(strategies), which=which)
+        status = status_rows(study, CutRule.from_config(study.config))
     finally:
         drop(study.con)
         study.con.execute("DROP TABLE IF EXISTS analysis_labelled")
@@ -245,9 +243,7 @@ def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
     if not strategies:
         return []
     n = study.config.generate.images_per_caption
-    rows = study.con.execute(
-        sql_text("generate_caption_prompts.sql"), {"strategies": list(strategies)}
-    ).fetchall()
+    rows = study.sql("generate_caption_prompts", strategies=list(strategies)).fetchall()
     return [
         PromptSpec(f"caption:{cid}", text, n, "caption", occ, caption_id=cid, strategy=strategy)
         for cid, text, strategy, occ in rows
@@ -270,15 +266,12 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     from tqdm import tqdm
 
     from corpus_audit.lexicon import load_occupations
-    from corpus_audit.paraphrase import keeps_occupation, load_paraphraser
+    from corpus_audit.paraphrase import load_paraphraser
 
     cfg = study.config.generate
     strategies = list(cfg.paraphrase_strategies)
     name = _paraphraser_name(cfg.paraphraser)
-    todo = study.con.execute(
-        sql_text("generate_paraphrase_todo.sql"),
-        {"strategies": strategies, "paraphraser": name},
-    ).fetchall()
+    todo = study.sql("generate_paraphrase_todo", strategies=strategies, paraphraser=name).fetchall()
     run.provenance["paraphraser"] = {"name": name, "strategies": strategies}
     if not todo:
         return
@@ -301,20 +294,8 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
                    disable=not progress)  # fmt: skip
         with bar:
             for batch in _chunks(todo, cfg.paraphrase_batch_size):
-                words = []
-                for _cid, occ, _text in batch:
-                    o = occupations.get(occ)
-                    words.append(o.display if o else occ)
-                texts = paraphraser.paraphrase(
-                    [(t, w) for (_c, _o, t), w in zip(batch, words, strict=True)]
-                )
-                rows = []
-                for (cid, occ, _t), text in zip(batch, texts, strict=True):
-                    o = occupations.get(occ)
-                    forms = o.forms if o else (occ,)
-                    keep = bool(text) and keeps_occupation(text, forms)
-                    lost += not keep
-                    rows.append((cid, name, text, keep, occ))
+                rows = _paraphrase_batch(paraphraser, batch, occupations, name)
+                lost += sum(not keep for _c, _n, _t, keep, _o in rows)
                 with study.transaction() as con:
                     con.executemany(
                         "INSERT INTO paraphrases (caption_id, paraphraser, text, contains_occupation, "
@@ -332,14 +313,36 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     )
 
 
+def _paraphrase_batch(
+    paraphraser: Any, batch: Sequence[tuple[int, str, str]], occupations: dict[str, Any], name: str
+) -> list[tuple[int, str, str, bool, str]]:
+    """Paraphrase one batch of (caption_id, occupation, text); the ``paraphrases`` rows
+    (caption_id, paraphraser, text, contains_occupation, occupation)."""
+    from corpus_audit.paraphrase import keeps_occupation
+
+    words = []
+    for _cid, occ, _text in batch:
+        o = occupations.get(occ)
+        words.append(o.display if o else occ)
+    texts = paraphraser.paraphrase([(t, w) for (_c, _o, t), w in zip(batch, words, strict=True)])
+    rows = []
+    for (cid, occ, _t), text in zip(batch, texts, strict=True):
+        o = occupations.get(occ)
+        forms = o.forms if o else (occ,)
+        keep = bool(text) and keeps_occupation(text, forms)
+        rows.append((cid, name, text, keep, occ))
+    return rows
+
+
 def paraphrase_specs(study: Study, run: StageRun) -> list[PromptSpec]:
     """Paraphrases as prompts; those that lost the occupation word are skipped (counted)."""
     cfg = study.config.generate
     name = _paraphraser_name(cfg.paraphraser)
     tag = hashlib.sha256(name.encode()).hexdigest()[:8]
-    rows = study.con.execute(
-        sql_text("generate_paraphrase_prompts.sql"),
-        {"strategies": list(cfg.paraphrase_strategies), "paraphraser": name},
+    rows = study.sql(
+        "generate_paraphrase_prompts",
+        strategies=list(cfg.paraphrase_strategies),
+        paraphraser=name,
     ).fetchall()
     specs = []
     for cid, occ, strategy, text, contains in rows:
@@ -406,9 +409,8 @@ def _generate_model(
     *,
     progress: bool,
 ) -> None:
-    from tqdm import tqdm
-
-    cfg = study.config.generate
+    """Generate the planned images of ``model`` that the study lacks, then record the model's
+    counts (summary row, provenance, truncation messages)."""
     slug = model_slug(model)
     jobs = plan_jobs(study.config.study.seed, model, specs)
     present = {
@@ -426,67 +428,95 @@ def _generate_model(
             "seed, prompt or paraphraser); they stay in the images table"
         )
     run.rows_in += len(jobs)
-    made = 0
-    truncated_now = 0
+    made, truncated_now, limit = 0, 0, None
     if missing:
-        generator = open_generator(study, model, settings, progress=progress)
-        try:
-            details = generator.describe()
-            run.provenance["models"][model] = details
-            settings_id = _record_settings(study, model, details)
-            tokens = _token_counts(generator, {j.spec.text for j in missing})
-            limit = generator.max_prompt_tokens
-            truncated_now = sum(1 for n in tokens.values() if limit and n > limit)
-            bar = tqdm(total=len(missing), desc=f"generate {slug}", unit="img", file=sys.stderr,
-                       disable=not progress)  # fmt: skip
-            pending: list[Any] = []  # the batch whose files are being written
-
-            def flush() -> None:
-                """Wait for the pending batch's files, then insert its rows (files first)."""
-                nonlocal made
-                if not pending:
-                    return
-                batch, images, futures = pending.pop()
-                for future in futures:
-                    future.result()
-                _insert_rows(study, model, settings_id, batch, images, tokens, limit)
-                made += len(batch)
-                bar.update(len(batch))
-
-            # PNG encoding runs in threads while the next batch is generated on the device.
-            with bar, ThreadPoolExecutor(max_workers=_WRITERS) as pool:
-                try:
-                    for batch in _chunks(missing, cfg.batch_size):
-                        images = generator.generate(
-                            [j.spec.text for j in batch], [j.seed for j in batch]
-                        )
-                        if len(images) != len(batch):
-                            raise RuntimeError(
-                                f"{model}: generator returned {len(images)} images for {len(batch)}"
-                            )
-                        futures = [
-                            pool.submit(_write_file, study, model, job, image, details)
-                            for job, image in zip(batch, images, strict=True)
-                        ]
-                        flush()
-                        pending.append((batch, images, futures))
-                    flush()
-                except BaseException:
-                    with contextlib.suppress(Exception):  # keep the finished batch, then re-raise
-                        flush()
-                    raise
-        finally:
-            generator.close()
+        made, truncated_now, limit = _generate_missing(
+            study, run, model, missing, settings, progress=progress
+        )
     run.rows_out += made
-    stats = study.con.execute(
-        """
-        SELECT count(*), count(*) FILTER (WHERE i.nsfw),
-               count(DISTINCT g.prompt_key) FILTER (WHERE g.truncated)
-        FROM images i LEFT JOIN generated_images g USING (image_id)
-        WHERE i.source = 'generated' AND i.model_id = ?
-        """,
-        [model],
-    ).fetchone()
+    _record_model(study, run, model, len(specs), made, truncated_now, limit)
+
+
+def _generate_missing(
+    study: Study,
+    run: StageRun,
+    model: str,
+    missing: Sequence[Any],
+    settings: GenerationSettings,
+    *,
+    progress: bool,
+) -> tuple[int, int, int | None]:
+    """Generate the ``missing`` jobs batch by batch; returns (images made, prompts of them the
+    text encoder truncates, its token limit). Each batch's rows go in after its files."""
+    from tqdm import tqdm
+
+    made = 0
+    generator = open_generator(study, model, settings, progress=progress)
+    try:
+        details = generator.describe()
+        run.provenance["models"][model] = details
+        settings_id = _record_settings(study, model, details)
+        tokens = _token_counts(generator, {j.spec.text for j in missing})
+        limit = generator.max_prompt_tokens
+        truncated_now = sum(1 for n in tokens.values() if limit and n > limit)
+        bar = tqdm(total=len(missing), desc=f"generate {model_slug(model)}", unit="img", file=sys.stderr,
+                   disable=not progress)  # fmt: skip
+        pending: list[Any] = []  # the batch whose files are being written
+
+        def flush() -> None:
+            """Wait for the pending batch's files, then insert its rows (files first)."""
+            nonlocal made
+            if not pending:
+                return
+            batch, images, futures = pending.pop()
+            for future in futures:
+                future.result()
+            _insert_rows(study, model, settings_id, batch, images, tokens, limit)
+            made += len(batch)
+            bar.update(len(batch))
+
+        # PNG encoding runs in threads while the next batch is generated on the device.
+        with bar, ThreadPoolExecutor(max_workers=_WRITERS) as pool:
+            try:
+                for batch in _chunks(missing, study.config.generate.batch_size):
+                    images = generator.generate(
+                        [j.spec.text for j in batch], [j.seed for j in batch]
+                    )
+                    _check_count(model, images, batch)
+                    futures = [
+                        pool.submit(_write_file, study, model, job, image, details)
+                        for job, image in zip(batch, images, strict=True)
+                    ]
+                    flush()
+                    pending.append((batch, images, futures))
+                flush()
+            except BaseException:
+                with contextlib.suppress(Exception):  # keep the finished batch, then re-raise
+                    flush()
+                raise
+    finally:
+        generator.close()
+    return made, truncated_now, limit
+
+
+def _check_count(model: str, images: Sequence[Any], batch: Sequence[Any]) -> None:
+    """A generator must return one image per prompt of the batch."""
+    if len(images) != len(batch):
+        raise RuntimeError(f"{model}: generator returned {len(images)} images for {len(batch)}")
+
+
+def _record_model(
+    study: Study,
+    run: StageRun,
+    model: str,
+    n_specs: int,
+    made: int,
+    truncated_now: int,
+    limit: int | None,
+) -> None:
+    """The model's summary row, provenance counts and truncation notes (all its images)."""
+    slug = model_slug(model)
+    stats = study.sql("generate_model_stats", model=model).fetchone()
     total, nsfw, truncated = (int(x or 0) for x in stats)
     run.provenance["truncated_prompts"][model] = truncated
     run.provenance["nsfw_images"][model] = nsfw
@@ -500,10 +530,10 @@ def _generate_model(
             f"{slug}: {truncated_now} prompt(s) longer than the text encoder's context "
             f"({limit} tokens) were truncated",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     run.summary.append(
-        {"model": slug, "prompts": len(specs), "images": total, "new": made, "nsfw": nsfw,
+        {"model": slug, "prompts": n_specs, "images": total, "new": made, "nsfw": nsfw,
          "truncated_prompts": truncated}
     )  # fmt: skip
     run.outputs[f"images {slug}"] = str(study.root / "images" / "generated" / slug)
@@ -610,26 +640,13 @@ def regenerate_image(
     alone: the same picture within rounding (pixel values within 1-2 levels).
     Pass ``generator`` to reuse a loaded model (it must have the recorded settings).
     """
-    row = study.con.execute(
-        """
-        SELECT i.model_id, i.prompt_text, i.seed, s.details, g.batch_id, g.batch_pos
-        FROM images i
-        JOIN generated_images g USING (image_id)
-        JOIN generation_settings s USING (settings_id)
-        WHERE i.image_id = ?
-        """,
-        [image_id],
-    ).fetchone()
+    row = study.sql("generate_regenerate_image", image_id=image_id).fetchone()
     if row is None:
         raise StageOrderError(f"{study.root}: no generated image '{image_id}' in this study")
     model, text, seed, details, batch_id, batch_pos = row
     prompts, seeds, pick = [text], [int(seed)], 0
     if exact and batch_id is not None:
-        batch = study.con.execute(
-            "SELECT i.prompt_text, i.seed FROM generated_images g JOIN images i USING (image_id) "
-            "WHERE g.batch_id = ? ORDER BY g.batch_pos",
-            [batch_id],
-        ).fetchall()
+        batch = study.sql("generate_regenerate_batch", batch_id=batch_id).fetchall()
         prompts, seeds, pick = [b[0] for b in batch], [int(b[1]) for b in batch], int(batch_pos)
     recorded = json.loads(details)["settings"]
     recorded["device"] = study.config.engine.device

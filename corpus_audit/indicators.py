@@ -35,10 +35,12 @@ import pyarrow as pa
 
 from corpus_audit.errors import StageOrderError
 from corpus_audit.stage_state import Progress, require_inputs
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study, dicts
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"
+# one batch of captions to label (sql/indicators_batch.sql), as the tagger reads it
+_BATCH_SCHEMA = pa.schema([("caption_id", pa.int64()), ("text", pa.string())])
 # % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et al.)
 PAPER_LAION_SHARE = 59.5
 MARKUP_RULE = (
@@ -55,7 +57,6 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
     from corpus_audit.gender_text import WordMatcher
     from corpus_audit.lexicon import load_gender_terms
 
-    cfg = study.config.indicators
     # cleanup stops the NER worker processes, however the stage ends
     with (
         contextlib.ExitStack() as cleanup,
@@ -67,34 +68,11 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         words = WordMatcher(terms, source=terms_spec)  # validates the terms
         settings = _settings(study, terms)
         fingerprint = _fingerprint(settings)
-        stored_fp, stored_select = _stored_settings(study)
-        select_fp = _select_fingerprint(study)
-        stale = stored_fp not in (None, fingerprint) or (
-            stored_fp is None and study.count("indicators") > 0
+        tagger, relabel, orphans = _check_stored_labels(
+            study, run, cleanup, terms, words, settings, fingerprint
         )
-        recheck = stored_select != select_fp  # select rewrote captions since the last check
-        tagger = None
-        if stale or recheck or _share(study)["unlabelled"]:
-            # everything that can fail (lexicon, model) fails here, before anything is changed
-            tagger, model_info = _build_tagger(study, terms, words)
-            cleanup.callback(tagger.close)
-            run.provenance.update(model_info)
-        relabel, orphans = False, 0
-        if stale or recheck or stored_fp != fingerprint:
-            relabel, orphans = _update_settings(study, fingerprint, settings, select_fp, stale)
-        if relabel:
-            run.messages.append(
-                "labelling settings changed since the stored labels were made (lexicon, spaCy "
-                "model, NER components or gender-guesser): relabelling all captions"
-            )
-        if orphans:
-            run.messages.append(
-                f"removed the labels of {orphans} captions that left mentions or whose text "
-                "changed (select was rerun); they are labelled again"
-            )
-
         con = study.con
-        con.execute(sql_text("indicators_todo.sql"))
+        study.sql("indicators_todo")
         todo = study.count("indicators_todo")
         labelled_now = 0
         stats = {"distinct_texts": 0, "ner_texts": 0}
@@ -116,26 +94,84 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         run.summary = indicator_summary(study)
         run.messages.append(_share_message(share))
         run.provenance.update(
+            _provenance(study, settings, fingerprint, share, relabel, sample_rows)
+        )
+        run.provenance.update(
             {
-                "settings_fingerprint": fingerprint,
-                "gender_terms": terms_spec,
-                "use_names": cfg.use_names,
-                "spacy_model": cfg.spacy_model if cfg.use_names else None,
-                "spacy_model_version": settings.get("spacy_model_version"),
-                "gender_guesser_version": settings.get("gender_guesser_version"),
                 "captions_labelled_this_run": labelled_now,
                 "distinct_texts_this_run": stats["distinct_texts"],
                 "ner_texts_this_run": stats["ner_texts"],
-                "relabelled_all": relabel,
-                "sample_seed": _sample_seed(study),
-                "sample_size": study.config.select.sample_size,
-                "no_indicator_sample": cfg.no_indicator_sample,
-                "no_indicators_rows": sample_rows,
-                "share_with_indicator_pct": share["pct"],
-                "mean_occupation_share_pct": share["mean_occupation_pct"],
             }
         )
     return run
+
+
+def _check_stored_labels(
+    study: Study,
+    run: StageRun,
+    cleanup: contextlib.ExitStack,
+    terms: Any,
+    words: Any,
+    settings: dict[str, Any],
+    fingerprint: str,
+) -> tuple[Any, bool, int]:
+    """Compare the stored labels with the current settings and ``select`` run; remove those
+    that are stale (all of them when the settings changed). Builds the tagger when labelling
+    is due, so that a bad lexicon or model fails before anything changes. Returns (tagger or
+    None, whether all labels were removed, how many were removed as orphans)."""
+    stored_fp, stored_select = _stored_settings(study)
+    select_fp = _select_fingerprint(study)
+    stale = stored_fp not in (None, fingerprint) or (
+        stored_fp is None and study.count("indicators") > 0
+    )
+    recheck = stored_select != select_fp  # select rewrote captions since the last check
+    tagger = None
+    if stale or recheck or _share(study)["unlabelled"]:
+        # everything that can fail (lexicon, model) fails here, before anything is changed
+        tagger, model_info = _build_tagger(study, terms, words)
+        cleanup.callback(tagger.close)
+        run.provenance.update(model_info)
+    relabel, orphans = False, 0
+    if stale or recheck or stored_fp != fingerprint:
+        relabel, orphans = _update_settings(study, fingerprint, settings, select_fp, stale)
+    if relabel:
+        run.messages.append(
+            "labelling settings changed since the stored labels were made (lexicon, spaCy "
+            "model, NER components or gender-guesser): relabelling all captions"
+        )
+    if orphans:
+        run.messages.append(
+            f"removed the labels of {orphans} captions that left mentions or whose text "
+            "changed (select was rerun); they are labelled again"
+        )
+    return tagger, relabel, orphans
+
+
+def _provenance(
+    study: Study,
+    settings: dict[str, Any],
+    fingerprint: str,
+    share: dict[str, Any],
+    relabel: bool,
+    sample_rows: int,
+) -> dict[str, Any]:
+    """The settings and outcome the stage records (besides this run's counts)."""
+    cfg = study.config.indicators
+    return {
+        "settings_fingerprint": fingerprint,
+        "gender_terms": study.config.lexicon.gender_terms,
+        "use_names": cfg.use_names,
+        "spacy_model": cfg.spacy_model if cfg.use_names else None,
+        "spacy_model_version": settings.get("spacy_model_version"),
+        "gender_guesser_version": settings.get("gender_guesser_version"),
+        "relabelled_all": relabel,
+        "sample_seed": _sample_seed(study),
+        "sample_size": study.config.select.sample_size,
+        "no_indicator_sample": cfg.no_indicator_sample,
+        "no_indicators_rows": sample_rows,
+        "share_with_indicator_pct": share["pct"],
+        "mean_occupation_share_pct": share["mean_occupation_pct"],
+    }
 
 
 def indicator_summary(study: Study) -> list[dict[str, Any]]:
@@ -151,9 +187,7 @@ def indicator_summary(study: Study) -> list[dict[str, Any]]:
             f"{study.root}: {share['unlabelled']} captions in mentions have no indicator label "
             "yet; run `corpus-audit indicators` first"
         )
-    cur = study.con.execute(sql_text("indicators_summary.sql"))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    return dicts(study.sql("indicators_summary"))
 
 
 def corpus_share(study: Study) -> dict[str, Any]:
@@ -250,7 +284,7 @@ def _update_settings(
             for table in ("indicator_triggers", "indicators", "indicator_texts"):
                 con.execute(f"DELETE FROM {table}")
         elif before:
-            con.execute(sql_text("indicators_orphans.sql"))
+            study.sql("indicators_orphans")
         con.execute("DELETE FROM indicator_settings")
         con.execute(
             "INSERT INTO indicator_settings VALUES (?, ?, ?)",
@@ -295,12 +329,11 @@ def _label_all(
 
     con = study.con
     batch = study.config.indicators.batch_size
-    batch_sql = sql_text("indicators_batch.sql")
     done = 0
     with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
         for lo in range(0, todo, batch):
-            con.complete()  # a pending execute() result (Study.count's fetchone) blocks con.sql
-            table = con.sql(batch_sql, params={"lo": lo, "hi": lo + batch}).to_arrow_table()
+            cols = study.sql("indicators_batch", lo=lo, hi=lo + batch).fetchnumpy()
+            table = pa.table(cols, schema=_BATCH_SCHEMA)
             result = tagger.tag(table.column("text"))
             labels, triggers = _batch_tables(table.column("caption_id"), result)
             with study.transaction():
@@ -308,18 +341,7 @@ def _label_all(
                 con.register("_indicator_triggers_batch", triggers)
                 con.register("_indicator_texts_batch", table)
                 try:
-                    con.execute(
-                        "INSERT INTO indicators (caption_id, label, triggers) "
-                        "SELECT caption_id, label, triggers FROM _indicators_batch"
-                    )
-                    con.execute(
-                        "INSERT INTO indicator_triggers (caption_id, kind, token, gender, guess) "
-                        "SELECT caption_id, kind, token, gender, guess FROM _indicator_triggers_batch"
-                    )
-                    con.execute(
-                        "INSERT INTO indicator_texts (caption_id, text_md5) "
-                        "SELECT caption_id, md5_number(text) FROM _indicator_texts_batch"
-                    )
+                    study.sql("indicators_write_batch")
                 finally:
                     for name in ("_indicators_batch", "_indicator_triggers_batch"):
                         con.unregister(name)
@@ -368,38 +390,24 @@ def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
     """(Re)write the ``no_indicators`` rows of ``samples`` when they differ from what the rule
     (``indicators.no_indicator_sample``) gives now; one transaction. Returns (rows, whether
     they were rewritten)."""
-    con = study.con
     select = study.config.select
     if study.config.indicators.no_indicator_sample == "split":
-        name, params = "indicators_sample_split.sql", {}
+        study.sql("indicators_sample_split")
     else:
         n = select.candidates(select.sample_size)
-        name, params = "indicators_sample_fresh.sql", {"seed": _sample_seed(study), "n": n}
-    con.execute("CREATE OR REPLACE TEMP TABLE indicators_sample_new AS\n" + sql_text(name), params)
-    cols = "strategy, occupation, prompt_id, caption_id, rank, score"
-    diff = con.execute(
-        f"""
-        SELECT count(*) FROM (
-            (SELECT {cols} FROM indicators_sample_new
-             EXCEPT ALL SELECT {cols} FROM samples WHERE strategy = '{STRATEGY}')
-            UNION ALL
-            (SELECT {cols} FROM samples WHERE strategy = '{STRATEGY}'
-             EXCEPT ALL SELECT {cols} FROM indicators_sample_new)
-        )
-        """
-    ).fetchall()[0][0]
+        study.sql("indicators_sample_fresh", seed=_sample_seed(study), n=n)
+    diff = study.sql("indicators_sample_diff").fetchall()[0][0]
     rows = study.count("indicators_sample_new")
     if diff:
         with study.transaction():
-            con.execute("DELETE FROM samples WHERE strategy = ?", [STRATEGY])
-            con.execute(f"INSERT INTO samples ({cols}) SELECT {cols} FROM indicators_sample_new")
-    con.execute("DROP TABLE IF EXISTS indicators_sample_new")
+            study.sql("indicators_sample_write")
+    study.con.execute("DROP TABLE IF EXISTS indicators_sample_new")
     return rows, bool(diff)
 
 
 def _share(study: Study) -> dict[str, Any]:
-    ((captions, with_indicator, unlabelled, mean_occ, occupations),) = study.con.execute(
-        sql_text("indicators_share.sql")
+    ((captions, with_indicator, unlabelled, mean_occ, occupations),) = study.sql(
+        "indicators_share"
     ).fetchall()
     labelled = captions - unlabelled
     pct = round(100.0 * with_indicator / labelled, 1) if labelled else None

@@ -195,44 +195,55 @@ def process_batch(
             )
             out.reasons["unreadable"] += 1
             continue
-        array = image.array
-        height, width = array.shape[:2]
-        # the one-face rule works on fractions of the size: the same at any decoded size
-        result: FaceResult = face_filter(
-            detector.detect(array),
-            width,
-            height,
-            min_face_fraction=cfg.min_face_fraction,
-            count_small_faces=cfg.count_small_faces,
-        )
-        out.filter_rows.append(
-            (
-                item.image_id,
-                detector.name,
-                len(result.faces),
-                result.kept,
-                result.reason,
-                result.kept_face,
-                image.width,
-                image.height,
-                None,
-            )
-        )
-        for index, f in enumerate(result.faces):
-            g = _scaled(f, 1.0 / image.scale)  # stored in the pixels of the whole image
-            out.face_rows.append(
-                (item.image_id, index, g.x, g.y, g.w, g.h, g.score, image.width, image.height)
-            )
-        if result.kept:
-            to_classify.append((item.image_id, array, result.face))
-        else:
-            out.reasons[result.reason or "dropped"] += 1
+        kept = _filter_image(study, item.image_id, image, detector, out)
+        if kept is not None:
+            to_classify.append(kept)
     if to_classify:
         probs = classifier.p_female([a for _, a, _ in to_classify], [f for _, _, f in to_classify])
         for (image_id, _, _), p in zip(to_classify, probs, strict=True):
             p = float(min(1.0, max(0.0, p)))
             out.label_rows.append((image_id, cid, p, decide(p, cfg.threshold), cfg.threshold))
     return out
+
+
+def _filter_image(
+    study: Study, image_id: str, image: Decoded, detector: Any, out: BatchResult
+) -> tuple[str, np.ndarray, Face | None] | None:
+    """Run the face filter on one decoded image: add its ``face_filter`` and ``faces`` rows
+    (and a drop reason) to ``out``; returns what to classify when the image is kept."""
+    cfg = study.config.label
+    array = image.array
+    height, width = array.shape[:2]
+    # the one-face rule works on fractions of the size: the same at any decoded size
+    result: FaceResult = face_filter(
+        detector.detect(array),
+        width,
+        height,
+        min_face_fraction=cfg.min_face_fraction,
+        count_small_faces=cfg.count_small_faces,
+    )
+    out.filter_rows.append(
+        (
+            image_id,
+            detector.name,
+            len(result.faces),
+            result.kept,
+            result.reason,
+            result.kept_face,
+            image.width,
+            image.height,
+            None,
+        )
+    )
+    for index, f in enumerate(result.faces):
+        g = _scaled(f, 1.0 / image.scale)  # stored in the pixels of the whole image
+        out.face_rows.append(
+            (image_id, index, g.x, g.y, g.w, g.h, g.score, image.width, image.height)
+        )
+    if result.kept:
+        return (image_id, array, result.face)
+    out.reasons[result.reason or "dropped"] += 1
+    return None
 
 
 def write_batch(study: Study, result: BatchResult) -> None:
@@ -260,8 +271,6 @@ def write_batch(study: Study, result: BatchResult) -> None:
 
 def label(study: Study, *, progress: bool = True) -> StageRun:
     """Face filter + perceived-gender labels for all images not yet labelled (resumable)."""
-    from tqdm.auto import tqdm
-
     cfg = study.config.label
     with study.stage("label") as run:
         if study.count("images") == 0:
@@ -281,114 +290,130 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
             run.skipped = True
             run.summary = _summary(study, cid)
             return run
-        # the classifier first: a model that cannot load fails before anything else starts
-        classifier = build_classifier(
-            cfg, device=study.config.engine.device, seed=study.config.study.seed
-        )
-        if classifier.id != cid:  # the id is computed twice; they must agree
-            raise RuntimeError(f"classifier id mismatch: {classifier.id} != {cid}")
-        detector = None
-        if any(not p.filtered for p in pending):
-            try:
-                detector = get_face_detector(
-                    cfg.face_detector,
-                    face_model=cfg.face_model,
-                    min_detection_confidence=cfg.min_detection_confidence,
-                )
-            except BaseException:
-                getattr(classifier, "close", lambda: None)()
-                raise
-        pool = ThreadPoolExecutor(cfg.decode_workers) if cfg.decode_workers > 1 else None
-        prefetch = ThreadPoolExecutor(1)
-        bar = tqdm(total=len(pending), desc="label", unit="img", disable=not progress)
-        reasons: Counter = Counter()
-        memory = contextlib.ExitStack()  # closed in the finally below
-        memory.enter_context(large_pillow_blocks())
-        try:
-            budget = DecodeBudget(study.config.images.max_pixels)
-            batches = list(_chunks(pending, cfg.batch_size))
-            future: Future | None = (
-                prefetch.submit(_decode_batch, study, batches[0], budget, pool) if batches else None
-            )
-            for i, batch in enumerate(batches):
-                assert future is not None
-                decoded = future.result()
-                future = (
-                    prefetch.submit(_decode_batch, study, batches[i + 1], budget, pool)
-                    if i + 1 < len(batches)
-                    else None
-                )
-                result = process_batch(study, batch, decoded, detector, classifier, cid)
-                write_batch(study, result)
-                reasons.update(result.reasons)
-                run.rows_out += len(result.label_rows)
-                bar.update(len(batch))
-        finally:
-            bar.close()
-            prefetch.shutdown(wait=True, cancel_futures=True)
-            memory.close()
-            if pool is not None:
-                pool.shutdown(wait=True)
-            if detector is not None:
-                detector.close()
-            close = getattr(classifier, "close", None)
-            if close is not None:
-                close()
-        for reason, n in sorted(reasons.items()):
-            run.drop(reason, n)
-        other = study.con.execute(
-            "SELECT DISTINCT detector FROM face_filter WHERE detector <> ?",
-            [detector.name if detector else ""],
-        ).fetchall()
-        if detector is not None and other:
-            run.messages.append(
-                "face_filter also holds results of "
-                + ", ".join(r[0] for r in other)
-                + " (kept; delete those rows to filter again with "
-                + detector.name
-                + ")"
-            )
-        run.summary = _summary(study, cid)
-        run.provenance.update(
-            {
-                "classifier": getattr(classifier, "provenance", {"classifier": cid}),
-                "detector": getattr(detector, "provenance", None),
-                "threshold": cfg.threshold,
-                "min_face_fraction": cfg.min_face_fraction,
-                "count_small_faces": cfg.count_small_faces,
-                "batch_size": cfg.batch_size,
-                "max_pixels": study.config.images.max_pixels,
-                "decode_max_side": DECODE_MAX_SIDE,
-            }
-        )
-        run.messages.append(
-            f"labels of {cid} at threshold {cfg.threshold}; perceived binary gender is a "
-            "limited construct (p_female is kept for other thresholds)"
-        )
+        classifier, detector = _open_models(study, cid, pending)
+        reasons = _label_pending(study, run, pending, detector, classifier, cid, progress=progress)
+        _record(study, run, cid, classifier, detector, reasons)
     return run
+
+
+def _open_models(study: Study, cid: str, pending: Sequence[Pending]) -> tuple[Any, Any]:
+    """The classifier (first: a model that cannot load fails before anything else starts) and,
+    when some image still needs the face filter, the face detector (else None)."""
+    cfg = study.config.label
+    classifier = build_classifier(
+        cfg, device=study.config.engine.device, seed=study.config.study.seed
+    )
+    if classifier.id != cid:  # the id is computed twice; they must agree
+        raise RuntimeError(f"classifier id mismatch: {classifier.id} != {cid}")
+    detector = None
+    if any(not p.filtered for p in pending):
+        try:
+            detector = get_face_detector(
+                cfg.face_detector,
+                face_model=cfg.face_model,
+                min_detection_confidence=cfg.min_detection_confidence,
+            )
+        except BaseException:
+            getattr(classifier, "close", lambda: None)()
+            raise
+    return classifier, detector
+
+
+def _label_pending(
+    study: Study,
+    run: StageRun,
+    pending: Sequence[Pending],
+    detector: Any,
+    classifier: Any,
+    cid: str,
+    *,
+    progress: bool,
+) -> Counter:
+    """Decode (the next batch while this one is processed), filter, classify and write each
+    batch in its own transaction; closes the models at the end. Returns the drop reasons."""
+    from tqdm.auto import tqdm
+
+    cfg = study.config.label
+    pool = ThreadPoolExecutor(cfg.decode_workers) if cfg.decode_workers > 1 else None
+    prefetch = ThreadPoolExecutor(1)
+    bar = tqdm(total=len(pending), desc="label", unit="img", disable=not progress)
+    reasons: Counter = Counter()
+    memory = contextlib.ExitStack()  # closed in the finally below
+    memory.enter_context(large_pillow_blocks())
+    try:
+        budget = DecodeBudget(study.config.images.max_pixels)
+        batches = list(_chunks(pending, cfg.batch_size))
+        future: Future | None = (
+            prefetch.submit(_decode_batch, study, batches[0], budget, pool) if batches else None
+        )
+        for i, batch in enumerate(batches):
+            assert future is not None
+            decoded = future.result()
+            future = (
+                prefetch.submit(_decode_batch, study, batches[i + 1], budget, pool)
+                if i + 1 < len(batches)
+                else None
+            )
+            result = process_batch(study, batch, decoded, detector, classifier, cid)
+            write_batch(study, result)
+            reasons.update(result.reasons)
+            run.rows_out += len(result.label_rows)
+            bar.update(len(batch))
+    finally:
+        bar.close()
+        prefetch.shutdown(wait=True, cancel_futures=True)
+        memory.close()
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if detector is not None:
+            detector.close()
+        close = getattr(classifier, "close", None)
+        if close is not None:
+            close()
+    return reasons
+
+
+def _record(
+    study: Study, run: StageRun, cid: str, classifier: Any, detector: Any, reasons: Counter
+) -> None:
+    """Drop reasons, summary, provenance and notes of a run that labelled images."""
+    cfg = study.config.label
+    for reason, n in sorted(reasons.items()):
+        run.drop(reason, n)
+    other = study.con.execute(
+        "SELECT DISTINCT detector FROM face_filter WHERE detector <> ?",
+        [detector.name if detector else ""],
+    ).fetchall()
+    if detector is not None and other:
+        run.messages.append(
+            "face_filter also holds results of "
+            + ", ".join(r[0] for r in other)
+            + " (kept; delete those rows to filter again with "
+            + detector.name
+            + ")"
+        )
+    run.summary = _summary(study, cid)
+    run.provenance.update(
+        {
+            "classifier": getattr(classifier, "provenance", {"classifier": cid}),
+            "detector": getattr(detector, "provenance", None),
+            "threshold": cfg.threshold,
+            "min_face_fraction": cfg.min_face_fraction,
+            "count_small_faces": cfg.count_small_faces,
+            "batch_size": cfg.batch_size,
+            "max_pixels": study.config.images.max_pixels,
+            "decode_max_side": DECODE_MAX_SIDE,
+        }
+    )
+    run.messages.append(
+        f"labels of {cid} at threshold {cfg.threshold}; perceived binary gender is a "
+        "limited construct (p_female is kept for other thresholds)"
+    )
 
 
 def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     """Per image source: images, kept by the face filter, and labels of ``cid`` by value."""
-    rows = study.con.execute(
-        """
-        SELECT i.source,
-               count(*) AS images,
-               count(*) FILTER (WHERE f.kept) AS faces_kept,
-               count(*) FILTER (WHERE l.label = 'female') AS female,
-               count(*) FILTER (WHERE l.label = 'male') AS male,
-               count(*) FILTER (WHERE l.label = 'ambiguous') AS ambiguous,
-               count(*) FILTER (WHERE f.reason = 'no_face') AS no_face,
-               count(*) FILTER (WHERE f.reason = 'many_faces') AS many_faces,
-               count(*) FILTER (WHERE f.reason = 'small_face') AS small_face,
-               count(*) FILTER (WHERE f.reason = 'unreadable') AS unreadable
-        FROM images i
-        LEFT JOIN face_filter f USING (image_id)
-        LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
-        GROUP BY i.source ORDER BY i.source
-        """,
-        [cid],
-    )
+    rows = study.sql("label_summary", classifier=cid)
     cols = [d[0] for d in rows.description]
     return [dict(zip(cols, r, strict=True)) for r in rows.fetchall()]
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +69,11 @@ from corpus_audit.index import (
     torch_exact_search,
 )
 from corpus_audit.stage_state import Progress, require_inputs
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study, dicts
 
 STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
 PAPER_LAION = {"keyword": 0.385, "nn": 0.704}  # METHODS 1.5 diagnostics
 TIE_MARGIN = 32  # extra candidates fetched so ties at the k-th score break by caption_id
-_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def neighbors(study: Study, *, progress: bool = True) -> StageRun:
@@ -120,31 +118,9 @@ def progress(study: Study) -> Progress | None:
     if not rows:
         return None
     model = rows[0][0]
-    _sql(study.con, "neighbors_50_inputs.sql", model=model, config=_config_signature(study, model))
-    ((done, total),) = study.con.execute(
-        "SELECT count(p.occupation), count(*) FROM _nb_inputs i "
-        "LEFT JOIN neighbors_progress p ON p.occupation = i.occupation "
-        "AND p.signature = i.signature"
-    ).fetchall()
+    study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
+    ((done, total),) = study.sql("neighbors_55_progress").fetchall()
     return Progress(int(done), int(total), "occupations")
-
-
-def _sql(con: Any, name: str, **params: Any) -> Any:
-    """Run ``sql/<name>`` statement by statement; each gets the ``$params`` it names.
-
-    Returns the result of the last statement (fetched by the caller).
-    """
-    text = sql_text(name)
-    statements = [s for s in re.split(r";\s*\n", text) if _strip_comments(s).strip()]
-    result = None
-    for stmt in statements:
-        used = {p: params[p] for p in _PARAM.findall(_strip_comments(stmt)) if p in params}
-        result = con.execute(stmt, used) if used else con.execute(stmt)
-    return result
-
-
-def _strip_comments(sql: str) -> str:
-    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
 
 
 class _EmbedState:
@@ -180,7 +156,7 @@ class _EmbedState:
 def _find_cached(study: Study, cache: EmbeddingCache) -> None:
     files = [str(p) for p in cache.key_files()]
     if files:
-        _sql(study.con, "neighbors_20_found.sql", files=files)
+        study.sql("neighbors_20_found", files=files)
     else:
         study.con.execute(
             'CREATE OR REPLACE TEMP TABLE _nb_found (key VARCHAR, path VARCHAR, "row" INTEGER)'
@@ -193,9 +169,9 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
 
     con = study.con
     cfg = study.config.neighbors
-    _sql(con, "neighbors_10_texts.sql")
+    study.sql("neighbors_10_texts")
     _find_cached(study, state.cache)
-    _sql(con, "neighbors_30_missing.sql")
+    study.sql("neighbors_30_missing")
     n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
     embedded = 0
     if n_missing:
@@ -203,7 +179,7 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
         embedder = state.embedder()
         if state.fingerprint != before:  # fell back to another precision: look up again
             _find_cached(study, state.cache)
-            _sql(con, "neighbors_30_missing.sql")
+            study.sql("neighbors_30_missing")
             n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
         state.cache.ensure(embedder.provenance())
         bar = tqdm(
@@ -237,10 +213,10 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
             f"{state.cache.dir}: {n_unfound} embedded texts are missing from the cache"
         )
     with study.transaction():
-        _sql(con, "neighbors_40_caption_map.sql", model=state.fingerprint)
-        _sql(con, "neighbors_41_prompt_map.sql", model=state.fingerprint)
+        study.sql("neighbors_40_caption_map", model=state.fingerprint)
+        study.sql("neighbors_41_prompt_map", model=state.fingerprint)
         parts = _parts_in_use(study, state)
-        _sql(con, "neighbors_42_files.sql", model=state.fingerprint, parts=parts)
+        study.sql("neighbors_42_files", model=state.fingerprint, parts=parts)
     run.provenance["embedded"] = embedded
     run.provenance["texts"] = int(con.execute("SELECT count(*) FROM _nb_texts").fetchone()[0])
     run.provenance["cache_dir"] = str(state.cache.dir)
@@ -249,14 +225,7 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
 
 
 def _parts_in_use(study: Study, state: _EmbedState) -> list[dict[str, Any]]:
-    paths = [
-        r[0]
-        for r in study.con.execute(
-            "SELECT DISTINCT path FROM caption_embeddings WHERE model_id = $m "
-            "UNION SELECT DISTINCT path FROM prompt_embeddings WHERE model_id = $m ORDER BY 1",
-            {"m": state.fingerprint},
-        ).fetchall()
-    ]
+    paths = [r[0] for r in study.sql("neighbors_43_parts", model=state.fingerprint).fetchall()]
     parts = []
     for p in paths:
         arr = np.load(p, mmap_mode="r")
@@ -308,13 +277,11 @@ def _process_occupations(
         ef_search=cfg.ef_search,
         seed=study.config.study.seed,
     )
-    _sql(con, "neighbors_50_inputs.sql", model=model, config=_config_signature(study, model))
-    inputs = con.execute("SELECT * FROM _nb_inputs ORDER BY occupation").fetchall()
-    cols = [d[0] for d in con.description]
-    inputs = [dict(zip(cols, r, strict=True)) for r in inputs]
+    study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
+    inputs = dicts(con.execute("SELECT * FROM _nb_inputs ORDER BY occupation"))
     done = dict(con.execute("SELECT occupation, signature FROM neighbors_progress").fetchall())
     with study.transaction():
-        _sql(con, "neighbors_80_stale.sql")
+        study.sql("neighbors_80_stale")
     todo = [o for o in inputs if done.get(o["occupation"]) != o["signature"]]
     index_dir = (
         study.config.resolve(cfg.index_dir) if cfg.index_dir else study.root / "indexes"
@@ -341,16 +308,35 @@ def _process_occupations(
     bar.close()
 
     _report(study, run, inputs, model)
+    _record(study, run, state, kinds, len(inputs), len(todo), use_torch_gpu)
+    if recalls:
+        run.provenance["recall_at_k_mean"] = float(np.mean(recalls))
+    run.outputs["indexes"] = str(index_dir)
+    run.rows_out = study.count("samples", "strategy IN ('nn', 'nn_no_indicators')")
+    run.skipped = not todo and embedded == 0
+
+
+def _record(
+    study: Study,
+    run: StageRun,
+    state: _EmbedState,
+    kinds: dict[str, int],
+    n_inputs: int,
+    n_todo: int,
+    use_torch_gpu: bool,
+) -> None:
+    """The embedder, index and search settings of this run, in its provenance."""
+    cfg = study.config.neighbors
     run.provenance.update(
         {
-            "model_id": model,
+            "model_id": state.fingerprint,
             "model": cfg.model,
             "k": cfg.k,
             "index": cfg.index,
             "index_kinds_built": kinds,
-            "occupations": len(inputs),
-            "occupations_computed": len(todo),
-            "occupations_skipped": len(inputs) - len(todo),
+            "occupations": n_inputs,
+            "occupations_computed": n_todo,
+            "occupations_skipped": n_inputs - n_todo,
             "device": state.device,
             "search": "torch-gpu"
             if use_torch_gpu
@@ -359,11 +345,6 @@ def _process_occupations(
     )
     if state._embedder is not None:
         run.provenance["embedder"] = state._embedder.provenance()
-    if recalls:
-        run.provenance["recall_at_k_mean"] = float(np.mean(recalls))
-    run.outputs["indexes"] = str(index_dir)
-    run.rows_out = study.count("samples", "strategy IN ('nn', 'nn_no_indicators')")
-    run.skipped = not todo and embedded == 0
 
 
 def _gather(cache: EmbeddingCache, paths: Any, rows: Any) -> np.ndarray:
@@ -436,14 +417,12 @@ def _one_occupation(
     *,
     use_torch_gpu: bool,
 ) -> dict[str, Any]:
-    con = study.con
-    cfg = study.config.neighbors
-    k = cfg.k
+    k = study.config.neighbors.k
     k_ranked = study.config.select.candidates(k)  # candidates kept per prompt
     name = occ["occupation"]
-    caps = _sql(con, "neighbors_60_captions.sql", occupation=name, model=model).fetchnumpy()
-    prompts = _sql(con, "neighbors_61_prompts.sql", occupation=name, model=model).fetchall()
-    samples = _sql(con, "neighbors_62_samples.sql", occupation=name).fetchall()
+    caps = study.sql("neighbors_60_captions", occupation=name, model=model).fetchnumpy()
+    prompts = study.sql("neighbors_61_prompts", occupation=name, model=model).fetchall()
+    samples = study.sql("neighbors_62_samples", occupation=name).fetchall()
 
     ids = np.asarray(caps["caption_id"], dtype=np.int64)
     labels = np.asarray(caps["label"], dtype=object)
@@ -454,9 +433,7 @@ def _one_occupation(
 
     sample_rows: list[tuple[str, str, int, int, float]] = []
     diag: list[dict[str, Any]] = []
-    index_kind_built = None
-    index_path = None
-    recall = None
+    index_kind_built, index_path, recall = None, None, None
     subsets = {"nn": (x, ids), "nn_no_indicators": (x[none_mask], ids[none_mask])}
     for strategy, (xs, sids) in subsets.items():
         if len(sids) == 0 or not prompt_ids:
@@ -484,20 +461,25 @@ def _one_occupation(
                 sample_rows.append((strategy, pid, int(cid), r, float(sc)))
             top = scores[j][ok][:k]  # the diagnostic describes the first k of the ranked list
             n = len(top)
-            diag.append(
-                _diag_row(
-                    strategy,
-                    pid,
-                    n,
-                    float(np.mean(top, dtype=np.float64)) if n else None,
-                    n < k,
-                    per_query_recall[j],
-                )
-            )
+            mean = float(np.mean(top, dtype=np.float64)) if n else None
+            diag.append(_diag_row(strategy, pid, n, mean, n < k, per_query_recall[j]))
+    diag += _fixed_subset_diag(ids, x, q, prompt_ids, samples, study.config.select.sample_size)
+    _write(study, occ, model, sample_rows, diag, index_kind_built, index_path)
+    return {"recall": recall, "index_kind": index_kind_built}
 
-    # keyword / no_indicators: the same captions for every prompt of the occupation
+
+def _fixed_subset_diag(
+    ids: np.ndarray,
+    x: np.ndarray,
+    q: np.ndarray,
+    prompt_ids: list[str],
+    samples: list[tuple[str, int]],
+    want: int,
+) -> list[dict[str, Any]]:
+    """Diagnostics of the keyword / no_indicators subsets: the same captions (the first
+    ``want`` of the ranked sample) against every prompt of the occupation."""
+    diag = []
     pos = {int(c): i for i, c in enumerate(ids)}
-    want = study.config.select.sample_size
     for strategy in ("keyword", "no_indicators"):
         # the first N captions of the ranked list (samples come in rank order)
         members = [pos[c] for s, c in samples if s == strategy and c in pos][:want]
@@ -507,9 +489,7 @@ def _one_occupation(
             n = len(members)
             mean = float(np.mean(sims[:, j], dtype=np.float64)) if n else None
             diag.append(_diag_row(strategy, pid, n, mean, n < want, None))
-
-    _write(study, occ, model, sample_rows, diag, index_kind_built, index_path)
-    return {"recall": recall, "index_kind": index_kind_built}
+    return diag
 
 
 def _diag_row(
@@ -563,9 +543,8 @@ def _write(
     con.register("_nb_new_diag", new_diag)
     try:
         with study.transaction():
-            _sql(
-                con,
-                "neighbors_70_write.sql",
+            study.sql(
+                "neighbors_70_write",
                 occupation=occ["occupation"],
                 model=model,
                 signature=occ["signature"],
@@ -586,7 +565,7 @@ def _write(
 def _report(study: Study, run: StageRun, inputs: list[dict[str, Any]], model: str) -> None:
     """Summary table (per-strategy averages) and messages about short or empty occupations."""
     k = study.config.neighbors.k
-    cur = _sql(study.con, "neighbors_90_summary.sql")
+    cur = study.sql("neighbors_90_summary")
     cols = [d[0] for d in cur.description]
     run.summary = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     for row in run.summary:

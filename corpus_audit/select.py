@@ -69,7 +69,7 @@ from corpus_audit.corpus import (
 from corpus_audit.errors import CorpusError
 from corpus_audit.lexicon import Occupation, load_occupations, load_prompt_set, render_prompts
 from corpus_audit.lexicon import resolve_path as lexicon_path
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study, execute_sql, sql_text
 
 STAGE = "select"
 SQL_FILES = (
@@ -289,37 +289,9 @@ def scan_corpus(
     """
     from tqdm import tqdm
 
-    works: list[_Work] = []
     stats = ScanStats({f.file_id: _FileCounts() for f in files})
-    known_rows: dict[int, int | None] = {}
-    for f in files:
-        info = get_reader(f.format).inspect(Path(f.path))
-        known_rows[f.file_id] = info.rows
-        stats.columns[f.file_id] = None
-        if info.empty:
-            continue
-        columns = resolve_columns(f.path, info.columns, text_column, url_column, key_column)
-        if columns.text in info.types:  # parquet, HF: refused before any row is read
-            check_text_column(f.path, columns.text, info.types[columns.text])
-        stats.columns[f.file_id] = columns
-        if info.rows == 0:
-            continue
-        works += [_Work(f, unit, columns) for unit in info.units]
-    insert = sql_text("select_10_candidates.sql")
-    pending: list[pa.Table] = []
-    pending_rows = 0
-
-    def flush() -> None:
-        nonlocal pending, pending_rows
-        if not pending_rows:
-            return
-        con.register("_select_batch", pa.concat_tables(pending))
-        try:
-            con.execute(insert, {"prefiltered": prefilter, "pattern": matcher.pattern})
-        finally:
-            con.unregister("_select_batch")
-        pending, pending_rows = [], 0
-
+    works, known_rows = _plan_units(files, stats, text_column, url_column, key_column)
+    pending = _CandidateBuffer(con, prefilter, matcher.pattern)
     t0 = time.perf_counter()
     bar = tqdm(
         total=len(files), unit="file", disable=not progress, desc="select", dynamic_ncols=True
@@ -345,17 +317,69 @@ def scan_corpus(
             counts.candidates += piece.candidates.num_rows
             if total:
                 bar.update(piece.rows / total)
-            if piece.candidates.num_rows:
-                pending.append(piece.candidates)
-                pending_rows += piece.candidates.num_rows
-                if pending_rows >= _FLUSH_ROWS:
-                    flush()
+            pending.add(piece.candidates)
             bar.set_postfix(rows=f"{stats.rows:,}", refresh=False)
-        flush()
+        pending.flush()
     finally:
         bar.close()
     stats.seconds = time.perf_counter() - t0
     return stats
+
+
+def _plan_units(
+    files: list[CorpusFile],
+    stats: ScanStats,
+    text_column: str,
+    url_column: str,
+    key_column: str,
+) -> tuple[list[_Work], dict[int, int | None]]:
+    """Inspect every file (columns checked, nothing read yet): the units to scan and each
+    file's row count when known. Sets ``stats.columns`` (None for an empty file)."""
+    works: list[_Work] = []
+    known_rows: dict[int, int | None] = {}
+    for f in files:
+        info = get_reader(f.format).inspect(Path(f.path))
+        known_rows[f.file_id] = info.rows
+        stats.columns[f.file_id] = None
+        if info.empty:
+            continue
+        columns = resolve_columns(f.path, info.columns, text_column, url_column, key_column)
+        if columns.text in info.types:  # parquet, HF: refused before any row is read
+            check_text_column(f.path, columns.text, info.types[columns.text])
+        stats.columns[f.file_id] = columns
+        if info.rows == 0:
+            continue
+        works += [_Work(f, unit, columns) for unit in info.units]
+    return works, known_rows
+
+
+class _CandidateBuffer:
+    """Candidate rows on their way into ``_select_candidates``: inserted (checked again by
+    ``sql/select_10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end."""
+
+    def __init__(self, con: Any, prefilter: bool, pattern: str) -> None:
+        self.con, self.prefilter, self.pattern = con, prefilter, pattern
+        self.tables: list[pa.Table] = []
+        self.rows = 0
+
+    def add(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.tables.append(table)
+            self.rows += table.num_rows
+            if self.rows >= _FLUSH_ROWS:
+                self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        self.con.register("_select_batch", pa.concat_tables(self.tables))
+        try:
+            execute_sql(
+                self.con, "select_10_candidates", prefiltered=self.prefilter, pattern=self.pattern
+            )
+        finally:
+            self.con.unregister("_select_batch")
+        self.tables, self.rows = [], 0
 
 
 # -- the stage ---------------------------------------------------------------------------------
@@ -401,7 +425,7 @@ def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
 
 def summary_rows(study: Study, occupations: tuple[str, ...]) -> list[dict[str, Any]]:
     """Per occupation (lexicon order): captions mentioning it and its keyword sample size."""
-    cur = study.con.execute(sql_text("select_50_summary.sql"), {"occupations": list(occupations)})
+    cur = study.sql("select_50_summary", occupations=list(occupations))
     return [{"occupation": o, "captions": int(c), "sample": int(s)} for o, c, s in cur.fetchall()]
 
 
@@ -421,124 +445,169 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
 
     last = study.last_run(STAGE)
     if last is not None and last["provenance"].get("fingerprint") == fingerprint:
-        with study.stage(STAGE) as run:
-            run.skipped = True
-            run.rows_in, run.rows_out = int(last["rows_in"] or 0), int(last["rows_out"] or 0)
-            run.dropped = dict(last["dropped"])
-            run.provenance.update(
-                {
-                    k: v
-                    for k, v in last["provenance"].items()
-                    if k not in ("versions", "config_hash", "seed")
-                }
-            )
-            run.summary = summary_rows(study, matcher.occupations)
-            run.messages.append("corpus, lexicon and settings unchanged since the last run")
-        return run
+        return _unchanged(study, last, matcher)
 
-    con = study.con
     headroom = _arrow_headroom(study, cfg.engine.threads, cfg.select.batch_rows)
     with headroom, study.transaction(), study.stage(STAGE) as run:
-        con.execute(sql_text("select_00_clear.sql"))
-        con.execute(sql_text("select_05_work_tables.sql"))
-        forms = pa.table(
-            {"form": [f for f, _ in matcher.forms], "occupation": [o for _, o in matcher.forms]}
-        )
-        con.register("_select_forms_in", forms)
-        con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
-        con.unregister("_select_forms_in")
-        stats = scan_corpus(
-            con,
-            files,
-            matcher,
-            text_column=cfg.corpus.text_column,
-            url_column=cfg.corpus.url_column,
-            key_column=cfg.corpus.key_column,
-            prefilter=cfg.select.prefilter,
-            threads=cfg.engine.threads,
-            batch_rows=cfg.select.batch_rows,
-            progress=progress,
-        )
-        if stats.rows == 0:
-            raise CorpusError(
-                f"corpus: all {len(files)} corpus files are empty (0 rows), e.g. {files[0].path}"
-            )
-        timings = {"scan": round(stats.seconds, 3)}
-        step = time.perf_counter()
-
-        def lap(name: str) -> None:
-            nonlocal step
-            now = time.perf_counter()
-            timings[name] = round(now - step, 3)
-            step = now
-
+        study.sql("select_00_clear")
+        study.sql("select_05_work_tables")
+        stats = _scan(study, files, matcher, progress=progress)
         _write_corpus_files(study, files, stats)
-        con.execute(sql_text("select_20_found.sql"), {"pattern": matcher.pattern})
-        con.execute(sql_text("select_21_spaces.sql"))
-        con.execute(sql_text("select_22_edges.sql"))
-        unmapped = study.count("_select_found", "occupation IS NULL")
-        lap("extract")
-        con.execute(sql_text("select_25_mentions.sql"))
-        lap("mentions")
-        con.execute(sql_text("select_30_captions.sql"))
-        lap("captions")
-        candidates_n = cfg.select.candidates(cfg.select.sample_size)
-        con.execute(sql_text("select_40_samples.sql"), {"seed": cfg.study.seed, "n": candidates_n})
-        lap("samples")
-        prompts = render_prompts(prompt_set, occupations)
-        con.register("_select_prompts", pa.Table.from_pylist(prompts))
-        con.execute("INSERT INTO prompts BY NAME SELECT * FROM _select_prompts")
-        con.unregister("_select_prompts")
-        lap("prompts")
-        candidates = study.count("_select_candidates")
-        for table in ("_select_found", "_select_candidates", "_select_forms"):
-            con.execute(f"DROP TABLE IF EXISTS {table}")
-
-        captions = study.count("captions")
-        null_text = sum(c.null_text for c in stats.files.values())
-        bad_text = sum(c.bad_text for c in stats.files.values())
-        run.rows_in = stats.rows
-        run.rows_out = captions
-        run.drop("null_or_empty_caption", null_text)
-        run.drop("invalid_utf8_caption", bad_text)
-        run.drop("no_occupation_mentioned", stats.rows - null_text - bad_text - captions)
-        run.summary = summary_rows(study, matcher.occupations)
-        empty = [f.path for f in files if stats.files[f.file_id].rows == 0]
-        if empty:
-            run.messages.append(f"{len(empty)} empty corpus file(s) (0 rows), e.g. {empty[0]}")
-        small = [r["occupation"] for r in run.summary if r["sample"] < cfg.select.sample_size]
-        if small:
-            run.messages.append(
-                f"{len(small)} occupation(s) have fewer than {cfg.select.sample_size} captions: "
-                + ", ".join(small[:10])
-                + (" ..." if len(small) > 10 else "")
-            )
-        if unmapped:
-            run.messages.append(f"{unmapped} regex matches mapped to no lexicon form (ignored)")
+        derived = _derive_tables(study, matcher, render_prompts(prompt_set, occupations))
+        derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
+        _record(study, run, files, stats, matcher, derived)
         run.provenance.update(
             {
                 "fingerprint": fingerprint,
                 "files": len(files),
-                "mentions": study.count("mentions"),
-                "candidates": candidates,
-                "unmapped_matches": unmapped,
-                "forms": len(matcher.forms),
-                "occupations": len(matcher.occupations),
                 "pattern_sha256": hashlib.sha256(matcher.pattern.encode()).hexdigest()[:16],
                 "sample_rule": "md5('keyword:<seed>:<occupation>:<sample_key>') ascending",
                 "sample_seed": cfg.study.seed,
                 "sample_size": cfg.select.sample_size,
                 "sample_unit": cfg.select.sample_unit,
-                "candidates_per_subset": candidates_n,
                 "prefilter": cfg.select.prefilter,
                 "threads": cfg.engine.threads,
-                "seconds": timings,
                 "rows_per_second": round(stats.rows / stats.seconds) if stats.seconds else None,
                 "prompt_set": prompt_set.name,
-                "prompts": len(prompts),
             }
         )
     return run
+
+
+def _unchanged(study: Study, last: dict[str, Any], matcher: Matcher) -> StageRun:
+    """A skipped run that repeats the last one's counts (corpus, lexicon, settings unchanged)."""
+    with study.stage(STAGE) as run:
+        run.skipped = True
+        run.rows_in, run.rows_out = int(last["rows_in"] or 0), int(last["rows_out"] or 0)
+        run.dropped = dict(last["dropped"])
+        run.provenance.update(
+            {
+                k: v
+                for k, v in last["provenance"].items()
+                if k not in ("versions", "config_hash", "seed")
+            }
+        )
+        run.summary = summary_rows(study, matcher.occupations)
+        run.messages.append("corpus, lexicon and settings unchanged since the last run")
+    return run
+
+
+def _scan(study: Study, files: list[CorpusFile], matcher: Matcher, *, progress: bool) -> ScanStats:
+    """Fill the work tables: the lexicon forms, then every file's candidate captions."""
+    cfg = study.config
+    con = study.con
+    forms = pa.table(
+        {"form": [f for f, _ in matcher.forms], "occupation": [o for _, o in matcher.forms]}
+    )
+    con.register("_select_forms_in", forms)
+    con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
+    con.unregister("_select_forms_in")
+    stats = scan_corpus(
+        con,
+        files,
+        matcher,
+        text_column=cfg.corpus.text_column,
+        url_column=cfg.corpus.url_column,
+        key_column=cfg.corpus.key_column,
+        prefilter=cfg.select.prefilter,
+        threads=cfg.engine.threads,
+        batch_rows=cfg.select.batch_rows,
+        progress=progress,
+    )
+    if stats.rows == 0:
+        raise CorpusError(
+            f"corpus: all {len(files)} corpus files are empty (0 rows), e.g. {files[0].path}"
+        )
+    return stats
+
+
+def _derive_tables(study: Study, matcher: Matcher, prompts: list[dict[str, Any]]) -> dict:
+    """From the candidates: mentions, captions, the keyword samples and the prompts (the
+    ``select_2x``-``select_40`` files), then drop the work tables. Returns the counts and
+    seconds per step the provenance records."""
+    cfg = study.config
+    con = study.con
+    timings: dict[str, float] = {}
+    step = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal step
+        now = time.perf_counter()
+        timings[name] = round(now - step, 3)
+        step = now
+
+    study.sql("select_20_found", pattern=matcher.pattern)
+    study.sql("select_21_spaces")
+    study.sql("select_22_edges")
+    unmapped = study.count("_select_found", "occupation IS NULL")
+    lap("extract")
+    study.sql("select_25_mentions")
+    lap("mentions")
+    study.sql("select_30_captions")
+    lap("captions")
+    candidates_n = cfg.select.candidates(cfg.select.sample_size)
+    study.sql("select_40_samples", seed=cfg.study.seed, n=candidates_n)
+    lap("samples")
+    con.register("_select_prompts", pa.Table.from_pylist(prompts))
+    con.execute("INSERT INTO prompts BY NAME SELECT * FROM _select_prompts")
+    con.unregister("_select_prompts")
+    lap("prompts")
+    candidates = study.count("_select_candidates")
+    for table in ("_select_found", "_select_candidates", "_select_forms"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    return {
+        "timings": timings,
+        "unmapped": unmapped,
+        "candidates": candidates,
+        "candidates_per_subset": candidates_n,
+        "prompts": len(prompts),
+    }
+
+
+def _record(
+    study: Study,
+    run: StageRun,
+    files: list[CorpusFile],
+    stats: ScanStats,
+    matcher: Matcher,
+    derived: dict[str, Any],
+) -> None:
+    """Counts, drop reasons, summary, notes and the counting part of the provenance."""
+    cfg = study.config
+    captions = study.count("captions")
+    null_text = sum(c.null_text for c in stats.files.values())
+    bad_text = sum(c.bad_text for c in stats.files.values())
+    run.rows_in = stats.rows
+    run.rows_out = captions
+    run.drop("null_or_empty_caption", null_text)
+    run.drop("invalid_utf8_caption", bad_text)
+    run.drop("no_occupation_mentioned", stats.rows - null_text - bad_text - captions)
+    run.summary = summary_rows(study, matcher.occupations)
+    empty = [f.path for f in files if stats.files[f.file_id].rows == 0]
+    if empty:
+        run.messages.append(f"{len(empty)} empty corpus file(s) (0 rows), e.g. {empty[0]}")
+    small = [r["occupation"] for r in run.summary if r["sample"] < cfg.select.sample_size]
+    if small:
+        run.messages.append(
+            f"{len(small)} occupation(s) have fewer than {cfg.select.sample_size} captions: "
+            + ", ".join(small[:10])
+            + (" ..." if len(small) > 10 else "")
+        )
+    unmapped = derived["unmapped"]
+    if unmapped:
+        run.messages.append(f"{unmapped} regex matches mapped to no lexicon form (ignored)")
+    run.provenance.update(
+        {
+            "mentions": study.count("mentions"),
+            "candidates": derived["candidates"],
+            "unmapped_matches": unmapped,
+            "forms": len(matcher.forms),
+            "occupations": len(matcher.occupations),
+            "candidates_per_subset": derived["candidates_per_subset"],
+            "seconds": derived["timings"],
+            "prompts": derived["prompts"],
+        }
+    )
 
 
 def parse_bytes(text: str) -> int | None:

@@ -1,8 +1,14 @@
 """The study database (``study.duckdb``): open, migrate, stage bookkeeping.
 
-Every table a stage writes lives in this one embedded DuckDB file; its schema is the SQL in
-``corpus_audit/sql/schema*.sql`` (one file per stage family, applied in name order, all
-``CREATE ... IF NOT EXISTS`` so opening an older study adds the tables it lacks).
+Every table a stage writes lives in this one embedded DuckDB file. Its schema is a list of
+ordered migrations, ``corpus_audit/sql/schema_<NNN>_<owner>.sql`` (migration ``NNN``, one file
+per stage that owns the tables; see :func:`migrations`). The table ``schema_version`` records
+the migrations a study has had; opening a study applies the ones it lacks in one transaction,
+and refuses a study made by a newer version (see :meth:`Study.migrate`). A study without
+``schema_version`` (made before it existed) is version 0 and gets every migration.
+
+Every query of more than one line lives in ``corpus_audit/sql/<name>.sql`` and runs through
+:meth:`Study.sql` with named parameters (``$name``), bound by DuckDB.
 
 Stage bookkeeping: :meth:`Study.stage` is a context manager that records one row in
 ``stage_runs`` (counts in/out, drop reasons, provenance) when the stage body finishes, and
@@ -20,11 +26,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -43,17 +51,79 @@ RECOVERY_HINT = (
 )
 
 
+_SCHEMA_FILE = re.compile(r"schema_(\d{3})_\w+\.sql")
+
+
+@cache
 def sql_text(name: str) -> str:
-    """The text of ``corpus_audit/sql/<name>`` (queries live in files, with their comments)."""
-    return resources.files("corpus_audit").joinpath("sql", name).read_text(encoding="utf-8")
+    """The text of ``corpus_audit/sql/<name>`` (queries live in files, with their comments).
+
+    ``name`` is the file name, ``.sql`` included; an unknown one is a :class:`ValueError`
+    naming the file. Run a file with :meth:`Study.sql`, which reads it here.
+    """
+    try:
+        return resources.files("corpus_audit").joinpath("sql", name).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        raise ValueError(f"corpus_audit/sql/{name}: no such SQL file") from None
 
 
-def schema_files() -> list[str]:
-    """Names of the schema files, in the order they are applied."""
+def migrations() -> list[tuple[int, list[str]]]:
+    """The schema migrations in order: ``(version, files)``, versions 1, 2, ... without gaps.
+
+    Migration ``N`` is every file ``schema_<NNN>_<owner>.sql`` (``<owner>``: the stage, or
+    ``core``, whose tables the file holds). The files of one migration do not depend on each
+    other and run in name order. Each file is idempotent, so a half-migrated old study (one
+    that already has some of the tables) still migrates.
+    """
     folder = resources.files("corpus_audit").joinpath("sql")
-    return sorted(
-        p.name for p in folder.iterdir() if p.name.startswith("schema") and p.name.endswith(".sql")
-    )
+    found: dict[int, list[str]] = {}
+    for p in folder.iterdir():
+        m = _SCHEMA_FILE.fullmatch(p.name)
+        if m:
+            found.setdefault(int(m.group(1)), []).append(p.name)
+    versions = sorted(found)
+    if versions != list(range(1, len(versions) + 1)):
+        raise RuntimeError(f"corpus_audit/sql: schema migrations are not 1..N: {versions}")
+    return [(v, sorted(found[v])) for v in versions]
+
+
+def schema_version() -> int:
+    """The schema version this code writes (its last migration)."""
+    return len(migrations())
+
+
+def execute_sql(
+    con: duckdb.DuckDBPyConnection, name: str, **params: Any
+) -> duckdb.DuckDBPyConnection:
+    """Run ``corpus_audit/sql/<name>.sql`` on ``con`` with named parameters (what
+    :meth:`Study.sql` does; called directly only where a function is given a bare connection,
+    as ``select.scan_corpus`` is by the execution-engine benchmark and tests).
+
+    ``name`` is the file name with or without ``.sql``. A file may hold several statements:
+    DuckDB's own parser splits them (``extract_statements``), and each gets the ``$params`` it
+    names, bound by DuckDB, never formatted into the text. A parameter no statement names, or
+    one a statement names and the call lacks, is a :class:`ValueError` naming the file.
+    Returns ``con`` holding the result of the last statement.
+    """
+    file = name if name.endswith(".sql") else f"{name}.sql"
+    where = f"corpus_audit/sql/{file}"
+    statements = con.extract_statements(sql_text(file))
+    named = set().union(*(st.named_parameters for st in statements)) if statements else set()
+    unused = sorted(set(params) - named)
+    missing = sorted(named - set(params))
+    if unused or missing:
+        raise ValueError(f"{where}: parameters not in the file: {unused}; missing: {missing}")
+    result = con
+    for st in statements:
+        used = {p: params[p] for p in st.named_parameters}
+        result = con.execute(st, used) if used else con.execute(st)
+    return result
+
+
+def dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The rows of a query's result as dicts (column name -> value)."""
+    cols = [d[0] for d in cursor.description]
+    return [dict(zip(cols, r, strict=True)) for r in cursor.fetchall()]
 
 
 @dataclass
@@ -161,7 +231,9 @@ class Study:
             raise StudyError(open_error(db_path, exc)) from None
         study = cls(root, config, con)
         try:
-            if not read_only:
+            if read_only:
+                study.check_version()
+            else:
                 study.migrate()
         except BaseException as exc:
             con.close()
@@ -170,10 +242,50 @@ class Study:
             raise
         return study
 
-    def migrate(self) -> None:
-        """Apply every schema file (idempotent)."""
-        for name in schema_files():
-            self.con.execute(sql_text(name))
+    def stored_version(self) -> int:
+        """The schema version of this study's database: 0 without a ``schema_version`` table."""
+        if not self.table_exists("schema_version"):
+            return 0
+        rows = self.con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()
+        return int(rows[0][0])  # fetchall: fetchone would leave the result pending
+
+    def check_version(self) -> int:
+        """The stored schema version; a :class:`StudyError` when a newer corpus_audit made it."""
+        stored, known = self.stored_version(), schema_version()
+        if stored > known:
+            raise StudyError(
+                f"{printable(self.root / DB_NAME)}: made by a newer corpus_audit (schema version "
+                f"{stored}; this one knows up to {known}); upgrade corpus_audit to open it"
+            )
+        return stored
+
+    def migrate(self) -> list[int]:
+        """Apply the migrations the study lacks, all in one transaction; the versions applied.
+
+        A study from a newer corpus_audit is refused (:meth:`check_version`) and left as it is.
+        """
+        stored = self.check_version()
+        pending = [(v, files) for v, files in migrations() if v > stored]
+        if not pending:
+            return []
+        with self.transaction():
+            self.sql("schema_version")
+            for version, files in pending:
+                for name in files:
+                    self.sql(name)
+                self.con.execute(
+                    "INSERT INTO schema_version VALUES (?, ?, ?)",
+                    [version, ", ".join(files), _utcnow()],
+                )
+        return [v for v, _ in pending]
+
+    def sql(self, name: str, **params: Any) -> duckdb.DuckDBPyConnection:
+        """Run ``corpus_audit/sql/<name>.sql`` with named parameters; the connection, holding
+        the result of the file's last statement (``.fetchall()``, ``.fetchnumpy()``, ...).
+
+        The one way this package runs a query kept in a file (see :func:`execute_sql`).
+        """
+        return execute_sql(self.con, name, **params)
 
     def close(self) -> None:
         self.con.close()
@@ -321,10 +433,7 @@ class Study:
 
     def last_run(self, name: str) -> dict[str, Any] | None:
         """The latest finished run of stage ``name`` as a dict, or None."""
-        cur = self.con.execute(
-            "SELECT * FROM stage_runs WHERE stage = ? ORDER BY finished_at DESC, started_at DESC LIMIT 1",
-            [name],
-        )
+        cur = self.sql("store_last_run", stage=name)
         rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
         if not rows:
             return None

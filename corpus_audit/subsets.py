@@ -36,7 +36,7 @@ from typing import Any
 
 import duckdb
 
-from corpus_audit.store import Study, sql_text
+from corpus_audit.store import Study, dicts
 
 PER_OCCUPATION = ("keyword", "no_indicators")
 SHORTFALL_TEXT = {
@@ -71,21 +71,15 @@ class CutRule:
         return "labelled training images" if self.unit == "labelled_images" else "captions"
 
 
-def cut(con: duckdb.DuckDBPyConnection, rule: CutRule) -> None:
+def cut(study: Study, rule: CutRule) -> None:
     """Create the temp tables ``subset_candidates`` and ``subset_members`` (needs the temp
     table ``analysis_labelled``; see ``sql/subsets_cut.sql``)."""
-    params = {
-        "n_occupation": rule.n_occupation,
-        "n_prompt": rule.n_prompt,
-        "unit": rule.unit,
-        "split": rule.split,
-    }
-    text = sql_text("subsets_cut.sql")
-    head, _, tail = text.partition("CREATE OR REPLACE TEMP TABLE subset_members")
-    con.execute(head, {k: params[k] for k in ("n_occupation", "n_prompt")})
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE subset_members" + tail,
-        {k: params[k] for k in ("unit", "split")},
+    study.sql(
+        "subsets_cut",
+        n_occupation=rule.n_occupation,
+        n_prompt=rule.n_prompt,
+        unit=rule.unit,
+        split=rule.split,
     )
 
 
@@ -95,8 +89,8 @@ def cut_study(study: Study) -> str | None:
     from corpus_audit.analysis.percent import choose_classifier, prepare_labels
 
     classifier = choose_classifier(study)
-    prepare_labels(study.con, classifier, study.config.analysis.threshold)
-    cut(study.con, CutRule.from_config(study.config))
+    prepare_labels(study, classifier, study.config.analysis.threshold)
+    cut(study, CutRule.from_config(study.config))
     return classifier
 
 
@@ -106,11 +100,9 @@ def drop(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def status_rows(con: duckdb.DuckDBPyConnection, rule: CutRule) -> list[dict[str, Any]]:
+def status_rows(study: Study, rule: CutRule) -> list[dict[str, Any]]:
     """One row per subset (needs :func:`cut` first); see ``sql/subsets_status.sql``."""
-    cur = con.execute(sql_text("subsets_status.sql"), {"unit": rule.unit})
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    return dicts(study.sql("subsets_status", unit=rule.unit))
 
 
 def shortfall_lines(
@@ -159,7 +151,7 @@ def study_shortfall(study: Study) -> list[str]:
     rule = CutRule.from_config(study.config)
     try:
         cut_study(study)
-        rows = status_rows(study.con, rule)
+        rows = status_rows(study, rule)
     except CorpusAuditError as exc:  # e.g. several classifiers and none chosen
         return [f"training subsets: not cut ({exc})"]
     finally:

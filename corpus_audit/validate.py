@@ -99,14 +99,7 @@ def draw_sample(study: Study, cid: str, n: int) -> list[tuple[str, str, str]]:
     def rank(image_id: str) -> str:
         return hashlib.sha256(f"{seed}:{image_id}".encode()).hexdigest()
 
-    rows = study.con.execute(
-        """
-        SELECT l.image_id, i.path, i.source || '/' || l.label AS stratum
-        FROM labels l JOIN images i USING (image_id)
-        WHERE l.classifier = ?
-        """,
-        [cid],
-    ).fetchall()
+    rows = study.sql("validate_strata", classifier=cid).fetchall()
     by_stratum: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     for image_id, path, stratum in sorted(rows, key=lambda r: (r[2], rank(r[0]))):
         by_stratum[stratum].append((image_id, path, stratum))
@@ -360,23 +353,7 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
         all_annotators = sorted({a for v in votes.values() for a in v})
         alpha = reliability(votes)
         alpha_sure = reliability(votes, drop_unsure=True)
-        compared = agree = clf_ambiguous = no_majority = majority_unsure = 0
-        for image_id, by_annotator in votes.items():
-            vote = majority(list(by_annotator.values()))
-            if vote is None:
-                no_majority += 1
-                continue
-            if vote == "unsure":
-                majority_unsure += 1
-                continue
-            predicted = classifier.get(image_id)
-            if predicted is None:
-                continue
-            if predicted == "ambiguous":
-                clf_ambiguous += 1
-                continue
-            compared += 1
-            agree += predicted == vote
+        compared, agree, clf_ambiguous, no_majority, majority_unsure = _compare(votes, classifier)
         agreement = agree / compared if compared else None
         run.summary = [
             {"metric": "annotators", "value": len(all_annotators)},
@@ -403,6 +380,32 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
             }
         )
     return run
+
+
+def _compare(
+    votes: dict[str, dict[str, str]], classifier: dict[str, str]
+) -> tuple[int, int, int, int, int]:
+    """The classifier against the annotators' majority vote: (images compared, of which
+    agreeing, classifier ambiguous, no majority (a tie), majority unsure). Compared are the
+    images with a male/female majority and a male/female classifier label."""
+    compared = agree = clf_ambiguous = no_majority = majority_unsure = 0
+    for image_id, by_annotator in votes.items():
+        vote = majority(list(by_annotator.values()))
+        if vote is None:
+            no_majority += 1
+            continue
+        if vote == "unsure":
+            majority_unsure += 1
+            continue
+        predicted = classifier.get(image_id)
+        if predicted is None:
+            continue
+        if predicted == "ambiguous":
+            clf_ambiguous += 1
+            continue
+        compared += 1
+        agree += predicted == vote
+    return compared, agree, clf_ambiguous, no_majority, majority_unsure
 
 
 def summary_dict(run: StageRun) -> dict[str, Any]:

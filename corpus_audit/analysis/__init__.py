@@ -3,7 +3,7 @@
 - :func:`analyze` — the stage: %female per training subset and generated set, amplification
   per (model, strategy, occupation, prompt), per-prompt and overall means with t-tests and
   bootstrap intervals, captions-as-prompts lower bound, indicator statistics and the
-  correlation with training %female. Tables: ``sql/schema_40_analysis.sql``.
+  correlation with training %female. Tables: ``sql/schema_001_analyze.sql``.
 - :func:`amplify_tables` — the same amplification arithmetic on two plain CSV tables.
 
 Modules: ``stats`` (Wilson, bootstrap, t-test, Pearson), ``percent`` (%female from labels),

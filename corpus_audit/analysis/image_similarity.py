@@ -26,10 +26,9 @@ import os
 from collections import defaultdict
 from typing import Any
 
-import duckdb
 import numpy as np
 
-from corpus_audit.store import Study, sql_text
+from corpus_audit.store import Study, dicts
 
 CHUNK = 512  # images decoded and embedded per cache part
 
@@ -50,15 +49,13 @@ def _file_key(path: str) -> str | None:
 
 
 def image_similarity_rows(
-    study: Study, con: duckdb.DuckDBPyConnection, *, progress: bool = True
+    study: Study, *, progress: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows of ``image_similarity`` and provenance (needs ``analysis_labelled`` and the cut)."""
     from corpus_audit.classifiers import ClipClassifier
     from corpus_audit.report.thumbs import resolve
 
-    cur = con.execute(sql_text("analysis_image_sets.sql"))
-    cols = [d[0] for d in cur.description]
-    images = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    images = dicts(study.sql("analysis_image_sets"))
     if not images:
         return [], {"images": 0}
     label = study.config.label
@@ -78,6 +75,16 @@ def image_similarity_rows(
         )
     finally:
         model.close()
+    rows = _pair_rows(_sums(images, vectors), model.id)
+    prov = {"clip_model": model.id, "images": len(images), "embedded": embedded}
+    if unreadable:
+        prov["unreadable"] = unreadable
+    return rows, prov
+
+
+def _sums(images: list[dict[str, Any]], vectors: list[Any]) -> dict[tuple, list]:
+    """Per image set (side, model, strategy, occupation, prompt): [sum of its unit vectors,
+    images embedded, template]; unreadable images (vector None) are left out."""
     sums: dict[tuple, list] = {}
     for r, v in zip(images, vectors, strict=True):
         if v is None:
@@ -86,6 +93,13 @@ def image_similarity_rows(
         acc = sums.setdefault(key, [np.zeros_like(v, dtype=np.float64), 0, r["template_id"]])
         acc[0] += v
         acc[1] += 1
+    return sums
+
+
+def _pair_rows(sums: dict[tuple, list], clip_model: str) -> list[dict[str, Any]]:
+    """``image_similarity`` rows: each training set against the generated sets of its
+    occupation and template (a per-occupation subset against every template); the mean
+    cosine over all pairs is the dot product of the two mean vectors."""
     generated = defaultdict(list)
     for (side, mdl, _, occ, pid), (total, n, template) in sums.items():
         if side == "generated":
@@ -112,13 +126,10 @@ def image_similarity_rows(
                         "n_training": n,
                         "n_generated": n_g,
                         "mean_cosine": float(mean_t @ mean_g),
-                        "clip_model": model.id,
+                        "clip_model": clip_model,
                     }
                 )
-    prov = {"clip_model": model.id, "images": len(images), "embedded": embedded}
-    if unreadable:
-        prov["unreadable"] = unreadable
-    return rows, prov
+    return rows
 
 
 def _embeddings(

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
-
 from corpus_audit.analysis.amplification import Rate
 from corpus_audit.analysis.stats import percent, wilson_interval
 from corpus_audit.errors import CorpusAuditError
-from corpus_audit.store import Study, sql_text
+from corpus_audit.store import Study, dicts
 
 TRAINING = "training"
 GENERATED = "generated"
@@ -121,25 +119,13 @@ def choose_classifier(study: Study) -> str | None:
     )
 
 
-def prepare_labels(con: duckdb.DuckDBPyConnection, classifier: str | None, threshold: float) -> int:
+def prepare_labels(study: Study, classifier: str | None, threshold: float) -> int:
     """Create the temp table ``analysis_labelled``; returns how many images it holds."""
-    con.execute(
-        sql_text("analysis_labelled.sql"),
-        {"classifier": classifier or "", "threshold": float(threshold)},
-    )
-    row = con.execute("SELECT count(*) FROM analysis_labelled").fetchone()
-    return int(row[0]) if row else 0
+    study.sql("analysis_labelled", classifier=classifier or "", threshold=float(threshold))
+    return study.count("analysis_labelled")
 
 
-def _dicts(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> list[dict]:
-    cur = con.execute(sql, params or {})
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def training_sets(
-    con: duckdb.DuckDBPyConnection, shortfall: dict[tuple, str | None] | None = None
-) -> list[ImageSet]:
+def training_sets(study: Study, shortfall: dict[tuple, str | None] | None = None) -> list[ImageSet]:
     """Counts per training subset after the cut (needs :func:`prepare_labels` and
     :func:`corpus_audit.subsets.cut` first); ``shortfall`` maps (strategy, occupation,
     prompt_id) to why a subset holds fewer than N."""
@@ -159,11 +145,11 @@ def training_sets(
             n_candidates=r["n_candidates"],
             shortfall=short.get((r["strategy"], r["occupation"], r["prompt_id"])),
         )
-        for r in _dicts(con, sql_text("analysis_percent_training.sql"))
+        for r in dicts(study.sql("analysis_percent_training"))
     ]
 
 
-def generated_sets(con: duckdb.DuckDBPyConnection) -> list[ImageSet]:
+def generated_sets(study: Study) -> list[ImageSet]:
     """Counts per generated set (model, prompt) (needs :func:`prepare_labels` first)."""
     return [
         ImageSet(
@@ -176,16 +162,16 @@ def generated_sets(con: duckdb.DuckDBPyConnection) -> list[ImageSet]:
             prompt_id=r["prompt_id"],
             template_id=r["template_id"],
         )
-        for r in _dicts(con, sql_text("analysis_percent_generated.sql"))
+        for r in dicts(study.sql("analysis_percent_generated"))
     ]
 
 
-def caption_prompt_sets(con: duckdb.DuckDBPyConnection) -> list[tuple[ImageSet, ImageSet]]:
+def caption_prompt_sets(study: Study) -> list[tuple[ImageSet, ImageSet]]:
     """(training, generated) counts per (model, caption subset, occupation) for captions used
     as prompts, both over the same captions: those with a labelled training image and
     generated images (needs :func:`prepare_labels` and the cut first)."""
     out = []
-    for r in _dicts(con, sql_text("analysis_caption_prompts.sql")):
+    for r in dicts(study.sql("analysis_caption_prompts")):
         common = {
             "model_id": r["model_id"],
             "strategy": r["strategy"],
@@ -215,14 +201,14 @@ def caption_prompt_sets(con: duckdb.DuckDBPyConnection) -> list[tuple[ImageSet, 
     return out
 
 
-def indicator_match_rows(con: duckdb.DuckDBPyConnection, confidence: float) -> list[dict]:
+def indicator_match_rows(study: Study, confidence: float) -> list[dict]:
     """Captions with a one-sided indicator (male or female) used as prompts: per model, prompt
     kind (caption | paraphrase), reference and group (male, female, any), the labelled
     generated images and the share whose perceived gender matches the reference, with a
     Wilson interval. Two references: ``indicator`` (the caption's indicator; group = the
     indicator) and ``training_image`` (the paper's: the perceived gender of the caption's own
     training image, for captions whose training image is labelled; group = that label)."""
-    rows = _dicts(con, sql_text("analysis_indicator_match.sql"))
+    rows = dicts(study.sql("analysis_indicator_match"))
     out: list[dict] = []
     for model, kind, reference in sorted(
         {(r["model_id"], r["kind"], r["reference"]) for r in rows}
@@ -255,17 +241,12 @@ def indicator_match_rows(con: duckdb.DuckDBPyConnection, confidence: float) -> l
     return out
 
 
-def occupation_indicator_rows(
-    con: duckdb.DuckDBPyConnection, strategy: str = "keyword"
-) -> list[dict]:
+def occupation_indicator_rows(study: Study, strategy: str = "keyword") -> list[dict]:
     """Per occupation: caption-side indicator shares and, where training images are labelled,
     the image-side shares (rows of ``occupation_indicators``)."""
-    captions = {
-        r["occupation"]: r for r in _dicts(con, sql_text("analysis_occupation_indicators.sql"))
-    }
+    captions = {r["occupation"]: r for r in dicts(study.sql("analysis_occupation_indicators"))}
     images = {
-        r["occupation"]: r
-        for r in _dicts(con, sql_text("analysis_image_indicators.sql"), {"strategy": strategy})
+        r["occupation"]: r for r in dicts(study.sql("analysis_image_indicators", strategy=strategy))
     }
     out = []
     for occ in sorted(set(captions) | set(images)):

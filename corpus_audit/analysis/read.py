@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from corpus_audit.analysis.amplification import paper_layout
-from corpus_audit.store import Study
+from corpus_audit.store import Study, dicts
 
 
 def rows(study: Study, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -25,14 +25,7 @@ def summary_table(study: Study) -> list[dict[str, Any]]:
 
 def table3(study: Study) -> dict[str, list[dict[str, Any]]]:
     """The paper's Table 3 layout: ``{model: [strategy row, ...]}`` (see ``paper_layout``)."""
-    templates = [
-        r["template_id"]
-        for r in rows(
-            study,
-            "SELECT DISTINCT template_id FROM amplification_summary "
-            "WHERE template_id IS NOT NULL ORDER BY 1",
-        )
-    ]
+    templates = [r["template_id"] for r in dicts(study.sql("analysis_templates"))]
     return paper_layout(summary_table(study), templates=templates or (1, 2, 3, 4))
 
 

@@ -2,7 +2,7 @@
 
 Reads ``samples``, ``prompts``, ``images``, ``face_filter``, ``labels``, ``mentions`` and
 ``indicators`` (whatever of them earlier stages filled) and rewrites the tables of
-``sql/schema_40_analysis.sql`` in one transaction. Works with only the caption side done
+``sql/schema_001_analyze.sql`` in one transaction. Works with only the caption side done
 (the demo: no images): then the amplification tables stay empty and the stage says why.
 
 Idempotent and resumable: the run records a fingerprint of its inputs (row counts and an
@@ -15,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Hashable
 
 from tqdm import tqdm
 
 from corpus_audit.analysis.amplification import (
+    OverallSummary,
     Pair,
+    PromptSummary,
     Rate,
     make_pair,
     strategy_sort_key,
@@ -42,7 +45,7 @@ from corpus_audit.analysis.percent import (
 from corpus_audit.analysis.stats import stable_seed
 from corpus_audit.errors import StageOrderError
 from corpus_audit.stage_state import require_inputs, require_sample_captions
-from corpus_audit.store import StageRun, Study
+from corpus_audit.store import StageRun, Study, dicts
 from corpus_audit.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
 ANALYSIS_TABLES = (
@@ -115,38 +118,22 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     cfg = study.config.analysis
     classifier = choose_classifier(study)
     seed = stable_seed(study.config.study.seed, "analyze")
-    run.provenance.update(
-        {
-            "classifier": classifier,
-            "threshold": cfg.threshold,
-            "bootstrap": cfg.bootstrap,
-            "confidence": cfg.confidence,
-            "bootstrap_seed": seed,
-            "parity_side": cfg.parity_side,
-        }
-    )
     rule = CutRule.from_config(study.config)
-    run.provenance["subsets"] = {
-        "sample_unit": rule.unit,
-        "sample_size": rule.n_occupation,
-        "k": rule.n_prompt,
-        "overdraw": study.config.select.overdraw,
-        "no_indicator_sample": study.config.indicators.no_indicator_sample,
-    }
-    with study.transaction() as con:
-        n_labelled = prepare_labels(con, classifier, cfg.threshold)
-        cut(con, rule)
-        status = status_rows(con, rule)
+    _record_settings(study, run, classifier, seed, rule)
+    with study.transaction():
+        n_labelled = prepare_labels(study, classifier, cfg.threshold)
+        cut(study, rule)
+        status = status_rows(study, rule)
         short = {(r["strategy"], r["occupation"], r["prompt_id"]): r["shortfall"] for r in status}
-        train = training_sets(con, short)
-        gen = generated_sets(con)
-        caps = caption_prompt_sets(con)
-        match = indicator_match_rows(con, cfg.confidence)
-        occ_rows = occupation_indicator_rows(con)
+        train = training_sets(study, short)
+        gen = generated_sets(study)
+        caps = caption_prompt_sets(study)
+        match = indicator_match_rows(study, cfg.confidence)
+        occ_rows = occupation_indicator_rows(study)
         sim_rows: list[dict] = []
         if image_similarity_enabled(study):
             sim_rows, run.provenance["image_similarity"] = image_similarity_rows(
-                study, con, progress=progress
+                study, progress=progress
             )
 
         no_template = [g for g in gen if g.template_id is None]
@@ -159,21 +146,18 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         percent_rows = [s.row(cfg.confidence) for s in train + gen]
         for t_set, g_set in caps:
             percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
-        for table in ANALYSIS_TABLES:
-            con.execute(f"DELETE FROM {table}")
-        con.execute(
-            "INSERT INTO training_subsets SELECT strategy, occupation, prompt_id, caption_id, "
-            "rank, image_id, state FROM subset_members WHERE member"
+        _write_tables(
+            study,
+            {
+                "percent_female": percent_rows,
+                "amplification": amp_rows,
+                "amplification_summary": summ_rows,
+                "indicator_match": match,
+                "occupation_indicators": occ_rows,
+                "indicator_correlation": [corr],
+                "image_similarity": sim_rows,
+            },
         )
-        drop(con)
-        con.execute("DROP TABLE IF EXISTS analysis_labelled")
-        _insert(con, "percent_female", percent_rows)
-        _insert(con, "amplification", amp_rows)
-        _insert(con, "amplification_summary", summ_rows)
-        _insert(con, "indicator_match", match)
-        _insert(con, "occupation_indicators", occ_rows)
-        _insert(con, "indicator_correlation", [corr])
-        _insert(con, "image_similarity", sim_rows)
 
     run.rows_in = n_labelled
     run.rows_out = len(amp_rows)
@@ -188,6 +172,44 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     if train:
         run.messages += shortfall_lines(status, rule, templates)
     run.messages += summary_messages(sim_rows)
+
+
+def _record_settings(
+    study: Study, run: StageRun, classifier: str | None, seed: int, rule: CutRule
+) -> None:
+    """The settings of this analysis, in its provenance."""
+    cfg = study.config.analysis
+    run.provenance.update(
+        {
+            "classifier": classifier,
+            "threshold": cfg.threshold,
+            "bootstrap": cfg.bootstrap,
+            "confidence": cfg.confidence,
+            "bootstrap_seed": seed,
+            "parity_side": cfg.parity_side,
+        }
+    )
+    run.provenance["subsets"] = {
+        "sample_unit": rule.unit,
+        "sample_size": rule.n_occupation,
+        "k": rule.n_prompt,
+        "overdraw": study.config.select.overdraw,
+        "no_indicator_sample": study.config.indicators.no_indicator_sample,
+    }
+
+
+def _write_tables(study: Study, rows: dict[str, list[dict]]) -> None:
+    """Replace every analysis table (inside the caller's transaction): the training subsets
+    from the cut's temp tables (dropped after), the others from ``rows`` (table -> rows, in
+    this order)."""
+    con = study.con
+    for table in ANALYSIS_TABLES:
+        con.execute(f"DELETE FROM {table}")
+    study.sql("analysis_write_subsets")
+    drop(con)
+    con.execute("DROP TABLE IF EXISTS analysis_labelled")
+    for table, table_rows in rows.items():
+        _insert(con, table, table_rows)
 
 
 def _amplification(
@@ -222,47 +244,14 @@ def _amplification(
         total=len(jobs) + len(cap_groups), desc="analyze", unit="table", disable=not progress
     )
     for model, strategy in jobs:
-        pairs: list[Pair] = []
-        for g in sorted(by_model[model], key=lambda s: (s.occupation, s.template_id)):
-            template = g.template_id if strategy in per_prompt_strategies else None
-            t = t_index.get((strategy, g.occupation, template))
-            t_rate = t.rate() if t else Rate(("missing", strategy, g.occupation, template), None, 0)
-            pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate(), parity_side))
+        per_strategy = strategy in per_prompt_strategies
+        pairs = _template_pairs(by_model[model], strategy, per_strategy, t_index, parity_side)
         per_prompt, overall = summarize(
             pairs, prompts=templates, replicates=replicates, confidence=confidence, seed=seed
         )
         amp_rows += [_amp_row(model, strategy, p) for p in pairs]
-        for s in per_prompt:
-            summ_rows.append(
-                _summ_row(
-                    model,
-                    strategy,
-                    s.prompt,
-                    s.n_included,
-                    s.n_excluded,
-                    None,
-                    s.mean,
-                    s.ci_low,
-                    s.ci_high,
-                    s.t_stat,
-                    s.p_value,
-                )
-            )
-        summ_rows.append(
-            _summ_row(
-                model,
-                strategy,
-                None,
-                sum(s.n_included for s in per_prompt),
-                sum(s.n_excluded for s in per_prompt),
-                overall.n_prompts,
-                overall.mean,
-                overall.ci_low,
-                overall.ci_high,
-                None,
-                None,
-            )
-        )
+        summ_rows += [_summ_of(model, strategy, s.prompt, s, None) for s in per_prompt]
+        summ_rows.append(_overall_row(model, strategy, per_prompt, overall))
         bar.update()
     for (model, strategy), group in sorted(cap_groups.items()):
         pairs = [
@@ -270,31 +259,70 @@ def _amplification(
             for t, g in sorted(group, key=lambda tg: tg[1].occupation)
         ]
         (s,), overall = summarize(
-            pairs,
-            prompts=[CAPTION_PROMPTS_TEMPLATE],
-            replicates=replicates,
-            confidence=confidence,
-            seed=seed,
-        )
+            pairs, prompts=[CAPTION_PROMPTS_TEMPLATE], replicates=replicates,
+            confidence=confidence, seed=seed,
+        )  # fmt: skip
         amp_rows += [_amp_row(model, strategy, p) for p in pairs]
-        summ_rows.append(
-            _summ_row(
-                model,
-                strategy,
-                None,
-                s.n_included,
-                s.n_excluded,
-                overall.n_prompts,
-                s.mean,
-                s.ci_low,
-                s.ci_high,
-                s.t_stat,
-                s.p_value,
-            )
-        )
+        summ_rows.append(_summ_of(model, strategy, None, s, overall.n_prompts))
         bar.update()
     bar.close()
     return amp_rows, summ_rows
+
+
+def _template_pairs(
+    generated: list[ImageSet],
+    strategy: str,
+    per_prompt: bool,
+    t_index: dict[tuple, ImageSet],
+    parity_side: str,
+) -> list[Pair]:
+    """The (training, generated) pairs of one model's template prompts for ``strategy``, by
+    occupation and template; a training subset that is missing gives an empty rate."""
+    pairs: list[Pair] = []
+    for g in sorted(generated, key=lambda s: (s.occupation, s.template_id)):
+        template = g.template_id if per_prompt else None
+        t = t_index.get((strategy, g.occupation, template))
+        t_rate = t.rate() if t else Rate(("missing", strategy, g.occupation, template), None, 0)
+        pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate(), parity_side))
+    return pairs
+
+
+def _summ_of(
+    model: str, strategy: str, prompt: Hashable | None, s: PromptSummary, n_prompts: int | None
+) -> dict:
+    """An ``amplification_summary`` row from one prompt's summary ``s``."""
+    return _summ_row(
+        model,
+        strategy,
+        prompt,
+        s.n_included,
+        s.n_excluded,
+        n_prompts,
+        s.mean,
+        s.ci_low,
+        s.ci_high,
+        s.t_stat,
+        s.p_value,
+    )
+
+
+def _overall_row(
+    model: str, strategy: str, per_prompt: list[PromptSummary], overall: OverallSummary
+) -> dict:
+    """The ``amplification_summary`` row over all prompts (template_id NULL)."""
+    return _summ_row(
+        model,
+        strategy,
+        None,
+        sum(s.n_included for s in per_prompt),
+        sum(s.n_excluded for s in per_prompt),
+        overall.n_prompts,
+        overall.mean,
+        overall.ci_low,
+        overall.ci_high,
+        None,
+        None,
+    )
 
 
 def _amp_row(model: str, strategy: str, p: Pair) -> dict:
@@ -362,12 +390,7 @@ def summary_rows(study: Study) -> list[dict]:
                     line[col] = _cell_text(cell)
                 out.append(line)
         return out
-    cur = study.con.execute(
-        "SELECT occupation, n_captions AS captions, pct_any, pct_male, pct_female, pct_both "
-        "FROM occupation_indicators WHERE n_captions > 0 ORDER BY n_captions DESC, occupation"
-    )
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    return dicts(study.sql("analysis_indicator_summary"))
 
 
 def _cell_text(cell: dict | None) -> str | None:
@@ -384,10 +407,7 @@ def untrained_classifiers(study: Study) -> list[str]:
     untrained (random) weights."""
     from corpus_audit.classifiers import is_untrained
 
-    ids = study.con.execute(
-        "SELECT DISTINCT classifier FROM labels UNION SELECT DISTINCT clip_model FROM "
-        "image_similarity ORDER BY 1"
-    ).fetchall()
+    ids = study.sql("analysis_model_ids").fetchall()
     return [i for (i,) in ids if is_untrained(i)]
 
 

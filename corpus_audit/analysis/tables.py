@@ -385,24 +385,9 @@ def _amplify(
     for p in all_pairs:
         if p.excluded:
             run.drop(p.exclude_reason or "excluded")
-    summary: list[dict] = []
-    for r in results:
-        summary += summary_rows(r, with_model=several)
+    summary = [row for r in results for row in summary_rows(r, with_model=several)]
     run.summary = summary
-    m = metric("amplification")
-    run.messages.append(f"{m.formula}; {m.unit}; {m.description}")
-    run.messages.append(f"direction switch: {_rule_text(parity_side)}")
-    if any(r.overall.ci_low is None and r.overall.mean is not None for r in results):
-        run.messages.append(
-            "no bootstrap intervals: they need n (labelled images) behind every T and G"
-        )
-    run.messages += excluded_messages(results)
-    for r in results:
-        if r.unused:
-            run.messages.append(
-                f"{(r.model + ': ') if several else ''}{len(r.unused)} training occupation(s) "
-                f"have no generated row: {', '.join(r.unused)}"
-            )
+    run.messages += _amplify_messages(results, parity_side, several)
     run.provenance = {
         "bootstrap": replicates,
         "confidence": confidence,
@@ -426,6 +411,27 @@ def _amplify(
             )
         )
     return run
+
+
+def _amplify_messages(results: list[ModelResult], parity_side: str, several: bool) -> list[str]:
+    """The notes printed with an ``amplify`` run: the metric, the direction rule, missing
+    intervals, excluded pairs and training occupations without a generated row."""
+    messages = []
+    m = metric("amplification")
+    messages.append(f"{m.formula}; {m.unit}; {m.description}")
+    messages.append(f"direction switch: {_rule_text(parity_side)}")
+    if any(r.overall.ci_low is None and r.overall.mean is not None for r in results):
+        messages.append(
+            "no bootstrap intervals: they need n (labelled images) behind every T and G"
+        )
+    messages += excluded_messages(results)
+    for r in results:
+        if r.unused:
+            messages.append(
+                f"{(r.model + ': ') if several else ''}{len(r.unused)} training occupation(s) "
+                f"have no generated row: {', '.join(r.unused)}"
+            )
+    return messages
 
 
 def _rule_text(parity_side: str) -> str:

@@ -20,7 +20,7 @@ from corpus_audit.metrics import METRICS
 from corpus_audit.report import figures as figs
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
 from corpus_audit.stages import STAGE_NAMES
-from corpus_audit.store import Study
+from corpus_audit.store import Study, dicts
 
 IMAGE_STAGES = ("images", "generate", "label")
 TOP_NEIGHBOR_OCCUPATIONS = 4
@@ -47,11 +47,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["comparability"] = comparability_section(study)
     ctx["results"] = results_section(study)
     ctx["excluded"] = [p for p in amplification_pairs(study) if p["excluded"]]
-    ctx["percent"] = rows(
-        study,
-        "SELECT * FROM percent_female ORDER BY side, model_id NULLS FIRST, strategy NULLS FIRST, "
-        "occupation, template_id NULLS FIRST",
-    )
+    ctx["percent"] = dicts(study.sql("report_percent"))
     ctx["indicator_match"] = rows(
         study, "SELECT * FROM indicator_match ORDER BY model_id, kind, reference, indicator"
     )
@@ -73,13 +69,7 @@ def comparability_section(study: Study) -> dict[str, Any]:
     from corpus_audit.subsets import SHORTFALL_TEXT
 
     cfg = study.config
-    short = rows(
-        study,
-        "SELECT p.strategy, p.occupation, p.template_id, p.n_female + p.n_male AS labelled, "
-        "p.n_captions, p.n_target, p.n_candidates, p.shortfall FROM percent_female p "
-        "WHERE p.side = 'training' AND p.model_id IS NULL AND p.shortfall IS NOT NULL "
-        "ORDER BY p.strategy, p.occupation, p.template_id NULLS FIRST",
-    )
+    short = dicts(study.sql("report_shortfall"))
     return {
         "differences": paper_differences(cfg),
         "untrained": untrained_classifiers(study),
@@ -186,24 +176,15 @@ def image_funnel(study: Study, analysis_prov: dict[str, Any]) -> list[dict[str, 
         n = study.count("images", "source = ?", [source])
         if not n:
             continue
-        reasons = rows(
-            study,
-            "SELECT coalesce(f.reason, 'dropped') AS reason, count(*) AS n FROM images i "
-            "JOIN face_filter f USING (image_id) WHERE i.source = ? AND NOT f.kept "
-            "GROUP BY ALL ORDER BY n DESC, reason",
-            [source],
-        )
+        reasons = dicts(study.sql("report_funnel_drops", source=source))
         checked = study.count(
             "images i JOIN face_filter f USING (image_id)", "i.source = ?", [source]
         )
         kept = study.count(
             "images i JOIN face_filter f USING (image_id)", "i.source = ? AND f.kept", [source]
         )
-        labels = rows(
-            study,
-            "SELECT l.label, count(*) AS n FROM images i JOIN labels l USING (image_id) "
-            "WHERE i.source = ? AND l.classifier = ? GROUP BY ALL ORDER BY l.label",
-            [source, classifier or ""],
+        labels = dicts(
+            study.sql("report_funnel_labels", source=source, classifier=classifier or "")
         )
         out.append(
             {
@@ -290,13 +271,7 @@ def _cell(cell: dict[str, Any] | None) -> dict[str, Any] | None:
 def indicators_section(study: Study) -> dict[str, Any]:
     """Caption-side indicator summary per occupation, overall shares and the correlation."""
     per_occ = rows(study, "SELECT * FROM occupation_indicators ORDER BY occupation")
-    overall = rows(
-        study,
-        "SELECT count(*) AS captions, count(d.caption_id) AS checked, "
-        "count(*) FILTER (WHERE d.label IN ('male', 'female', 'both')) AS with_indicator "
-        "FROM (SELECT DISTINCT caption_id FROM mentions) m "
-        "LEFT JOIN indicators d USING (caption_id)",
-    )[0]
+    overall = dicts(study.sql("report_indicator_overall"))[0]
     overall["pct"] = (
         100.0 * overall["with_indicator"] / overall["checked"] if overall["checked"] else None
     )
@@ -305,17 +280,7 @@ def indicators_section(study: Study) -> dict[str, Any]:
     overall["occupations"] = len(shares)
     overall["mean_occupation_pct"] = sum(shares) / len(shares) if shares else None
     corr = rows(study, "SELECT * FROM indicator_correlation")
-    examples = rows(
-        study,
-        """
-        SELECT label, triggers, text FROM (
-            SELECT d.label, d.triggers, c.text,
-                   row_number() OVER (PARTITION BY d.label ORDER BY hash(c.caption_id)) AS k
-            FROM indicators d JOIN captions c USING (caption_id)
-            WHERE d.label <> 'none'
-        ) WHERE k <= 4 ORDER BY label, k
-        """,
-    )
+    examples = dicts(study.sql("report_indicator_examples"))
     return {
         "rows": per_occ,
         "overall": overall,
@@ -327,19 +292,8 @@ def indicators_section(study: Study) -> dict[str, Any]:
 
 def similarity_section(study: Study) -> dict[str, Any]:
     """Mean caption-prompt similarity per strategy, and per occupation."""
-    detail = rows(
-        study,
-        "SELECT d.*, p.template_id FROM similarity_diagnostics d "
-        "LEFT JOIN prompts p USING (prompt_id) ORDER BY occupation, strategy, template_id",
-    )
-    summary = rows(
-        study,
-        "SELECT strategy, count(DISTINCT occupation) AS occupations, count(*) AS subsets, "
-        "avg(mean_similarity) AS mean_similarity, min(mean_similarity) AS min_similarity, "
-        "max(mean_similarity) AS max_similarity, "
-        "count(*) FILTER (WHERE short_of_k) AS short_of_k "
-        "FROM similarity_diagnostics GROUP BY strategy",
-    )
+    detail = dicts(study.sql("report_similarity_detail"))
+    summary = dicts(study.sql("report_similarity_summary"))
     summary.sort(key=lambda r: strategy_sort_key(r["strategy"]))
     from corpus_audit.analysis.image_similarity import summary as image_summary
 
@@ -357,29 +311,11 @@ def top_neighbors(study: Study) -> list[dict[str, Any]]:
     """For the occupations with the most captions: each prompt's top `nn` captions."""
     occupations = [
         r["occupation"]
-        for r in rows(
-            study,
-            "SELECT occupation, count(*) AS n FROM samples WHERE strategy = 'nn' "
-            "GROUP BY occupation ORDER BY n DESC, occupation LIMIT ?",
-            [TOP_NEIGHBOR_OCCUPATIONS],
-        )
+        for r in dicts(study.sql("report_neighbor_occupations", n=TOP_NEIGHBOR_OCCUPATIONS))
     ]
     if not occupations:
         return []
-    found = rows(
-        study,
-        """
-        SELECT s.occupation, p.template_id, p.text AS prompt, s.rank, s.score, c.text,
-               d.label AS indicator
-        FROM samples s
-        JOIN prompts p USING (prompt_id)
-        JOIN captions c USING (caption_id)
-        LEFT JOIN indicators d USING (caption_id)
-        WHERE s.strategy = 'nn' AND s.rank <= ? AND list_contains(?, s.occupation)
-        ORDER BY s.occupation, p.template_id, s.rank
-        """,
-        [TOP_NEIGHBORS, occupations],
-    )
+    found = dicts(study.sql("report_neighbors", n=TOP_NEIGHBORS, occupations=occupations))
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in found:
         groups.setdefault((r["occupation"], r["prompt"]), []).append(r)
@@ -491,44 +427,10 @@ def occupations_section(study: Study, progress: bool) -> list[dict[str, Any]]:
     """Per occupation: %female numbers, example captions, training/generated thumbnails."""
     n_thumbs = study.config.analysis.thumbnails
     max_pixels = study.config.images.max_pixels
-    occupations = [
-        r["occupation"]
-        for r in rows(
-            study,
-            "SELECT occupation FROM samples UNION SELECT occupation FROM images "
-            "WHERE occupation IS NOT NULL UNION SELECT occupation FROM percent_female "
-            "ORDER BY occupation",
-        )
-    ]
-    training_pf = _group(
-        rows(
-            study,
-            "SELECT * FROM percent_female WHERE side = 'training' AND model_id IS NULL "
-            "ORDER BY strategy, template_id NULLS FIRST",
-        )
-    )
-    generated_pf = _group(
-        rows(
-            study,
-            "SELECT * FROM percent_female WHERE side = 'generated' AND template_id <> 0 "
-            "ORDER BY model_id, template_id",
-        )
-    )
-    captions = _group(
-        rows(
-            study,
-            """
-            SELECT occupation, text, label AS indicator FROM (
-                SELECT s.occupation, c.text, d.label,
-                       row_number() OVER (PARTITION BY s.occupation ORDER BY s.rank) AS k
-                FROM samples s JOIN captions c USING (caption_id)
-                LEFT JOIN indicators d USING (caption_id)
-                WHERE s.strategy = 'keyword'
-            ) WHERE k <= ?
-            """,
-            [EXAMPLE_CAPTIONS],
-        )
-    )
+    occupations = [r["occupation"] for r in dicts(study.sql("report_occupations"))]
+    training_pf = _group(dicts(study.sql("report_percent_training")))
+    generated_pf = _group(dicts(study.sql("report_percent_generated")))
+    captions = _group(dicts(study.sql("report_example_captions", n=EXAMPLE_CAPTIONS)))
     classifier = (study.last_run("analyze") or {}).get("provenance", {}).get("classifier") or ""
     out = []
     for occ in tqdm(occupations, desc="report thumbnails", unit="occ", disable=not progress):
@@ -560,38 +462,12 @@ def _thumbnail_groups(
 ) -> list[dict[str, Any]]:
     """Training images (keyword sample) and each model's generated images of ``occupation``,
     labelled ones first, in a fixed pseudo-random order."""
-    training = rows(
-        study,
-        """
-        SELECT i.image_id, i.path, coalesce(l.label, f.reason, 'unlabelled') AS label,
-               c.text AS title
-        FROM images i
-        JOIN (SELECT DISTINCT caption_id FROM samples WHERE occupation = ?) s USING (caption_id)
-        LEFT JOIN captions c USING (caption_id)
-        LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
-        LEFT JOIN face_filter f ON f.image_id = i.image_id
-        WHERE i.source = 'training'
-        ORDER BY l.label IS NULL, hash(i.image_id) LIMIT ?
-        """,
-        [occupation, classifier, n],
+    training = dicts(
+        study.sql("report_thumbs_training", occupation=occupation, classifier=classifier, n=n)
     )
     groups = [{"title": "training", "images": training}]
-    generated = rows(
-        study,
-        """
-        SELECT * FROM (
-            SELECT i.image_id, i.path, coalesce(i.model_id, 'unknown') AS model_id,
-                   coalesce(l.label, f.reason, 'unlabelled') AS label, i.prompt_text AS title,
-                   row_number() OVER (PARTITION BY i.model_id
-                                      ORDER BY l.label IS NULL, hash(i.image_id)) AS k
-            FROM images i
-            LEFT JOIN prompts p ON p.prompt_id = i.prompt_id
-            LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
-            LEFT JOIN face_filter f ON f.image_id = i.image_id
-            WHERE i.source = 'generated' AND coalesce(i.occupation, p.occupation) = ?
-        ) WHERE k <= ? ORDER BY model_id, k
-        """,
-        [classifier, occupation, n],
+    generated = dicts(
+        study.sql("report_thumbs_generated", occupation=occupation, classifier=classifier, n=n)
     )
     for model in sorted({g["model_id"] for g in generated}):
         groups.append(

@@ -1,4 +1,17 @@
--- Tables of the `generate` stage beside `images` (schema_20_images.sql). Owner: corpus_audit/generate.py
+-- Tables of the `generate` stage beside its `images` rows (schema_001_images.sql).
+-- Owner: corpus_audit/generate.py
+-- Migration 1 (the baseline: every table as of schema version 0, the studies made before
+-- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
+
+-- Paraphrased captions used as prompts. One row per (caption, occupation, paraphraser): the
+-- instruction names the occupation word to keep. Owner: corpus_audit/generate.py
+CREATE TABLE IF NOT EXISTS paraphrases (
+    caption_id   BIGINT NOT NULL,
+    paraphraser  VARCHAR NOT NULL,           -- '<backend>:<model>', e.g. 'transformers:google/flan-t5-large'
+    text         VARCHAR NOT NULL,           -- the paraphrase ('' when the model returned nothing)
+    contains_occupation BOOLEAN,             -- FALSE: the model lost the occupation word
+    occupation   VARCHAR                     -- the occupation the caption was sampled for
+);
 
 -- The settings a set of generated images was made with. With images.prompt_text and
 -- images.seed they regenerate one image exactly (corpus_audit.generate.regenerate_image).

@@ -1,27 +1,8 @@
--- Core tables of a study database. Public interface: documented in README.md ("The study database").
-
--- One row per finished stage run (status reads the latest per stage).
-CREATE TABLE IF NOT EXISTS stage_runs (
-    stage        VARCHAR NOT NULL,
-    status       VARCHAR NOT NULL,          -- done | skipped
-    started_at   TIMESTAMP,                 -- UTC
-    finished_at  TIMESTAMP,                 -- UTC
-    rows_in      BIGINT,
-    rows_out     BIGINT,
-    dropped      VARCHAR,                   -- JSON {reason: count}
-    provenance   VARCHAR,                   -- JSON: config hash, seeds, model ids, versions
-    config_hash  VARCHAR
-);
-
--- One row per stage whose latest run began and did not finish: written when the run starts,
--- removed in the transaction that adds its stage_runs row, and also removed when the run fails
--- before committing anything. A row left here means the run was killed, or failed after
--- committing part of its work: the stage is partial (`status` says so, and the stages that
--- read its tables refuse them until it is rerun).
-CREATE TABLE IF NOT EXISTS stage_unfinished (
-    stage        VARCHAR PRIMARY KEY,
-    started_at   TIMESTAMP                  -- UTC, when the unfinished run began
-);
+-- Tables of the `select` stage. Owner: corpus_audit/select.py. `samples` is written by three
+-- stages, each owning its strategies' rows (stages.py `owns`): select keyword, indicators
+-- no_indicators, neighbors nn and nn_no_indicators.
+-- Migration 1 (the baseline: every table as of schema version 0, the studies made before
+-- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
 
 -- Corpus files read by `select`, one row each (file_id is the index in the sorted path list).
 CREATE TABLE IF NOT EXISTS corpus_files (
@@ -64,22 +45,6 @@ CREATE TABLE IF NOT EXISTS samples (
     caption_id   BIGINT NOT NULL,
     rank         INTEGER NOT NULL,           -- 1-based
     score        DOUBLE                      -- cosine similarity for nn strategies, else NULL
-);
-
--- Explicit gender indicators per caption in `mentions` (METHODS 1.6).
-CREATE TABLE IF NOT EXISTS indicators (
-    caption_id   BIGINT PRIMARY KEY,
-    label        VARCHAR NOT NULL,           -- male | female | both | none
-    triggers     VARCHAR NOT NULL            -- human-readable, e.g. 'woman; his; name:John(male)'
-);
-
--- One row per trigger token behind an indicator label.
-CREATE TABLE IF NOT EXISTS indicator_triggers (
-    caption_id   BIGINT NOT NULL,
-    kind         VARCHAR NOT NULL,           -- word | pronoun | name
-    token        VARCHAR NOT NULL,           -- as matched (lower case for words, as written for names)
-    gender       VARCHAR NOT NULL,           -- male | female
-    guess        VARCHAR                     -- gender-guesser's raw answer for names, else NULL
 );
 
 -- Prompts of the study's prompt sets (templates x occupations), written by `select`.

@@ -1,6 +1,8 @@
 -- Tables of the `analyze` stage. Owner: corpus_audit/analysis/
 -- The stage rewrites all of them in one transaction; percentages are 0-100, amplification is in
 -- percentage points (METHODS 1.7), intervals are at analysis.confidence (default 95 %).
+-- Migration 1 (the baseline: every table as of schema version 0, the studies made before
+-- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
 
 -- %female of a training subset or a generated set, with a Wilson interval.
 -- Captions-as-prompts sets: strategy captions_as_prompts[_no_indicators] (paraphrased_captions[...]
