@@ -29,6 +29,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,6 +38,7 @@ import numpy as np
 from corpus_audit.devices import resolve_device
 from corpus_audit.errors import ModelError
 from corpus_audit.faces import Face
+from corpus_audit.registry import Registry
 
 DEFAULT_TEXTS = ("A photo of a man", "A photo of a woman")
 FACE_CROP_MARGIN = 0.5  # crop_to_face: box grown by this fraction of its size on every side
@@ -52,6 +54,23 @@ class GenderClassifier(Protocol):
     def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
         """Float64 array of shape (N,), values in [0, 1]."""
         ...
+
+    def close(self) -> None:
+        """Free the model (threads, GPU memory); the classifier is not used afterwards."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClassifierBackend:
+    """A registry entry: how to build a classifier and the id its rows get, without loading.
+
+    ``build(label, *, device, seed)`` and ``row_id(label)`` take a :class:`LabelSection`;
+    ``row_id`` is what ``labels.classifier`` holds for the rows the built classifier writes
+    (its ``id``), so a stage can find what a run already labelled before loading a model.
+    """
+
+    build: Callable[..., GenderClassifier]
+    row_id: Callable[[Any], str]
 
 
 def is_untrained(classifier: str) -> bool:
@@ -155,6 +174,9 @@ class AgeGenderClassifier:
             probs = network.probabilities(chips)
             labels = list(network.spec.labels)
         return np.asarray(probs[:, labels.index("female")], dtype=np.float64)
+
+    def close(self) -> None:
+        """Nothing to free: the ONNX sessions live as long as the package's model object."""
 
     def _p_female_public(self, images, faces) -> np.ndarray:
         """Fallback through the public API (confidence is a floored percentage)."""
@@ -447,36 +469,32 @@ def _build_clip(label: Any, *, device: str = "auto", seed: int = 0) -> ClipClass
     )
 
 
-CLASSIFIERS: dict[str, Callable[..., GenderClassifier]] = {
-    "agegender": _build_agegender,
-    "clip": _build_clip,
-}
+def _clip_row_id(label: Any) -> str:
+    return ClipClassifier.describe(
+        label.clip_model, label.clip_pretrained, label.texts, label.crop_to_face
+    )
+
+
+# config name (label.classifier) -> backend; config validation takes its names from here
+CLASSIFIERS: Registry[ClassifierBackend] = Registry("classifier")
+CLASSIFIERS.register("agegender", ClassifierBackend(_build_agegender, lambda label: "agegender"))
+CLASSIFIERS.register("clip", ClassifierBackend(_build_clip, _clip_row_id))
+
+
+def _backend(name: str) -> ClassifierBackend:
+    if name not in CLASSIFIERS:
+        raise ModelError(
+            f"label.classifier: unknown classifier {name!r} (known: {', '.join(CLASSIFIERS)})"
+        )
+    return CLASSIFIERS.get(name)
 
 
 def classifier_id(label: Any) -> str:
     """The ``labels.classifier`` id ``label`` (a :class:`LabelSection`) gives, without loading
     a model (a local checkpoint is hashed)."""
-    if label.classifier == "agegender":
-        return "agegender"
-    if label.classifier == "clip":
-        return ClipClassifier.describe(
-            label.clip_model, label.clip_pretrained, label.texts, label.crop_to_face
-        )
-    factory = CLASSIFIERS.get(label.classifier)
-    if factory is None:
-        raise ModelError(
-            f"label.classifier: unknown classifier {label.classifier!r} "
-            f"(known: {', '.join(CLASSIFIERS)})"
-        )
-    return str(getattr(factory, "classifier_id", label.classifier))
+    return _backend(label.classifier).row_id(label)
 
 
 def build_classifier(label: Any, *, device: str = "auto", seed: int = 0) -> GenderClassifier:
     """The classifier named by ``label.classifier`` (a :class:`LabelSection`)."""
-    factory = CLASSIFIERS.get(label.classifier)
-    if factory is None:
-        raise ModelError(
-            f"label.classifier: unknown classifier {label.classifier!r} "
-            f"(known: {', '.join(CLASSIFIERS)})"
-        )
-    return factory(label, device=device, seed=seed)
+    return _backend(label.classifier).build(label, device=device, seed=seed)
