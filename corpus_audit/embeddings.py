@@ -94,6 +94,10 @@ class Embedder(Protocol):
         """Model id, resolved path, versions, device, precision, probe cosine."""
         ...
 
+    def close(self) -> None:
+        """Free the model (GPU memory); ``encode`` is not called afterwards."""
+        ...
+
 
 EmbedderFactory = Callable[..., Embedder]
 # planner(model, device=, precision=, max_seq_length=) -> the fingerprint, without loading
@@ -411,6 +415,21 @@ class SbertEmbedder:
             "sentence_transformers": metadata.version("sentence-transformers"),
             "torch": metadata.version("torch"),
         }
+
+    def close(self) -> None:
+        from corpus_audit.devices import release_memory
+
+        self._st = None
+        release_memory()
+
+
+def close_embedders() -> None:
+    """Close every embedder :func:`load_embedder` keeps for reuse and forget them."""
+    with _LOCK:
+        loaded = list(_LOADED.values())
+        _LOADED.clear()
+    for embedder in loaded:
+        embedder.close()
 
 
 register_embedder("sbert", planner=planned_fingerprint)(SbertEmbedder)

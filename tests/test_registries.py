@@ -145,3 +145,15 @@ def test_source_kinds_are_the_registry(tmp_path):
         config_from_dict({"images": {"sources": [{"kind": "ftp", "path": "x"}]}}, tmp_path)
     urls = parse_source(0, {"kind": "urls"})  # the one kind without a path
     assert urls.link == "caption_id" and urls.image_size == 512
+
+
+def test_cached_embedders_close_and_reload():
+    """``close()`` is part of every backend protocol; the embedder cache can be emptied and
+    the next load gives a working model again (real SBERT all-MiniLM-L6-v2)."""
+    first = embeddings.load_embedder(device="cpu")
+    before = first.encode(["a nurse at work"])
+    embeddings.close_embedders()
+    second = embeddings.load_embedder(device="cpu")
+    assert second is not first
+    after = second.encode(["a nurse at work"])
+    assert after.shape == (1, second.dim) and abs(float((before * after).sum()) - 1.0) < 1e-5
