@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from corpus_audit.errors import ConfigError
+from corpus_audit.errors import ConfigError, ImageSourceError
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 MAX_MEMBER_BYTES = 128 * 1024 * 1024  # a single image larger than this is skipped (too_large)
@@ -209,6 +209,39 @@ def ext_of(path: str | None) -> str:
     """The image suffix of ``path``; ``.jpg`` when it has none we know."""
     suffix = Path(path).suffix.lower() if path else ""
     return suffix if suffix in IMAGE_EXTS else ".jpg"
+
+
+def row_links(batch: dict[str, list[Any]], i: int, cols: tuple[str | None, ...]) -> dict[str, Any]:
+    """``key``, ``url``, ``caption_id`` of row ``i`` of a column batch; ``cols`` names the
+    (url, key, caption_id) columns, None for an absent one."""
+    url_col, key_col, id_col = cols
+    key = batch[key_col][i] if key_col else None
+    return {
+        "key": str(key) if key is not None else None,
+        "url": batch[url_col][i] if url_col else None,
+        "caption_id": as_int(batch[id_col][i]) if id_col else None,
+    }
+
+
+def existing_target(ctx: SourceContext, options: SourceOptions) -> Path:
+    """The source's resolved path; :class:`ImageSourceError` when nothing is there."""
+    assert options.path is not None  # checked when the options were parsed
+    target = ctx.resolve(options.path)
+    if not target.exists():
+        raise ImageSourceError(f"{target}: no such {options.kind} source (file or folder)")
+    return target
+
+
+def matching_files(
+    ctx: SourceContext, options: SourceOptions, patterns: tuple[str, ...]
+) -> list[Path]:
+    """Files of a file / folder / glob source; :class:`ImageSourceError` when there are none."""
+    assert options.path is not None  # checked when the options were parsed
+    target = ctx.resolve(options.path)
+    found = expand(target, patterns)
+    if not found:
+        raise ImageSourceError(f"{target}: no {options.kind} files here ({', '.join(patterns)})")
+    return found
 
 
 def short_error(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from corpus_audit.image_sources.base import (
     SourceContext,
     SourceOptions,
     Unit,
+    existing_target,
     load_meta,
     meta_fields,
 )
@@ -57,10 +58,7 @@ class DirSource(PlainSource):
     options = SourceOptions
 
     def units(self, ctx: SourceContext, options: SourceOptions) -> list[Unit]:
-        assert options.path is not None
-        target = ctx.resolve(options.path)
-        if not target.exists():
-            raise ImageSourceError(f"{target}: no such {self.kind} source (file or folder)")
+        target = existing_target(ctx, options)
         if not target.is_dir():
             raise ImageSourceError(f"{target}: a dir source must be a folder")
         return [folder_unit(target)]

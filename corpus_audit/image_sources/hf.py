@@ -20,10 +20,11 @@ from corpus_audit.image_sources.base import (
     Skip,
     SourceContext,
     Unit,
-    as_int,
+    existing_target,
     ext_of,
     image_payload,
     pick,
+    row_links,
 )
 
 BATCH_ROWS = 256
@@ -91,16 +92,8 @@ def iter_hf(path: Path, options: HfOptions) -> Iterator[Record | Skip]:
                 if blob is None and file is None:
                     yield Skip(origin, "no_image_bytes", "")
                     continue
-                key = batch[key_col][i] if key_col else None
-                yield Record(
-                    origin=origin,
-                    ext=ext_of(inner),
-                    data=blob,
-                    file=file,
-                    key=str(key) if key is not None else None,
-                    url=batch[url_col][i] if url_col else None,
-                    caption_id=as_int(batch[id_col][i]) if id_col else None,
-                )
+                links = row_links(batch, i, (url_col, key_col, id_col))
+                yield Record(origin=origin, ext=ext_of(inner), data=blob, file=file, **links)
 
 
 class HfSource(PlainSource):
@@ -108,8 +101,5 @@ class HfSource(PlainSource):
     options = HfOptions
 
     def units(self, ctx: SourceContext, options: HfOptions) -> list[Unit]:  # type: ignore[override]
-        assert options.path is not None
-        target = ctx.resolve(options.path)
-        if not target.exists():
-            raise ImageSourceError(f"{target}: no such {self.kind} source (file or folder)")
+        target = existing_target(ctx, options)
         return [Unit(target, lambda: iter_hf(target, options))]

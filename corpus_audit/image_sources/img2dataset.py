@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.errors import ImageSourceError
 from corpus_audit.image_sources.base import (
     ColumnOptions,
     SourceContext,
     Unit,
     as_int,
+    existing_target,
     expand,
 )
 from corpus_audit.image_sources.directory import folder_unit
@@ -53,10 +53,7 @@ class Img2datasetSource:
 
     def units(self, ctx: SourceContext, options: ColumnOptions) -> list[Unit]:
         """Whichever format the folder holds: shards, else parquet with images, else files."""
-        assert options.path is not None
-        target = ctx.resolve(options.path)
-        if not target.exists():
-            raise ImageSourceError(f"{target}: no such {self.kind} source (file or folder)")
+        target = existing_target(ctx, options)
         tars = expand(target, ("*.tar",))
         if tars:
             return [shard_unit(p) for p in tars]

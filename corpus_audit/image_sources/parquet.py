@@ -20,11 +20,11 @@ from corpus_audit.image_sources.base import (
     Skip,
     SourceContext,
     Unit,
-    as_int,
-    expand,
     ext_of,
     image_payload,
+    matching_files,
     pick,
+    row_links,
     short_error,
 )
 
@@ -63,15 +63,9 @@ def iter_parquet(path: Path, options: ColumnOptions) -> Iterator[Record | Skip]:
                 if blob is None:
                     yield Skip(origin, "no_image_bytes", "")
                     continue
-                key = data[key_col][i] if key_col else None
-                yield Record(
-                    origin=origin,
-                    ext=ext_of(inner) if inner else default_ext,
-                    data=blob,
-                    key=str(key) if key is not None else None,
-                    url=data[url_col][i] if url_col else None,
-                    caption_id=as_int(data[id_col][i]) if id_col else None,
-                )
+                ext = ext_of(inner) if inner else default_ext
+                links = row_links(data, i, (url_col, key_col, id_col))
+                yield Record(origin=origin, ext=ext, data=blob, **links)
     except Exception as exc:  # a corrupt row group after good ones
         yield Skip(f"{path}#row={row}", "unreadable_shard", short_error(exc))
 
@@ -97,9 +91,4 @@ class ParquetSource(PlainSource):
     options = ColumnOptions
 
     def units(self, ctx: SourceContext, options: ColumnOptions) -> list[Unit]:  # type: ignore[override]
-        assert options.path is not None
-        target = ctx.resolve(options.path)
-        found = expand(target, ("*.parquet",))
-        if not found:
-            raise ImageSourceError(f"{target}: no {self.kind} files here (*.parquet)")
-        return [file_unit(p, options) for p in found]
+        return [file_unit(p, options) for p in matching_files(ctx, options, ("*.parquet",))]

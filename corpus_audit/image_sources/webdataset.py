@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.errors import ImageSourceError
 from corpus_audit.image_sources.base import (
     IMAGE_EXTS,
     MAX_MEMBER_BYTES,
@@ -23,8 +22,8 @@ from corpus_audit.image_sources.base import (
     SourceContext,
     SourceOptions,
     Unit,
-    expand,
     load_meta,
+    matching_files,
     meta_fields,
     safe_member_name,
     short_error,
@@ -109,14 +108,7 @@ class WebDatasetSource(PlainSource):
     options = SourceOptions
 
     def units(self, ctx: SourceContext, options: SourceOptions) -> list[Unit]:
-        assert options.path is not None
-        target = ctx.resolve(options.path)
-        found = expand(target, SHARD_PATTERNS)
-        if not found:
-            raise ImageSourceError(
-                f"{target}: no {self.kind} files here ({', '.join(SHARD_PATTERNS)})"
-            )
-        return [shard_unit(p) for p in found]
+        return [shard_unit(p) for p in matching_files(ctx, options, SHARD_PATTERNS)]
 
 
 def shard_unit(path: Path) -> Unit:
