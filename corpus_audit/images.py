@@ -50,7 +50,7 @@ from typing import Any
 
 from corpus_audit.errors import ImageSourceError, StageOrderError
 from corpus_audit.image_sources import SOURCES, parse_source
-from corpus_audit.image_sources.base import (  # noqa: F401  (safe_member_name: re-exported)
+from corpus_audit.image_sources.base import (
     IMAGE_EXTS,
     Record,
     Skip,
@@ -58,7 +58,6 @@ from corpus_audit.image_sources.base import (  # noqa: F401  (safe_member_name: 
     SourceOptions,
     Unit,
     as_int,
-    safe_member_name,
 )
 from corpus_audit.stage_state import require_inputs
 from corpus_audit.store import StageRun, Study, sql_text

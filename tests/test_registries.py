@@ -122,6 +122,16 @@ def test_unknown_source_key_is_named_when_the_config_loads(tmp_path):
     assert "image_column" in message and "\n" not in message  # the known keys, one line
 
 
+def test_unknown_source_key_makes_the_cli_exit_2_with_one_line(tmp_path, capsys):
+    from corpus_audit.cli import main
+
+    _write_study(tmp_path, '{kind = "webdataset", path = "shards", image_colum = "jpg"}')
+    assert main(["status", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "images.sources[0].image_colum: unknown key for a webdataset source" in err
+
+
 def test_source_options_are_typed_per_kind(tmp_path):
     _write_study(tmp_path, '{kind = "urls", image_size = "big"}')
     with pytest.raises(ConfigError, match=r"images.sources\[0\].image_size: expected int"):
