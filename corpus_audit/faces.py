@@ -38,6 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from corpus_audit.errors import ModelError
+from corpus_audit.registry import Registry
 
 MODEL_FILES = {
     "full_range": "face_detection_full_range_sparse.tflite",
@@ -104,13 +105,16 @@ class FaceResult:
 class FaceDetector(Protocol):
     """What the label stage needs from a face detector."""
 
-    name: str  # id recorded in face_filter.detector, e.g. 'mediapipe:full_range'
+    name: str  # id its rows get: face_filter.detector, e.g. 'mediapipe:full_range'
+    provenance: dict[str, Any]  # recorded in the label run: model file, settings
 
     def detect(self, image: np.ndarray) -> list[Face]:
         """Faces in an ``(H, W, 3)`` uint8 RGB image, any order."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the model (idempotent); ``detect`` is not called afterwards."""
+        ...
 
 
 def order_left_to_right(faces: Sequence[Face]) -> tuple[Face, ...]:
@@ -246,14 +250,16 @@ class MediaPipeFaceDetector:
                 self._detector = None
 
 
-FACE_DETECTORS: dict[str, Callable[..., Any]] = {"mediapipe": MediaPipeFaceDetector}
+# config name (label.face_detector) -> factory(face_model=, min_detection_confidence=);
+# config validation takes its names from here
+FACE_DETECTORS: Registry[Callable[..., FaceDetector]] = Registry("face detector")
+FACE_DETECTORS.register("mediapipe", MediaPipeFaceDetector)
 
 
 def get_face_detector(name: str, **options: Any) -> FaceDetector:
     """Build the detector registered as ``name`` (``label.face_detector``)."""
-    factory = FACE_DETECTORS.get(name)
-    if factory is None:
+    if name not in FACE_DETECTORS:
         raise ModelError(
             f"label.face_detector: unknown detector {name!r} (known: {', '.join(FACE_DETECTORS)})"
         )
-    return factory(**options)
+    return FACE_DETECTORS.get(name)(**options)

@@ -397,7 +397,7 @@ def open_generator(
     backend, name = split_spec(model)
     path = study.config.resolve(name)
     with quiet_loading(not progress):
-        return GENERATORS[backend](str(path) if path.exists() else name, settings)
+        return GENERATORS.get(backend)(str(path) if path.exists() else name, settings)
 
 
 def _generate_model(

@@ -416,12 +416,3 @@ def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     rows = study.sql("label_summary", classifier=cid)
     cols = [d[0] for d in rows.description]
     return [dict(zip(cols, r, strict=True)) for r in rows.fetchall()]
-
-
-def label_counts(study: Study, cid: str) -> dict[str, int]:
-    """``{label: count}`` of classifier ``cid`` (for reports and tests)."""
-    return dict(
-        study.con.execute(
-            "SELECT label, count(*) FROM labels WHERE classifier = ? GROUP BY label", [cid]
-        ).fetchall()
-    )

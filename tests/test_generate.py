@@ -22,14 +22,15 @@ from corpus_audit.generate import generate, plan_jobs, prompt_specs, regenerate_
 from corpus_audit.generators import (
     DiffusersGenerator,
     GenerationSettings,
-    clip_tokenizer,
     derive_seed,
-    load_generator,
     model_slug,
+)
+from corpus_audit.lexicon import load_occupations, load_prompt_set, pick_occupations, render_prompts
+from corpus_audit.testing.diffusion import (
+    clip_tokenizer,
     random_sd_pipeline,
     write_clip_tokenizer_files,
 )
-from corpus_audit.lexicon import load_occupations, load_prompt_set, pick_occupations, render_prompts
 
 OCCUPATIONS = ("nurse", "scientist")
 TINY = {"steps": 2, "height": 32, "width": 32}
@@ -64,7 +65,7 @@ def tiny_sd_checker(tmp_path_factory, tokenizer_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_generator(tiny_sd) -> DiffusersGenerator:
-    return load_generator(str(tiny_sd), GenerationSettings(device="cpu", **TINY))
+    return DiffusersGenerator(str(tiny_sd), GenerationSettings(device="cpu", **TINY))
 
 
 def _captions(laion_path: Path, forms: tuple[str, ...], n: int) -> list[tuple[int, str]]:
@@ -197,7 +198,7 @@ def test_generator_records_scheduler_and_sdpa(tiny_generator):
 
 def test_unknown_scheduler_is_a_clear_error(tiny_sd):
     with pytest.raises(ModelError, match="NoSuchScheduler.*compatible with.*DDIMScheduler"):
-        load_generator(
+        DiffusersGenerator(
             str(tiny_sd), GenerationSettings(device="cpu", scheduler="NoSuchScheduler", **TINY)
         )
 
@@ -405,7 +406,7 @@ def test_unknown_model_offline_is_a_clear_error(gen_study, monkeypatch):
     assert gen_study.count("images") == 0
     assert gen_study.last_run("generate") is None
     with pytest.raises(ModelError, match="no such text-to-image model directory"):
-        load_generator("/no/such/dir/model", GenerationSettings(device="cpu"))
+        DiffusersGenerator("/no/such/dir/model", GenerationSettings(device="cpu"))
 
 
 def test_no_models_is_skipped_with_a_message(make_study, laion_path):
@@ -465,7 +466,7 @@ def test_two_models_side_by_side_and_ddim(make_study, laion_path, tiny_sd, tmp_p
 
 def test_half_precision_path_keeps_seeds_and_flags(tiny_sd_checker):
     # bfloat16 runs on CPU too: the same conversion path as float16 on a GPU, checker included.
-    gen = load_generator(
+    gen = DiffusersGenerator(
         str(tiny_sd_checker), GenerationSettings(device="cpu", dtype="bfloat16", **TINY)
     )
     assert gen.describe()["dtype"] == "bfloat16"

@@ -16,7 +16,8 @@ from image_fixtures import encode, photo, seed_captions, tar_with_traversal
 
 from corpus_audit.config import ConfigError, config_from_dict
 from corpus_audit.errors import ImageSourceError, StageOrderError
-from corpus_audit.images import images, safe_member_name
+from corpus_audit.image_sources.base import safe_member_name
+from corpus_audit.images import images
 
 
 @pytest.fixture

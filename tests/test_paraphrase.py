@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import test_generate as tg
 
+from corpus_audit import paraphrase as paraphrase_module
 from corpus_audit.errors import ModelError
 from corpus_audit.generate import generate
 from corpus_audit.lexicon import load_occupations
@@ -24,9 +25,9 @@ from corpus_audit.paraphrase import (
     instruction,
     keeps_occupation,
     load_paraphraser,
-    random_paraphraser_model,
-    register_paraphraser,
 )
+from corpus_audit.registry import Registry
+from corpus_audit.testing.paraphrasers import random_paraphraser_model
 
 # Fixtures and helpers shared with test_generate (the tiny SD pipeline, the CLIP tokenizer).
 tokenizer_dir = tg.tokenizer_dir
@@ -186,8 +187,11 @@ class EchoParaphraser:
 def test_registered_backend_and_kept_paraphrases_become_prompts(
     make_study, laion_path, tiny_sd, monkeypatch
 ):
-    monkeypatch.setitem(PARAPHRASERS, "echo", EchoParaphraser)
-    register_paraphraser("echo", EchoParaphraser)
+    registry = Registry("paraphraser")  # the built-in backends and this test's, for this test
+    for name, factory in PARAPHRASERS.items():
+        registry.register(name, factory)
+    registry.register("echo", EchoParaphraser)
+    monkeypatch.setattr(paraphrase_module, "PARAPHRASERS", registry)
     study, tables = _paraphrase_study(make_study, laion_path, tiny_sd, "echo:identity")
     with pytest.warns(UserWarning, match="truncated"):  # the long scientist captions
         generate(study, progress=False)

@@ -17,9 +17,8 @@ import test_generate as tg
 from image_fixtures import shared_agegender, shared_detector
 from pst_fixtures import LABEL_THRESHOLD, person, side_by_side
 
-from corpus_audit.generators import GenerationSettings, load_generator
+from corpus_audit.generators import DiffusersGenerator, GenerationSettings
 from corpus_audit.lexicon.pst import load_prompts, load_roles, load_templates
-from corpus_audit.paraphrase import random_paraphraser_model
 from corpus_audit.pst.critic import (
     ROUND_COLUMNS,
     FairCritic,
@@ -32,6 +31,7 @@ from corpus_audit.pst.critic import (
     from_generator,
     transformers_completer,
 )
+from corpus_audit.testing.paraphrasers import random_paraphraser_model
 
 tokenizer_dir = tg.tokenizer_dir
 tiny_sd = tg.tiny_sd
@@ -207,7 +207,7 @@ def test_lm_writer_instruction_and_loop(prompt, critic, tiny_lm):
 def test_adapter_over_the_tiny_stable_diffusion_generator(tiny_sd, prompt, critic, writer):
     """Random weights draw no faces: every image is dropped, the judgement is unknown, and
     the prompt is kept for the next round. The images are reproducible from the round seed."""
-    generator = load_generator(str(tiny_sd), GenerationSettings(device="cpu", **tg.TINY))
+    generator = DiffusersGenerator(str(tiny_sd), GenerationSettings(device="cpu", **tg.TINY))
     batch = from_generator(generator)
     two, one = batch(prompt.text, 2, 9), batch(prompt.text, 1, 9)
     assert [x.shape for x in two] == [(32, 32, 3)] * 2 and (two[0] == one[0]).all()

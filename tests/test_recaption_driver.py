@@ -148,7 +148,7 @@ def test_a_failing_sink_stops_the_run_and_the_rerun_completes(blip):
 
 
 def test_text_kind_through_the_driver(tmp_path):
-    from corpus_audit.paraphrase import random_paraphraser_model
+    from corpus_audit.testing.paraphrasers import random_paraphraser_model
 
     model = random_paraphraser_model(tmp_path / "t5", "t5")
     rewrite = load_captioner(f"paraphrase:{model}", CaptionSettings(max_new_tokens=8))

@@ -187,7 +187,7 @@ def test_gpu_float16_captions(tiny_captioners, photos):
 # -- the text-only rewrite ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_t5(tmp_path_factory) -> Path:
-    from corpus_audit.paraphrase import random_paraphraser_model
+    from corpus_audit.testing.paraphrasers import random_paraphraser_model
 
     return random_paraphraser_model(tmp_path_factory.mktemp("rewrite") / "t5", "t5")
 
