@@ -206,21 +206,9 @@ def _indicator_examples(study: Study, per_label: int = 5) -> list[dict[str, Any]
 
 def _top_neighbors(study: Study, top: int = 5) -> list[dict[str, Any]]:
     """For a few demo occupations, each prompt's top captions by the `nn` strategy."""
-    cur = study.con.execute(
-        """
-        SELECT s.occupation, p.text AS prompt, s.rank, s.score, c.text
-        FROM samples s JOIN prompts p USING (prompt_id) JOIN captions c USING (caption_id)
-        WHERE s.strategy = 'nn' AND s.rank <= ? AND list_contains(?, s.occupation)
-        ORDER BY s.occupation, p.template_id, s.rank
-        """,
-        [top, list(DEMO_OCCUPATIONS)],
-    )
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for occupation, prompt, rank, score, text in cur.fetchall():
-        groups.setdefault((occupation, prompt), []).append(
-            {"rank": rank, "score": score, "text": text}
-        )
-    return [{"occupation": o, "prompt": p, "captions": c} for (o, p), c in groups.items()]
+    from corpus_audit.report.context import neighbor_groups
+
+    return neighbor_groups(study, list(DEMO_OCCUPATIONS), top)
 
 
 def _render(template: str, **context: Any) -> str:

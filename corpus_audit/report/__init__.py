@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.fileio import write_text_atomic
 from corpus_audit.store import StageRun, Study
 
 REPORT_DIR = "report"
@@ -49,9 +50,7 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
 
         ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)
         html = render(ctx)
-        tmp = out.with_suffix(".html.tmp")
-        tmp.write_text(html, encoding="utf-8")
-        tmp.replace(out)
+        write_text_atomic(out, html)
         run.rows_in = sum(len(b["rows"]) for b in ctx["results"]["blocks"])
         run.rows_out = 1
         run.provenance["figures"] = [f["name"] for f in ctx["figures"]]

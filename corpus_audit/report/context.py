@@ -364,6 +364,13 @@ def top_neighbors(study: Study) -> list[dict[str, Any]]:
             [TOP_NEIGHBOR_OCCUPATIONS],
         )
     ]
+    return neighbor_groups(study, occupations, TOP_NEIGHBORS)
+
+
+def neighbor_groups(study: Study, occupations: list[str], top: int) -> list[dict[str, Any]]:
+    """Each prompt's ``top`` `nn` captions for ``occupations``, grouped by (occupation,
+    prompt) in occupation and template order; a caption row holds rank, score (cosine),
+    text and indicator (the report and the demo's neighbour page use this one query)."""
     if not occupations:
         return []
     found = rows(
@@ -378,7 +385,7 @@ def top_neighbors(study: Study) -> list[dict[str, Any]]:
         WHERE s.strategy = 'nn' AND s.rank <= ? AND list_contains(?, s.occupation)
         ORDER BY s.occupation, p.template_id, s.rank
         """,
-        [TOP_NEIGHBORS, occupations],
+        [top, list(occupations)],
     )
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in found:
