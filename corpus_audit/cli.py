@@ -25,6 +25,7 @@ from typing import Any
 
 from corpus_audit import __version__, interrupts
 from corpus_audit.errors import CorpusAuditError, printable
+from corpus_audit.metrics import format_value, header
 
 EXIT_USER_ERROR = 2
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, as if killed by the signal
@@ -36,7 +37,7 @@ def _print_table(rows: list[dict[str, Any]], *, max_rows: int = 80) -> None:
     if not rows:
         return
     keys = list(rows[0])
-    cols = [printable(c) for c in keys]
+    cols = [printable(header(c)) for c in keys]  # labels and direction arrows: metrics.py
     cells = [[_fmt(r.get(c)) for c in keys] for r in rows[:max_rows]]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
@@ -47,11 +48,7 @@ def _print_table(rows: list[dict[str, Any]], *, max_rows: int = 80) -> None:
 
 
 def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return printable(value)
+    return printable(format_value(value, 3, "-"))
 
 
 def _print_run(run: Any) -> None:

@@ -31,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.metrics import header
 from corpus_audit.pipeline import init_study, run_all
 from corpus_audit.store import StageRun, Study
 
@@ -219,4 +220,5 @@ def _render(template: str, **context: Any) -> str:
         autoescape=True,  # captions are scraped web text
         undefined=jinja2.StrictUndefined,
     )
+    env.globals["col"] = header  # column headers from corpus_audit.metrics
     return env.get_template(template).render(**context)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.fileio import write_text_atomic
+from corpus_audit.metrics import arrow_legend, format_value, header
 from corpus_audit.store import StageRun, Study
 
 REPORT_DIR = "report"
@@ -87,15 +88,13 @@ def render(ctx: dict[str, Any], template: str = TEMPLATE) -> str:
     env.filters["num"] = _num
     env.filters["pct"] = _pct
     env.filters["pval"] = _pval
+    env.globals["col"] = header  # every column header comes from corpus_audit.metrics
+    env.globals["arrow_legend"] = arrow_legend()
     return env.get_template(template).render(**ctx)
 
 
 def _num(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return format_value(value, digits, "–")
 
 
 def _pct(value: Any) -> str:
@@ -124,7 +123,8 @@ def report_fingerprint(study: Study) -> str:
         b"".join(t.read_bytes() for t in sorted(templates.iterdir(), key=lambda t: t.name))
     ).hexdigest()
     here = Path(__file__).parent
-    parts["code"] = hashlib.sha256(
-        b"".join((here / n).read_bytes() for n in ("context.py", "figures.py", "__init__.py"))
-    ).hexdigest()
+    code = [here / n for n in ("context.py", "figures.py", "__init__.py")]
+    # column headers and arrows: metrics.py and its columns file
+    code += [here.parent / "metrics.py", here.parent / "templates" / "columns.csv"]
+    parts["code"] = hashlib.sha256(b"".join(p.read_bytes() for p in code)).hexdigest()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
