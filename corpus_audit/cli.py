@@ -25,6 +25,7 @@ from typing import Any
 
 from corpus_audit import __version__, interrupts
 from corpus_audit.errors import CorpusAuditError, printable
+from corpus_audit.metrics import format_value, header
 
 EXIT_USER_ERROR = 2
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, as if killed by the signal
@@ -36,7 +37,7 @@ def _print_table(rows: list[dict[str, Any]], *, max_rows: int = 80) -> None:
     if not rows:
         return
     keys = list(rows[0])
-    cols = [printable(c) for c in keys]
+    cols = [printable(header(c)) for c in keys]  # labels and direction arrows: metrics.py
     cells = [[_fmt(r.get(c)) for c in keys] for r in rows[:max_rows]]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
@@ -47,11 +48,7 @@ def _print_table(rows: list[dict[str, Any]], *, max_rows: int = 80) -> None:
 
 
 def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return printable(value)
+    return printable(format_value(value, 3, "-"))
 
 
 def _print_run(run: Any) -> None:
@@ -203,6 +200,23 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from corpus_audit.config_edit import set_config, show_config
+
+    if args.action == "show":
+        print(printable(show_config(args.dir), keep_newlines=True), end="")
+        return 0
+    for key, old, new in set_config(args.dir, args.assignments):
+        print(f"{printable(key)}: {_fmt_setting(old)} -> {_fmt_setting(new)}")
+    return 0
+
+
+def _fmt_setting(value: Any) -> str:
+    from corpus_audit.config import dump_toml
+
+    return printable(dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = "))
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from corpus_audit.demo import run_demo
 
@@ -211,7 +225,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from corpus_audit.stages import STAGE_NAMES
+    from corpus_audit.config_help import stage_help
+    from corpus_audit.stages import STAGE_NAMES, stage
 
     parser = argparse.ArgumentParser(
         prog="corpus-audit",
@@ -219,7 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"corpus_audit {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # -q after the verb too: SUPPRESS leaves the top-level value alone when it is not given
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
+    )
+    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    sub.parents = [quiet]
 
     p = sub.add_parser("init", help="create a study directory with study.toml")
     p.add_argument("dir")
@@ -248,23 +269,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.set_defaults(func=cmd_status)
 
-    helps = {
-        "select": "find occupation mentions (DuckDB) and draw the keyword samples",
-        "indicators": "flag explicit gender indicators; draw the no-indicator samples",
-        "neighbors": "SBERT + FAISS nearest-neighbour captions per prompt",
-        "images": "register training images from the configured sources",
-        "generate": "generate images per prompt / caption with diffusers",
-        "label": "face filter + perceived-gender labels for every image",
-        "analyze": "percent female, amplification, statistics",
-        "report": "write the self-contained HTML report",
-    }
-    for name in STAGE_NAMES:
-        p = sub.add_parser(name, help=helps.get(name, name))
-        p.add_argument("dir")
+    for name in STAGE_NAMES:  # help generated from the catalogue and the config classes
+        declared = stage(name)
+        p = sub.add_parser(
+            name,
+            help=declared.summary.replace("%", "%%"),
+            description=stage_help(declared),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("dir", help="the study directory")
         p.set_defaults(func=cmd_stage)
 
+    p = sub.add_parser("config", help="show the effective study.toml, or change settings in it")
+    csub = _Subcommands(p.add_subparsers(dest="action", required=True))
+    csub.parents = [quiet]
+    ps = csub.add_parser("show", help="print the effective config (every setting) as TOML")
+    ps.add_argument("dir")
+    pset = csub.add_parser(
+        "set",
+        help="change settings, validated like a stage loads them; the file is left as it was "
+        "when one is invalid",
+        description="Change settings in DIR/study.toml. VALUE is a TOML value (0.8, true, "
+        '["a", "b"]); text needs no quotes. Every setting and its meaning: `corpus-audit '
+        "STAGE --help`.",
+    )
+    pset.add_argument("dir")
+    pset.add_argument("assignments", nargs="+", metavar="section.key=VALUE")
+    p.set_defaults(func=cmd_config)
+
     p = sub.add_parser("validate", help="human validation of the perceived-gender labels")
-    vsub = p.add_subparsers(dest="action", required=True)
+    vsub = _Subcommands(p.add_subparsers(dest="action", required=True))
+    vsub.parents = [quiet]
     pe = vsub.add_parser(
         "export", help="write an annotation sheet (HTML + CSV) for a stratified sample"
     )
@@ -320,6 +355,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", default="demo_study")
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+class _Subcommands:
+    """``add_subparsers()``'s action, giving every subcommand the shared ``parents``."""
+
+    def __init__(self, action: Any) -> None:
+        self.action = action
+        self.parents: list[argparse.ArgumentParser] = []
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return self.action.add_parser(name, parents=self.parents, **kwargs)
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:

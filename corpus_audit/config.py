@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.errors import ConfigError  # noqa: F401  (re-exported: config.ConfigError)
+from corpus_audit.fileio import write_text_atomic
 
 CONFIG_NAME = "study.toml"
 SAMPLE_UNITS = ("labelled_images", "captions")  # select.sample_unit
@@ -33,7 +34,7 @@ IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
 class StudySection:
     """Identity and randomness of the study."""
 
-    name: str = "study"
+    name: str = "study"  # a label for the study, shown in the report
     seed: int = 0  # base seed; every stage derives its own seeds from it
 
 
@@ -55,10 +56,10 @@ class CorpusSection:
 class LexiconSection:
     """Data files of the lexicon; ``builtin:NAME`` names a file shipped in corpus_audit/lexicon/data."""
 
-    occupations: str = "builtin:occupations_en.csv"
-    prompts: str = "builtin:prompts_en.toml"
-    gender_terms: str = "builtin:gender_terms_en.toml"
-    labor_stats: str = "builtin:labor_stats_us_bls2024_pst.csv"
+    occupations: str = "builtin:occupations_en.csv"  # occupation lexicon CSV (62 of the paper)
+    prompts: str = "builtin:prompts_en.toml"  # prompt templates per occupation
+    gender_terms: str = "builtin:gender_terms_en.toml"  # gender words and pronouns (indicators)
+    labor_stats: str = "builtin:labor_stats_us_bls2024_pst.csv"  # %female by occupation (BLS)
 
 
 @dataclass
@@ -154,7 +155,7 @@ class NeighborsSection:
     # auto | fp32 | bf16 | fp16 (auto: bf16/fp16 only if the probe's cosine >= 0.999)
     precision: str = "auto"
     max_seq_length: int = 0  # tokens; 0 = the model's own limit (256 for all-MiniLM-L6-v2)
-    k: int = 500
+    k: int = 500  # nearest captions kept per prompt (the nn subsets)
     index: str = "flat"  # flat (exact) | ivf | hnsw
     nlist: int = 1024  # ivf
     nprobe: int = 16  # ivf
@@ -204,15 +205,16 @@ class LabelSection:
 
     face_detector: str = "mediapipe"  # a face detector (faces.FACE_DETECTORS)
     face_model: str = "short_range"  # short_range (the paper's) | full_range | a .tflite path
-    min_detection_confidence: float = 0.5
+    min_detection_confidence: float = 0.5  # detector score a face needs to count, in [0, 1]
     min_face_fraction: float = 0.10  # of image height or width
     classifier: str = "agegender"  # agegender | clip (classifiers.CLASSIFIERS)
-    clip_model: str = "ViT-L-14"
+    clip_model: str = "ViT-L-14"  # open_clip architecture of the clip classifier
     clip_pretrained: str = "openai"  # a pretrained tag or a local checkpoint path
+    # the clip classifier's two zero-shot texts: (male, female), in that order
     texts: list[str] = field(default_factory=lambda: ["A photo of a man", "A photo of a woman"])
     threshold: float = 0.9  # winning probability needed for a label, in [0.5, 1]
-    crop_to_face: bool = False
-    batch_size: int = 32
+    crop_to_face: bool = False  # classify a crop around the face instead of the whole image
+    batch_size: int = 32  # images per classifier batch
     count_small_faces: bool = False  # true: one large + any small face = many_faces
     clip_precision: str = "auto"  # auto (fp16 on CUDA, else fp32) | fp32 | fp16 | bf16
     decode_workers: int = 2  # threads decoding images ahead of the models
@@ -238,26 +240,27 @@ class GenerateSection:
     """Text-to-image generation (METHODS 1.3)."""
 
     models: list[str] = field(default_factory=list)  # hub ids or local paths; empty = skip stage
-    images_per_prompt: int = 500
-    images_per_caption: int = 10
+    images_per_prompt: int = 500  # images generated per template prompt and model
+    images_per_caption: int = 10  # images generated per caption used as a prompt
     captions_as_prompts: list[str] = field(default_factory=list)  # strategies, e.g. ["keyword"]
     # which captions of those subsets are prompts: labelled (those in the subset with a
     # labelled training image, the paper's P_o = S_o) | all (every caption of the subset)
     caption_prompts: str = "labelled"
-    guidance_scale: float = 7.5
-    steps: int = 50
-    height: int = 512
-    width: int = 512
-    batch_size: int = 8
+    guidance_scale: float = 7.5  # classifier-free guidance scale, >= 0
+    steps: int = 50  # denoising steps per image
+    height: int = 512  # pixels, a multiple of 8
+    width: int = 512  # pixels, a multiple of 8
+    batch_size: int = 8  # images per generation batch (memory vs speed)
     dtype: str = "auto"  # auto | float16 | bfloat16 | float32
     paraphraser: str = ""  # local path or hub id of a text2text / causal LM; empty = off
     scheduler: str = ""  # diffusers scheduler class, e.g. "DDIMScheduler"; empty = the model's own
     nsfw_policy: str = "blackout"  # blackout (flagged images saved black) | keep; flag recorded
     channels_last: bool = True  # UNet/VAE in channels-last memory format (GPU only)
     compile: bool = False  # torch.compile the UNet (GPU only; minutes of warm-up)
+    # training subsets whose captions are paraphrased (when paraphraser is set)
     paraphrase_strategies: list[str] = field(default_factory=lambda: ["keyword"])
-    paraphrase_max_new_tokens: int = 77
-    paraphrase_batch_size: int = 16
+    paraphrase_max_new_tokens: int = 77  # longest paraphrase, in tokens
+    paraphrase_batch_size: int = 16  # captions per paraphraser batch
     paraphrase_keep_lost: bool = False  # also generate from paraphrases that lost the occupation
 
     def validate(self) -> None:
@@ -536,8 +539,4 @@ def _toml_value(value: Any) -> str:
 
 def write_config(config: StudyConfig) -> Path:
     """Write ``study.toml`` into the study directory (atomically) and return its path."""
-    path = config.root / CONFIG_NAME
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(dump_toml(config.to_dict()), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(config.root / CONFIG_NAME, dump_toml(config.to_dict()))

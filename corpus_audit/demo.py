@@ -31,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.metrics import header
 from corpus_audit.pipeline import init_study, run_all
 from corpus_audit.store import StageRun, Study
 
@@ -206,21 +207,9 @@ def _indicator_examples(study: Study, per_label: int = 5) -> list[dict[str, Any]
 
 def _top_neighbors(study: Study, top: int = 5) -> list[dict[str, Any]]:
     """For a few demo occupations, each prompt's top captions by the `nn` strategy."""
-    cur = study.con.execute(
-        """
-        SELECT s.occupation, p.text AS prompt, s.rank, s.score, c.text
-        FROM samples s JOIN prompts p USING (prompt_id) JOIN captions c USING (caption_id)
-        WHERE s.strategy = 'nn' AND s.rank <= ? AND list_contains(?, s.occupation)
-        ORDER BY s.occupation, p.template_id, s.rank
-        """,
-        [top, list(DEMO_OCCUPATIONS)],
-    )
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for occupation, prompt, rank, score, text in cur.fetchall():
-        groups.setdefault((occupation, prompt), []).append(
-            {"rank": rank, "score": score, "text": text}
-        )
-    return [{"occupation": o, "prompt": p, "captions": c} for (o, p), c in groups.items()]
+    from corpus_audit.report.context import neighbor_groups
+
+    return neighbor_groups(study, list(DEMO_OCCUPATIONS), top)
 
 
 def _render(template: str, **context: Any) -> str:
@@ -231,4 +220,5 @@ def _render(template: str, **context: Any) -> str:
         autoescape=True,  # captions are scraped web text
         undefined=jinja2.StrictUndefined,
     )
+    env.globals["col"] = header  # column headers from corpus_audit.metrics
     return env.get_template(template).render(**context)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +36,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from corpus_audit import slugs
+from corpus_audit.devices import resolve_device  # noqa: F401  (re-exported)
 from corpus_audit.errors import ModelError
 from corpus_audit.registry import Registry
 
@@ -183,15 +184,6 @@ def plan_fingerprint(
     return planner(model, device=device, precision=precision, max_seq_length=max_seq_length)
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; other values pass through."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def text_key(text: str) -> str:
     """The cache key of a text: MD5 hex of its UTF-8 bytes (DuckDB's ``md5(text)`` agrees)."""
     return hashlib.md5(text.encode("utf-8")).hexdigest()
@@ -199,7 +191,7 @@ def text_key(text: str) -> str:
 
 def slug(text: str) -> str:
     """A file-name-safe form of ``text`` (letters, digits, ``.-_``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "x"
+    return slugs.slug(text, max_len=80, empty="x")
 
 
 # -- the SBERT backend ---------------------------------------------------------------------

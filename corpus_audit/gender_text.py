@@ -215,12 +215,9 @@ def gender_detector() -> Any:
 
 
 def gender_guesser_version() -> str:
-    from importlib import metadata
+    from corpus_audit.versions import package_versions
 
-    try:
-        return metadata.version("gender-guesser")
-    except metadata.PackageNotFoundError:  # pragma: no cover
-        return "unknown"
+    return package_versions("gender-guesser").get("gender-guesser", "unknown")
 
 
 @lru_cache(maxsize=8)

@@ -44,7 +44,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import sys
 import uuid
 import warnings
@@ -55,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.errors import StageOrderError
+from corpus_audit.fileio import atomic_path
 from corpus_audit.generators import (
     GENERATORS,
     GeneratedImage,
@@ -65,6 +65,7 @@ from corpus_audit.generators import (
     quiet_loading,
     split_spec,
 )
+from corpus_audit.slugs import slug
 from corpus_audit.stage_state import require_inputs
 from corpus_audit.store import StageRun, Study
 
@@ -362,7 +363,7 @@ def paraphrase_specs(study: Study, run: StageRun) -> list[PromptSpec]:
 
 
 def _safe(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("_") or "_"
+    return slug(part)
 
 
 def image_path(slug: str, spec: PromptSpec, index: int, seed: int) -> str:
@@ -584,9 +585,8 @@ def _write_file(
         "scheduler": details.get("scheduler"), "image_id": job.image_id,
     }  # fmt: skip
     info.add_itxt("corpus_audit", json.dumps(recipe, ensure_ascii=False))
-    tmp = path.with_name(path.name + ".tmp")
-    Image.fromarray(image.pixels).save(tmp, format="PNG", pnginfo=info, compress_level=1)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        Image.fromarray(image.pixels).save(tmp, format="PNG", pnginfo=info, compress_level=1)
 
 
 def _insert_rows(
@@ -678,7 +678,7 @@ def save_regenerated(
         "SELECT path FROM images WHERE image_id = ?", [image_id]
     ).fetchall()[0][0]
     if out is None:
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", image_id).strip("._") or "image"
+        safe = slug(image_id, strip="._", empty="image")
         out = study.root / "regenerated" / f"{safe}.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(image.pixels).save(out, format="PNG")

@@ -39,15 +39,17 @@ import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from corpus_audit import devices
+from corpus_audit import specs
+from corpus_audit.devices import resolve_device  # noqa: F401  (re-exported)
 from corpus_audit.errors import ModelError
 from corpus_audit.registry import Registry
+from corpus_audit.slugs import slug
+from corpus_audit.versions import package_versions  # noqa: F401  (re-exported)
 
 NSFW_POLICIES = ("blackout", "keep")
 DTYPES = ("auto", "float16", "bfloat16", "float32")
@@ -134,10 +136,7 @@ def register_generator(name: str, factory: GeneratorFactory) -> None:
 
 def split_spec(spec: str) -> tuple[str, str]:
     """``"backend:model"`` -> (backend, model); a plain model -> ("diffusers", model)."""
-    head, sep, rest = spec.partition(":")
-    if sep and head in GENERATORS and rest:
-        return head, rest
-    return "diffusers", spec
+    return specs.split_spec(spec, GENERATORS, "diffusers")
 
 
 # -- ids and seeds --------------------------------------------------------------------------
@@ -150,10 +149,10 @@ def model_slug(model_id: str) -> str:
     """
     spec = model_id.strip()
     if _HUB_ID.match(spec) and not Path(spec).expanduser().exists():
-        return re.sub(r"[^a-z0-9._-]+", "-", spec.lower().replace("/", "--")).strip("-")
+        return slug(spec.replace("/", "--"), sep="-", lower=True, empty="")
     name = Path(spec.rstrip("/\\")).name or "model"
     digest = hashlib.sha256(spec.encode()).hexdigest()[:8]
-    return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") + "-" + digest
+    return slug(name, sep="-", lower=True, empty="") + "-" + digest
 
 
 def derive_seed(study_seed: int, model_id: str, prompt_key: str, index: int) -> int:
@@ -168,16 +167,6 @@ def derive_seed(study_seed: int, model_id: str, prompt_key: str, index: int) -> 
 
 
 # -- devices --------------------------------------------------------------------------------
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` if available, else ``mps`` if available, else ``cpu``; asking for
-    ``cuda`` without a GPU is a :class:`ModelError`."""
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"engine.device: {device!r} asked for, but torch sees no CUDA GPU")
-    return devices.resolve_device(device)
-
-
 def resolve_dtype(dtype: str, device: str) -> Any:
     """The torch dtype: ``auto`` is float16 on CUDA and float32 elsewhere."""
     import torch
@@ -185,17 +174,6 @@ def resolve_dtype(dtype: str, device: str) -> Any:
     if dtype == "auto":
         return torch.float16 if device.startswith("cuda") else torch.float32
     return getattr(torch, dtype)
-
-
-def package_versions(*packages: str) -> dict[str, str]:
-    """Installed versions of ``packages`` (those not installed are left out)."""
-    out = {}
-    for pkg in packages:
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def load_error(model_id: str, kind: str, exc: BaseException) -> ModelError:

@@ -360,3 +360,10 @@ def try_read_rgb(
         return read_rgb(source, max_pixels=max_pixels, max_side=max_side), None
     except UnreadableImage as exc:
         return None, exc.detail
+
+
+def study_image_path(study_root: Path | str, path: str) -> Path:
+    """An ``images.path`` as a file path: relative paths are inside the study directory,
+    ``~`` is the user's home (the one rule for the label stage, thumbnails and pages)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else Path(study_root) / p

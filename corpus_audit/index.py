@@ -18,12 +18,13 @@ runs in torch on the GPU (:func:`torch_exact_search`). Results come back on the 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from corpus_audit.fileio import atomic_path
 
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 BLAS_THRESHOLD = 20
@@ -108,12 +109,9 @@ def index_kind(index: Any) -> str:
 def save_index(index: Any, path: Path | str) -> Path:
     """Write ``index`` to ``path`` atomically (temp file + rename)."""
     faiss = _faiss()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    faiss.write_index(index, str(tmp))
-    tmp.replace(path)
-    return path
+    with atomic_path(path) as tmp:
+        faiss.write_index(index, str(tmp))
+    return Path(path)
 
 
 def load_index(path: Path | str, *, mmap: bool = True) -> Any:

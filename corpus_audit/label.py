@@ -97,8 +97,9 @@ class BatchResult:
 
 def resolve_image_path(study: Study, path: str) -> Path:
     """``images.path`` as a file path (relative paths are inside the study directory)."""
-    p = Path(path)
-    return p if p.is_absolute() else study.root / p
+    from corpus_audit.imagefile import study_image_path
+
+    return study_image_path(study.root, path)
 
 
 def pending_images(study: Study, cid: str) -> list[Pending]:

@@ -3,6 +3,14 @@
 Tables, the CLI and the HTML report take their column labels and explanations from here
 (the pattern of HELM's metric metadata), so a number is never shown without saying what
 it is and which way is "more biased".
+
+:data:`COLUMNS` names every column a table of the report, the amplification page, the demo
+pages or the CLI shows: its label, and the metric its values are (if any); they are data,
+in ``corpus_audit/templates/columns.csv``. A column of a
+metric with a bias direction carries that direction's arrow (:data:`ARROWS`: ``↑`` higher =
+more biased, ``↕`` further from 50 = more skewed), and the pages explain the arrows with
+:func:`arrow_legend`. The templates write no header text: ``{{ col("amplification") }}``
+(:func:`header`) gives ``A ↑``; the CLI passes its row keys through :func:`header` too.
 """
 
 from __future__ import annotations
@@ -41,6 +49,13 @@ DIRECTIONS = {
     "lower_more_biased": "lower = more biased",
     "distance_from_50": "further from 50 = more skewed; 50 = parity",
     "none": "descriptive (no bias direction)",
+}
+
+
+ARROWS = {  # direction -> the mark a column header carries ("none": no mark)
+    "higher_more_biased": "↑",
+    "lower_more_biased": "↓",
+    "distance_from_50": "↕",
 }
 
 
@@ -143,3 +158,63 @@ def metric(name: str) -> Metric:
         return METRICS[name]
     except KeyError:
         raise KeyError(f"unknown metric {name!r} (known: {', '.join(sorted(METRICS))})") from None
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: ``key`` (what templates and CLI rows name it), ``label`` (may hold
+    ``{name}`` fields filled by :func:`header`), and ``metric``, the :data:`METRICS` entry its
+    values are, whose direction gives the header its arrow."""
+
+    key: str
+    label: str
+    metric: str | None = None
+
+    @property
+    def arrow(self) -> str:
+        """The direction mark of the column's metric ("" when it has none)."""
+        return ARROWS.get(METRICS[self.metric].direction, "") if self.metric else ""
+
+
+COLUMNS_FILE = "templates/columns.csv"  # key,label,metric (empty: no metric), in package data
+
+
+def _load_columns() -> dict[str, Column]:
+    import csv
+    from importlib import resources
+
+    text = resources.files("corpus_audit").joinpath(COLUMNS_FILE).read_text(encoding="utf-8")
+    columns = {}
+    for row in csv.DictReader(text.splitlines()):
+        if row["metric"] and row["metric"] not in METRICS:
+            raise ValueError(f"{COLUMNS_FILE}: column {row['key']!r}: unknown metric")
+        columns[row["key"]] = Column(row["key"], row["label"], row["metric"] or None)
+    return columns
+
+
+COLUMNS: dict[str, Column] = _load_columns()
+
+
+def header(key: str, **fields: object) -> str:
+    """The header of column ``key``: its label (``{name}`` fields filled from ``fields``)
+    and the arrow of its metric's direction; a key with no :data:`COLUMNS` entry is shown
+    as it is (a prompt name, a CLI row key)."""
+    column = COLUMNS.get(key)
+    if column is None:
+        return key
+    label = column.label.format(**fields) if fields else column.label
+    return f"{label} {column.arrow}" if column.arrow else label
+
+
+def arrow_legend() -> list[tuple[str, str]]:
+    """``[(arrow, what it means)]`` for the pages' legend, from :data:`DIRECTIONS`."""
+    return [(mark, DIRECTIONS[direction]) for direction, mark in ARROWS.items()]
+
+
+def format_value(value: object, digits: int, missing: str) -> str:
+    """A table cell: ``missing`` for None, a float with ``digits`` decimals, else ``str``."""
+    if value is None:
+        return missing
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)

@@ -55,6 +55,7 @@ from corpus_audit.embeddings import (
     slug,
 )
 from corpus_audit.errors import printable
+from corpus_audit.fileio import atomic_path
 from corpus_audit.index import (
     IndexSpec,
     build_index,
@@ -401,9 +402,8 @@ def _load_or_build(x: np.ndarray, ids: np.ndarray, spec: IndexSpec, path: Path) 
             pass  # unreadable leftovers of a killed run: rebuild
     index = build_index(x, spec)
     save_index(index, index_path)
-    tmp = ids_path.with_name(ids_path.name + ".tmp.npy")
-    np.save(tmp, ids)
-    tmp.replace(ids_path)
+    with atomic_path(ids_path) as tmp:
+        np.save(tmp, ids)
     return index, str(index_path)
 
 

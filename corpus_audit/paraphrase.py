@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from corpus_audit.devices import release_memory
 from corpus_audit.generators import load_error, package_versions, resolve_device
 from corpus_audit.registry import Registry
+from corpus_audit.specs import split_spec
 
 # The instruction of Seshadri, Singh & Elazar (METHODS 1.5), verbatim; [OCCUPATION] and
 # [CAPTION] become {occupation} and {caption}.
@@ -94,10 +95,7 @@ def load_paraphraser(
     spec: str, *, device: str = "auto", max_new_tokens: int = 77, batch_size: int = 16
 ) -> Paraphraser:
     """The paraphraser for ``generate.paraphraser``; raises :class:`ModelError` if unloadable."""
-    head, sep, rest = spec.partition(":")
-    backend, model = (
-        (head, rest) if sep and head in PARAPHRASERS and rest else ("transformers", spec)
-    )
+    backend, model = split_spec(spec, PARAPHRASERS, "transformers")
     return PARAPHRASERS.get(backend)(
         model, device=device, max_new_tokens=max_new_tokens, batch_size=batch_size
     )

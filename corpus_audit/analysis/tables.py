@@ -44,6 +44,7 @@ from corpus_audit.analysis.amplification import (
     summarize,
 )
 from corpus_audit.errors import CorpusAuditError
+from corpus_audit.fileio import atomic_path
 from corpus_audit.metrics import metric
 from corpus_audit.store import StageRun
 
@@ -579,10 +580,8 @@ def write_outputs(out_dir: Path, results: list[ModelResult], summary: list[dict]
 
 
 def _write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         for row in rows:
             writer.writerow({c: _cell(row.get(c)) for c in columns})
-    tmp.replace(path)

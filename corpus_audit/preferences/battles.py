@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.errors import CorpusAuditError
+from corpus_audit.fileio import atomic_path
 
 ASPECTS = ("bias", "image_quality", "prompt_alignment")
 ASPECT_TEXT = {
@@ -173,12 +174,9 @@ def draw_battles(images: Any, n: int, seed: int, *, models: Sequence[str] | None
 # -- the pair manifest ------------------------------------------------------------------------
 def write_pairs(pairs: Any, path: Path) -> Path:
     """Write the pair manifest CSV (:data:`PAIR_COLUMNS`), which :func:`read_pairs` reads."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    pairs.loc[:, list(PAIR_COLUMNS)].to_csv(tmp, index=False, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    with atomic_path(path) as tmp:
+        pairs.loc[:, list(PAIR_COLUMNS)].to_csv(tmp, index=False, encoding="utf-8")
+    return Path(path)
 
 
 def read_pairs(path: Path) -> Any:

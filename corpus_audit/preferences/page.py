@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.fileio import write_text_atomic
 from corpus_audit.preferences.battles import ASPECT_TEXT, ASPECTS, BattleError, write_pairs
 
 TEMPLATE = "battles.html.j2"
@@ -110,8 +111,6 @@ def export_page(pairs: Any, out_dir: Path, **options: Any) -> BattlePage:
     out.mkdir(parents=True, exist_ok=True)
     html, unreadable = render_page(pairs, **options)
     page = out / PAGE_NAME
-    tmp = page.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(page)
+    write_text_atomic(page, html)
     manifest = write_pairs(pairs, out / PAIRS_NAME)
     return BattlePage(page, manifest, len(pairs), unreadable)

@@ -66,6 +66,7 @@ from corpus_audit.generators import (
     resolve_device,
     resolve_dtype,
 )
+from corpus_audit.specs import split_spec
 
 KINDS = ("image", "text")
 # Processor outputs no captioning model's generate() takes (GIT's processor adds them).
@@ -171,8 +172,7 @@ def register_captioner(name: str, factory: CaptionerFactory) -> None:
 def load_captioner(spec: str, settings: CaptionSettings | None = None) -> Captioner:
     """The captioner for ``spec`` (``"kind:model"`` for a registered kind, else a
     ``transformers`` model); raises :class:`ModelError` when it cannot be loaded."""
-    head, sep, rest = spec.strip().partition(":")
-    backend, model = (head, rest) if sep and head in CAPTIONERS else ("transformers", spec.strip())
+    backend, model = split_spec(spec.strip(), CAPTIONERS, "transformers", empty_model=True)
     if not model:
         raise ModelError("recaption: no model given (a local directory or a cached hub id)")
     return CAPTIONERS[backend](model, settings or CaptionSettings())

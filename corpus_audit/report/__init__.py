@@ -18,6 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.fileio import write_text_atomic
+from corpus_audit.metrics import arrow_legend, format_value, header
 from corpus_audit.store import StageRun, Study
 
 REPORT_DIR = "report"
@@ -49,9 +51,7 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
 
         ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)
         html = render(ctx)
-        tmp = out.with_suffix(".html.tmp")
-        tmp.write_text(html, encoding="utf-8")
-        tmp.replace(out)
+        write_text_atomic(out, html)
         run.rows_in = sum(len(b["rows"]) for b in ctx["results"]["blocks"])
         run.rows_out = 1
         run.provenance["figures"] = [f["name"] for f in ctx["figures"]]
@@ -88,15 +88,13 @@ def render(ctx: dict[str, Any], template: str = TEMPLATE) -> str:
     env.filters["num"] = _num
     env.filters["pct"] = _pct
     env.filters["pval"] = _pval
+    env.globals["col"] = header  # every column header comes from corpus_audit.metrics
+    env.globals["arrow_legend"] = arrow_legend()
     return env.get_template(template).render(**ctx)
 
 
 def _num(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return format_value(value, digits, "–")
 
 
 def _pct(value: Any) -> str:
@@ -125,7 +123,8 @@ def report_fingerprint(study: Study) -> str:
         b"".join(t.read_bytes() for t in sorted(templates.iterdir(), key=lambda t: t.name))
     ).hexdigest()
     here = Path(__file__).parent
-    parts["code"] = hashlib.sha256(
-        b"".join((here / n).read_bytes() for n in ("context.py", "figures.py", "__init__.py"))
-    ).hexdigest()
+    code = [here / n for n in ("context.py", "figures.py", "__init__.py")]
+    # column headers and arrows: metrics.py and its columns file
+    code += [here.parent / "metrics.py", here.parent / "templates" / "columns.csv"]
+    parts["code"] = hashlib.sha256(b"".join(p.read_bytes() for p in code)).hexdigest()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corpus_audit.analysis.stats import wilson_interval
+from corpus_audit.fileio import write_text_atomic
 from corpus_audit.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -53,10 +54,7 @@ def write_page(
         "models": [_model_context(r, confidence, (reference or {}).get(r.model)) for r in results],
     }
     html = render(ctx, TEMPLATE)
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, html)
 
 
 def _model_context(

@@ -313,9 +313,16 @@ def top_neighbors(study: Study) -> list[dict[str, Any]]:
         r["occupation"]
         for r in dicts(study.sql("report_neighbor_occupations", n=TOP_NEIGHBOR_OCCUPATIONS))
     ]
+    return neighbor_groups(study, occupations, TOP_NEIGHBORS)
+
+
+def neighbor_groups(study: Study, occupations: list[str], top: int) -> list[dict[str, Any]]:
+    """Each prompt's ``top`` `nn` captions for ``occupations``, grouped by (occupation,
+    prompt) in occupation and template order; a caption row holds rank, score (cosine),
+    text and indicator (the report and the demo's neighbour page use this one query)."""
     if not occupations:
         return []
-    found = dicts(study.sql("report_neighbors", n=TOP_NEIGHBORS, occupations=occupations))
+    found = dicts(study.sql("report_neighbors", n=top, occupations=occupations))
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in found:
         groups.setdefault((r["occupation"], r["prompt"]), []).append(r)

@@ -6,13 +6,9 @@ import base64
 import io
 from pathlib import Path
 
+from corpus_audit.imagefile import study_image_path as resolve  # noqa: F401
+
 THUMB_PX = 96  # longest side, pixels
-
-
-def resolve(study_root: Path, path: str) -> Path:
-    """An ``images.path``: relative paths are relative to the study directory."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else study_root / p
 
 
 def thumbnail_uri(
