@@ -96,7 +96,7 @@ declare(
         "neighbors",
         "corpus_audit.neighbors:neighbors",
         "pick the captions nearest each prompt (SBERT embeddings + FAISS)",
-        config=("neighbors", "select", "indicators", "lexicon"),
+        config=("neighbors", "select", "indicators", "lexicon", "study.seed"),
         reads=("captions", "mentions", "prompts", "indicators"),
         writes=(
             "embedding_files",
@@ -121,7 +121,7 @@ declare(
         "corpus_audit.images:images",
         "find the training images of the sampled captions in the configured sources",
         config=("images", "corpus", "select"),
-        reads=("captions", "samples"),
+        reads=("captions", "mentions", "samples"),
         writes=("images", "image_skips", "image_shards", "download_stats"),
         after=("select", "indicators", "neighbors"),
         steps=(
@@ -137,8 +137,25 @@ declare(
         "generate",
         "corpus_audit.generate:generate",
         "generate images for every prompt with each configured text-to-image model",
-        config=("generate", "study"),
-        reads=("prompts", "samples", "captions", "training_subsets"),
+        # The caption prompts are the training subsets after the cut, which generate makes
+        # itself (corpus_audit/subsets.py: `training_subsets` is written later, by analyze):
+        # hence the cut's settings. Its `images`, `face_filter` and `labels` inputs are not
+        # fingerprinted: generate writes `images` itself, and the second `label` run of
+        # `corpus-audit run` adds the generated images' rows to the other two, which would
+        # flag every finished run as stale.
+        config=(
+            "generate",
+            "study",
+            "lexicon",
+            "select",
+            "neighbors.k",
+            "indicators.no_indicator_sample",
+            "analysis.classifier",
+            "analysis.threshold",
+            "label.classifier",
+            "engine.device",
+        ),
+        reads=("prompts", "samples", "captions", "mentions", "indicators"),
         writes=("images", "generated_images", "generation_settings", "paraphrases"),
         after=("select", "indicators", "neighbors"),
         steps=(
@@ -228,6 +245,17 @@ RUN_ORDER = [
 ]
 
 
+# The schema's tables that no stage writes, and what writes them: the bookkeeping of every run
+# (:meth:`corpus_audit.store.Study.stage`) and the human-validation commands, which are not
+# stages of `corpus-audit run` (docs/images.md). No stage reads them as an input.
+OTHER_WRITERS: Mapping[str, str] = {
+    "stage_runs": "corpus_audit.store:Study.stage",
+    "stage_unfinished": "corpus_audit.store:Study.stage",
+    "validation_items": "corpus_audit.validate:export_sheet",
+    "human_labels": "corpus_audit.validate:import_labels",
+}
+
+
 def stage(name: str) -> Stage:
     """The declaration of stage ``name`` (a :class:`ConfigError` naming the known stages)."""
     return STAGES.get(name)
@@ -236,3 +264,39 @@ def stage(name: str) -> Stage:
 def writers(table: str) -> list[str]:
     """The stages that write ``table``, in catalogue order."""
     return [s.name for _, s in STAGES.items() if table in s.writes]
+
+
+def readers(table: str) -> list[str]:
+    """The stages that read ``table`` as an input, in catalogue order."""
+    return [s.name for _, s in STAGES.items() if table in s.reads]
+
+
+def data_flow() -> str:
+    """The data-flow picture of docs/architecture.md: per stage (in run order), each table it
+    writes and the stages that read it (``stages -> tables -> stages``). Rows a stage owns in
+    a shared table are shown after the name. ``python -m corpus_audit.stages`` prints it; a
+    test keeps the page equal to it."""
+    lines = []
+    width = max(len(t) + len(o) + 3 for _, s in STAGES.items() for t, o in _outputs(s))
+    for name in dict.fromkeys(RUN_ORDER):
+        outputs = _outputs(STAGES.get(name)) or [("(files only)", "")]
+        for i, (table, owned) in enumerate(outputs):
+            shown = f"{table} [{owned}]" if owned else table
+            read_by = ", ".join(r for r in readers(table) if r != name) or "-"
+            if len(outputs) == 1:
+                branch = f"{name:<10} ───>"
+            elif i == 0:
+                branch = f"{name:<10} ─┬─>"
+            else:
+                branch = " " * 12 + ("└─>" if i == len(outputs) - 1 else "├─>")
+            lines.append(f"{branch} {shown:<{width}} ──> {read_by}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _outputs(spec: Stage) -> list[tuple[str, str]]:
+    """``(table, rows it owns or "")`` for each table ``spec`` writes."""
+    return [(t, spec.owns.get(t, "")) for t in spec.writes]
+
+
+if __name__ == "__main__":
+    print(data_flow(), end="")
