@@ -71,12 +71,24 @@ class EngineSection:
     # 1000, KiB/MiB/GiB/TiB of 1024), at least 64MB, or a share of the RAM (80%)
     memory_limit: str = "2GB"
     device: str = "auto"  # auto | cpu | cuda | cuda:N  (models)
-    engine: str = "local"  # map-style stages run in-process; a Ray engine is not built yet
+    # where the map-style steps run (select's scan, indicators' labelling): local (this
+    # process, engine.threads threads) or ray (a Ray cluster; pip install 'corpus_audit[ray]')
+    engine: str = "local"
+    # ray only: "" = start a local cluster with engine.threads CPUs; "auto" = join this
+    # machine's cluster; "ray://host:10001" = Ray Client
+    ray_address: str = ""
+    ray_max_retries: int = 3  # ray only: retries of a unit after an error or a dead worker, >= 0
+    ray_max_restarts: int = 3  # ray only: restarts of a dead actor, >= 0
 
     def validate(self) -> None:
+        from corpus_audit.engines import engine_names  # light: backends import on open
+
         _positive("engine.threads", self.threads)
         _memory_size("engine.memory_limit", self.memory_limit)
-        _choice("engine.engine", self.engine, {"local"})
+        _choice("engine.engine", self.engine, set(engine_names()))
+        for key in ("ray_max_retries", "ray_max_restarts"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"engine.{key}: must be >= 0, got {getattr(self, key)}")
         if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
             raise ConfigError(
                 f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps"

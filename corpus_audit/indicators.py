@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,8 @@ def _build_tagger(study: Study, terms: Any, words: Any) -> tuple[Any, dict[str, 
         nlp = load_spacy(cfg.spacy_model)
         names = NameFinder(nlp, terms, cfg.ner_batch_size, cfg.ner_pipes or None)
         processes = cfg.ner_processes or study.config.engine.threads
+        if study.config.engine.engine != "local":
+            processes = 1  # the engine's workers label; this one only checks the model loads
         names.use_processes(cfg.spacy_model, terms, processes)
         info = {
             "spacy_version": spacy.__version__,
@@ -324,33 +327,75 @@ def _build_tagger(study: Study, terms: Any, words: Any) -> tuple[Any, dict[str, 
 def _label_all(
     study: Study, tagger: Any, todo: int, stats: dict[str, int], *, progress: bool
 ) -> int:
-    """Label the to-do list batch by batch; each batch is one transaction. Returns captions done."""
+    """Label the to-do list batch by batch; each batch is one transaction. Returns captions
+    done. With ``engine.engine`` other than ``local`` the batches are labelled by the
+    engine's workers (:func:`_label_on_engine`); ``tagger`` is then unused."""
     from tqdm import tqdm
 
-    con = study.con
-    batch = study.config.indicators.batch_size
+    if study.config.engine.engine != "local":
+        return _label_on_engine(study, todo, stats, progress=progress)
     done = 0
     with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
-        for lo in range(0, todo, batch):
-            cols = study.sql("indicators_batch", lo=lo, hi=lo + batch).fetchnumpy()
-            table = pa.table(cols, schema=_BATCH_SCHEMA)
+        for _, table in _todo_batches(study, todo):
             result = tagger.tag(table.column("text"))
             labels, triggers = _batch_tables(table.column("caption_id"), result)
-            with study.transaction():
-                con.register("_indicators_batch", labels)
-                con.register("_indicator_triggers_batch", triggers)
-                con.register("_indicator_texts_batch", table)
-                try:
-                    study.sql("indicators_write_batch")
-                finally:
-                    for name in ("_indicators_batch", "_indicator_triggers_batch"):
-                        con.unregister(name)
-                    con.unregister("_indicator_texts_batch")
+            _write_batch(study, table, labels, triggers)
             done += table.num_rows
             stats["distinct_texts"] += result.distinct_texts
             stats["ner_texts"] += result.ner_texts
             bar.update(table.num_rows)
     return done
+
+
+def _todo_batches(study: Study, todo: int) -> Iterator[tuple[int, pa.Table]]:
+    """``(lo, table of caption_id + text)`` for each batch of ``indicators_todo``, read as
+    it is asked for."""
+    batch = study.config.indicators.batch_size
+    for lo in range(0, todo, batch):
+        cols = study.sql("indicators_batch", lo=lo, hi=lo + batch).fetchnumpy()
+        yield lo, pa.table(cols, schema=_BATCH_SCHEMA)
+
+
+def _label_on_engine(study: Study, todo: int, stats: dict[str, int], *, progress: bool) -> int:
+    """The to-do batches labelled by the workers of the configured engine (one spaCy per
+    worker, :mod:`corpus_audit.engines.indicator_tagging`) and written here, in batch order,
+    one transaction each: the same rows as the local path."""
+    from corpus_audit.engines import engine_from_config
+    from corpus_audit.engines.indicator_tagging import TaggerSpec, tag_batches
+
+    spec = TaggerSpec.from_config(study.config, study.root, ner_processes=1)
+    in_flight: dict[int, pa.Table] = {}  # the texts of the batches out with the workers
+
+    def units() -> Iterator[tuple[int, pa.Table]]:
+        for lo, table in _todo_batches(study, todo):
+            in_flight[lo] = table
+            yield lo, table
+
+    done = 0
+    with engine_from_config(study.config.engine) as engine:
+        for lo, tagged in tag_batches(engine, spec, units(), progress=progress):
+            table = in_flight.pop(lo)
+            _write_batch(study, table, tagged.labels, tagged.triggers)
+            done += table.num_rows
+            stats["distinct_texts"] += tagged.distinct_texts
+            stats["ner_texts"] += tagged.ner_texts
+    return done
+
+
+def _write_batch(study: Study, table: pa.Table, labels: pa.Table, triggers: pa.Table) -> None:
+    """One labelled batch into ``indicators``, ``indicator_triggers`` and ``indicator_texts``,
+    in one transaction."""
+    con = study.con
+    with study.transaction():
+        con.register("_indicators_batch", labels)
+        con.register("_indicator_triggers_batch", triggers)
+        con.register("_indicator_texts_batch", table)
+        try:
+            study.sql("indicators_write_batch")
+        finally:
+            for name in ("_indicators_batch", "_indicator_triggers_batch"):
+                con.unregister(name)
+            con.unregister("_indicator_texts_batch")
 
 
 def _batch_tables(caption_ids: pa.ChunkedArray, result: Any) -> tuple[pa.Table, pa.Table]:

@@ -269,6 +269,33 @@ def _parallel(
             t.join()
 
 
+def _scan_on_engine(
+    study: Study, files: list[CorpusFile], matcher: Matcher, run: StageRun, *, progress: bool
+) -> ScanStats:
+    """Fill ``_select_candidates`` on the configured engine (``engine.engine``): ``local``
+    scans here (:func:`scan_corpus`); another engine runs one task per file unit
+    (:func:`corpus_audit.engines.select_scan.scan_into`), giving the same rows in the same
+    order. The engine's description goes in the run's provenance."""
+    cfg = study.config
+    columns = {
+        "text_column": cfg.corpus.text_column,
+        "url_column": cfg.corpus.url_column,
+        "key_column": cfg.corpus.key_column,
+        "prefilter": cfg.select.prefilter,
+        "batch_rows": cfg.select.batch_rows,
+        "progress": progress,
+    }
+    if cfg.engine.engine == "local":
+        run.provenance["engine"] = {"engine": "local", "threads": cfg.engine.threads}
+        return scan_corpus(study.con, files, matcher, threads=cfg.engine.threads, **columns)
+    from corpus_audit.engines import engine_from_config
+    from corpus_audit.engines.select_scan import scan_into
+
+    with engine_from_config(cfg.engine) as engine:
+        run.provenance["engine"] = engine.describe()
+        return scan_into(study.con, engine, files, matcher, **columns)
+
+
 def scan_corpus(
     con: Any,
     files: list[CorpusFile],
@@ -451,7 +478,7 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
     with headroom, study.transaction(), study.stage(STAGE) as run:
         study.sql("select_00_clear")
         study.sql("select_05_work_tables")
-        stats = _scan(study, files, matcher, progress=progress)
+        stats = _scan(study, files, matcher, run, progress=progress)
         _write_corpus_files(study, files, stats)
         derived = _derive_tables(study, matcher, render_prompts(prompt_set, occupations))
         derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
@@ -492,9 +519,10 @@ def _unchanged(study: Study, last: dict[str, Any], matcher: Matcher) -> StageRun
     return run
 
 
-def _scan(study: Study, files: list[CorpusFile], matcher: Matcher, *, progress: bool) -> ScanStats:
+def _scan(
+    study: Study, files: list[CorpusFile], matcher: Matcher, run: StageRun, *, progress: bool
+) -> ScanStats:
     """Fill the work tables: the lexicon forms, then every file's candidate captions."""
-    cfg = study.config
     con = study.con
     forms = pa.table(
         {"form": [f for f, _ in matcher.forms], "occupation": [o for _, o in matcher.forms]}
@@ -502,18 +530,7 @@ def _scan(study: Study, files: list[CorpusFile], matcher: Matcher, *, progress: 
     con.register("_select_forms_in", forms)
     con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
     con.unregister("_select_forms_in")
-    stats = scan_corpus(
-        con,
-        files,
-        matcher,
-        text_column=cfg.corpus.text_column,
-        url_column=cfg.corpus.url_column,
-        key_column=cfg.corpus.key_column,
-        prefilter=cfg.select.prefilter,
-        threads=cfg.engine.threads,
-        batch_rows=cfg.select.batch_rows,
-        progress=progress,
-    )
+    stats = _scan_on_engine(study, files, matcher, run, progress=progress)
     if stats.rows == 0:
         raise CorpusError(
             f"corpus: all {len(files)} corpus files are empty (0 rows), e.g. {files[0].path}"
