@@ -211,6 +211,7 @@ declare(
 )
 
 # -- the Paired Stereotype Test (docs/pst.md); `corpus-audit run` runs them in a PST study --
+PST_SCORE_TABLES = ("pst_scores", "pst_gap", "pst_both_any", "pst_labor", "pst_labor_correlation")
 declare(
     Stage(
         "pst_prompts",
@@ -269,14 +270,7 @@ declare(
         "PST: Stereotype Score, single vs paired gap, PST-Both/Any, labour statistics",
         config=("analysis.bootstrap", "analysis.confidence", "study.seed", "lexicon.labor_stats"),
         reads=("pst_people", "pst_caption_mentions"),
-        writes=(
-            "pst_scores",
-            "pst_gap",
-            "pst_both_any",
-            "pst_labor",
-            "pst_labor_correlation",
-            "pst_caption_roles",
-        ),
+        writes=(*PST_SCORE_TABLES, "pst_caption_roles"),
         after=("pst_label", "pst_captions"),
         steps=(
             "image side: the persons of the configured classifier",
@@ -290,16 +284,7 @@ declare(
         "corpus_audit.pst.report_stage:pst_report",
         "PST: the HTML report section and a CSV of every PST table",
         config=("study.name",),
-        reads=(
-            "pst_scores",
-            "pst_gap",
-            "pst_both_any",
-            "pst_labor",
-            "pst_labor_correlation",
-            "pst_caption_roles",
-            "pst_rounds",
-            "pst_face_filter",
-        ),
+        reads=(*PST_SCORE_TABLES, "pst_caption_roles", "pst_rounds", "pst_face_filter"),
         needs=("pst_analyze",),
         after=("faircritic",),
         steps=("figures (PNG)", "report/pst.html, every corpus text escaped", "report/pst/*.csv"),

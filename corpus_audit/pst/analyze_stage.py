@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from corpus_audit.stage_state import require_inputs
+from corpus_audit.stages import PST_SCORE_TABLES
 from corpus_audit.store import StageRun, Study
 
 if TYPE_CHECKING:
     import pandas as pd
 
 NAME = "pst_analyze"
-SCORE_TABLES = ("pst_scores", "pst_gap", "pst_both_any", "pst_labor", "pst_labor_correlation")
+SCORE_TABLES = PST_SCORE_TABLES  # each holds both sides (column `side`)
 
 
 def image_tables(people: pd.DataFrame, labor: dict, boot: Any, confidence: float) -> dict:

@@ -6,10 +6,13 @@ removed), the RE2 prefilter keeps those naming a PST role form and the spaCy par
 gender to each mention (:class:`corpus_audit.pst.captions.CaptionRoleTagger`; rules in
 ``pst/captions.py``). Writes ``pst_caption_files`` (per file counts) and
 ``pst_caption_mentions`` (one row per role mention) in one transaction, replacing an earlier
-run's; ``pst_analyze`` scores them. A study without a corpus skips the stage.
+run's; ``pst_analyze`` scores them. A rerun with the same files (path, size, mtime), corpus
+settings and lexicons is skipped (:func:`corpus_key`). A study without a corpus skips the stage.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from corpus_audit.store import StageRun, Study
 
@@ -23,6 +26,14 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
         if not cfg.corpus.paths:
             run.skipped = True
             run.messages.append("no corpus (corpus.paths is empty): no caption-side score")
+            return run
+        key = corpus_key(study)
+        last = study.last_run(NAME)
+        if last is not None and last["provenance"].get("corpus_key") == key:
+            run.skipped = True
+            run.rows_in, run.rows_out = last["rows_in"], last["rows_out"]
+            run.provenance["corpus_key"] = key
+            run.messages.append("the corpus and the lexicons are unchanged: mentions kept")
             return run
         from corpus_audit.lexicon import load_gender_terms, load_occupations
         from corpus_audit.lexicon.pst import load_roles
@@ -50,5 +61,26 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
         run.summary = files.to_dict("records")
         gendered = int((mentions["gender"] != "none").sum()) if len(mentions) else 0
         run.messages.append(f"{len(mentions)} role mentions, {gendered} with a gender attached")
-        run.provenance.update(spacy_model=tagger.spacy_model, files=len(files))
+        run.provenance.update(spacy_model=tagger.spacy_model, files=len(files), corpus_key=key)
     return run
+
+
+def corpus_key(study: Study) -> str:
+    """A hash of what the mentions depend on: the corpus files (path, size, mtime), the
+    ``corpus`` settings and the lexicon specs; a rerun with the same key is skipped."""
+    import hashlib
+    import json
+
+    from corpus_audit.corpus import resolve_corpus
+
+    cfg = study.config
+    files = []
+    for f in resolve_corpus(list(cfg.corpus.paths)):
+        stat = Path(f.path).stat() if Path(f.path).exists() else None
+        files.append(
+            [str(f.path), stat.st_size if stat else None, stat.st_mtime_ns if stat else None]
+        )
+    blob = json.dumps(
+        [files, cfg.section_hash("corpus", "pst.roles", "lexicon")], sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
