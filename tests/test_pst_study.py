@@ -187,6 +187,27 @@ def test_positions_and_labels_of_real_photos(photo_study: Path):
             assert centre > 300
 
 
+def test_pst_label_redoes_only_what_a_killed_run_lost(photo_study: Path):
+    people_q = "SELECT * EXCLUDE (p_female, confidence) FROM pst_people ORDER BY image_id, side"
+    probs_q = "SELECT p_female FROM pst_people ORDER BY image_id, side"
+    filt_q = "SELECT * FROM pst_face_filter ORDER BY image_id"
+    before = (_rows(photo_study, people_q), _rows(photo_study, probs_q), _rows(photo_study, filt_q))
+    lost = [r[0] for r in before[2][:10]]  # as if the batch holding these never committed
+    con = duckdb.connect(str(photo_study / "study.duckdb"))
+    con.execute("DELETE FROM pst_people WHERE list_contains(?, image_id)", [lost])
+    con.execute("DELETE FROM pst_face_filter WHERE list_contains(?, image_id)", [lost])
+    con.close()
+    assert main(["-q", "pst_label", str(photo_study)]) == 0
+    last = (
+        "SELECT rows_in FROM stage_runs WHERE stage = 'pst_label' ORDER BY finished_at DESC LIMIT 1"
+    )
+    assert _rows(photo_study, last) == [(10,)]
+    assert _rows(photo_study, people_q) == before[0]
+    assert _rows(photo_study, filt_q) == before[2]
+    after = [p for (p,) in _rows(photo_study, probs_q)]
+    assert after == pytest.approx([p for (p,) in before[1]], abs=1e-6)
+
+
 def _labor_stats() -> dict[str, float]:
     path = Path(__file__).parents[1] / "corpus_audit/lexicon/data/labor_stats_us_bls2024_pst.csv"
     with path.open(encoding="utf-8") as fh:

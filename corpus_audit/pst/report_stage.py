@@ -40,6 +40,9 @@ SECTIONS = (
     ("both", "PST-Both and PST-Any", "SELECT * FROM pst_both_any ORDER BY side DESC, kind, variant", ""),
     ("roles", "Per role: generated images beside the corpus", "pst_report_roles.sql",
      "caption_*: the corpus's own captions that attach a gender to the role (pst_captions)."),
+    ("corpus_roles", "Per role in the corpus captions", "SELECT * FROM pst_caption_roles "
+     "ORDER BY stereotype DESC, role", "Captions whose parse attaches a gender to the role; "
+     "n_both (a woman and a man) is left out of %female and SS."),
     ("labor", "Labour statistics", "SELECT * FROM pst_labor_correlation ORDER BY side DESC, kind, variant",
      "Pearson r across roles of perceived (caption: attached) %female vs BLS 2024 % women."),
     ("occupations", "Power prompts per occupation", "SELECT kind, variant, group_name, n_units, "
@@ -122,7 +125,8 @@ def pst_report(study: Study, *, progress: bool = True) -> StageRun:
         page.parent.mkdir(parents=True, exist_ok=True)
         csv_dir = study.path(*CSV_DIR)
         sections = [section(study, *spec) for spec in SECTIONS]
-        sections[5]["figures"] = labor_figures(study, page.parent / "figures")
+        by_id = {s["id"]: s for s in sections}
+        by_id["labor"]["figures"] = labor_figures(study, page.parent / "figures")
         html = render(
             {
                 "title": f"{cfg.study.name}: Paired Stereotype Test",
