@@ -322,6 +322,8 @@ class PstSection:
     faircritic_rounds: int = 0  # FairCritic rounds per prompt; 0 = off
     faircritic_images: int = 8  # images per FairCritic round, >= 1
     faircritic_prompts: list[str] = field(default_factory=list)  # prompt ids; [] = paired plain
+    # feedback writer: template | transformers:<local model path or hub id> (an instruction LM)
+    faircritic_writer: str = "template"
 
     def validate(self) -> None:
         for kind in self.kinds:
@@ -331,6 +333,10 @@ class PstSection:
         _choice("pst.power_singles", self.power_singles, {"role", "occupation_role"})
         _unit("pst.bias_threshold", self.bias_threshold)
         _positive("pst.faircritic_images", self.faircritic_images)
+        from corpus_audit.pst.writers import WRITERS
+
+        writer = self.faircritic_writer.partition(":")[0]
+        _choice("pst.faircritic_writer", writer, set(WRITERS.names()))
         if self.faircritic_rounds < 0:
             raise ConfigError(f"pst.faircritic_rounds: {self.faircritic_rounds} must be >= 0")
 

@@ -22,6 +22,7 @@ import duckdb
 import numpy as np
 import pytest
 import test_generate as tg
+import test_pst_critic as tc
 from PIL import Image
 from pst_fixtures import LABEL_THRESHOLD, person, side_by_side
 
@@ -31,6 +32,7 @@ from corpus_audit.lexicon.pst import load_templates
 
 tokenizer_dir = tg.tokenizer_dir
 tiny_sd = tg.tiny_sd
+tiny_lm = tc.tiny_lm
 
 ROLES = ("carpenter", "mechanician", "editor", "nurse")
 PAIRED_PROMPT = "pst:paired:plain:carpenter:editor"
@@ -338,6 +340,32 @@ def test_faircritic_stage_two_rounds_and_resume(tmp_path: Path, monkeypatch):
     assert _rows(study, query) == rounds
 
 
+def test_faircritic_stage_with_a_language_model_writer(tmp_path: Path, monkeypatch, tiny_lm):
+    monkeypatch.setitem(GENERATORS, "photos", lambda model, settings: PhotoPairs())
+    study = tmp_path / "lm"
+    assert main(["-q", "init", str(study), "--kind", "pst"]) == 0
+    _edit(
+        study,
+        engine__device='"cpu"',
+        pst__kinds='["paired"]',
+        pst__fair="false",
+        pst__faircritic_rounds="2",
+        pst__faircritic_images="2",
+        pst__faircritic_prompts=f'["{PAIRED_PROMPT}"]',
+        pst__faircritic_writer=f'"transformers:{tiny_lm}"',
+        generate__models='["photos:pairs"]',
+        label__face_model='"full_range"',
+        label__threshold=str(LABEL_THRESHOLD),
+    )
+    assert main(["-q", "pst_prompts", str(study)]) == 0
+    assert main(["-q", "faircritic", str(study)]) == 0
+    (t1, b1, f1, w1), (t2, _, _, w2) = _rows(
+        study, "SELECT prompt_text, biased, feedback, writer FROM pst_rounds ORDER BY round"
+    )
+    # the random model's words (or, when it says nothing, the template's) are the guidelines
+    assert b1 and f1 and t2 == f"{t1} {f1}" and w1 == w2 == f"lm:{tiny_lm}"
+
+
 def test_tiny_generator_faircritic_rounds(pst_study: Path):
     _edit(pst_study, pst__faircritic_rounds="2")
     assert main(["-q", "faircritic", str(pst_study)]) == 0
@@ -370,7 +398,10 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path: Path, capsys):
           generate__models='["nowhere"]', pst__faircritic_prompts='["pst:single:plain:nurse"]')  # fmt: skip
     assert main(["-q", "faircritic", str(study)]) == 2
     assert "pst.faircritic_prompts" in capsys.readouterr().err
-    _edit(study, pst__kinds='["triple"]')
+    _edit(study, pst__faircritic_writer='"gpt9:x"')
+    assert main(["-q", "status", str(study)]) == 2
+    assert "pst.faircritic_writer" in capsys.readouterr().err
+    _edit(study, pst__faircritic_writer='"template"', pst__kinds='["triple"]')
     assert main(["-q", "status", str(study)]) == 2
     assert "pst.kinds" in capsys.readouterr().err
 

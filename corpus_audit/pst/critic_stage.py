@@ -6,7 +6,8 @@ Off unless ``pst.faircritic_rounds`` >= 1 and a model is configured. For each pr
 ``pst.faircritic_images`` images from the first ``generate.models`` entry: the critic is the
 project's labeller (``label.face_detector`` and the classifier of ``[label]``, the two-face
 rule, "biased" when the share of stereotype-following persons exceeds ``pst.bias_threshold``)
-and the writer fills the templates file's ``[feedback]`` texts. The loop's images are judged
+and the writer is ``pst.faircritic_writer`` (:data:`WRITERS`: ``template``, the templates
+file's ``[feedback]`` texts, or ``transformers:<model>``, a local instruction-tuned LM). The loop's images are judged
 in memory and not stored; every round's prompt, judgement and score is.
 
 Resumable per round: :class:`TableRoundStore` writes each round to ``pst_rounds`` in its own
@@ -84,7 +85,7 @@ def build_loop(study: Study, model: str) -> Any:
     from corpus_audit.generate import settings_from_config
     from corpus_audit.generators import load_generator
     from corpus_audit.lexicon.pst import load_roles, load_templates
-    from corpus_audit.pst.critic import FairCritic, LabellerCritic, TemplateFeedback, from_generator
+    from corpus_audit.pst.critic import FairCritic, LabellerCritic, from_generator
 
     cfg, label = study.config.pst, study.config.label
     classifier = build_classifier(
@@ -103,8 +104,14 @@ def build_loop(study: Study, model: str) -> Any:
         min_face_fraction=label.min_face_fraction,
         count_small_faces=label.count_small_faces,
     )
-    writer = TemplateFeedback(
-        load_templates(cfg.templates, study.root), load_roles(cfg.roles, study.root)
+    from corpus_audit.pst.writers import WRITERS
+
+    make_writer = WRITERS.get(cfg.faircritic_writer.partition(":")[0])
+    writer = make_writer(
+        cfg.faircritic_writer,
+        load_templates(cfg.templates, study.root),
+        load_roles(cfg.roles, study.root),
+        study,
     )
     return FairCritic(
         from_generator(load_generator(model, settings_from_config(study))),
