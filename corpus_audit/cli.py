@@ -82,10 +82,15 @@ def cmd_init(args: argparse.Namespace) -> int:
         "select": {"sample_size": args.sample_size},
         "study": {"seed": args.seed, "name": args.name},
         "lexicon": {"occupations": args.occupations},
+        "pst": {"enabled": True if args.kind == "pst" else None},
     }
+    if not args.corpus and args.kind != "pst":
+        from corpus_audit.errors import StudyError
+
+        raise StudyError("init: give --corpus (only a --kind pst study may go without one)")
     for section, values in overrides.items():  # flags given on the command line win
         preset.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
-    study = init_study(Path(args.dir), args.corpus, overrides=preset, overwrite=args.force)
+    study = init_study(Path(args.dir), args.corpus or [], overrides=preset, overwrite=args.force)
     study.close()
     print(f"study created: {printable(Path(args.dir) / 'study.toml')}")
     if args.preset:
@@ -244,7 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("init", help="create a study directory with study.toml")
     p.add_argument("dir")
-    p.add_argument("--corpus", nargs="+", required=True, help="corpus files, directories or globs")
+    p.add_argument(
+        "--kind",
+        choices=["amplification", "pst"],
+        default="amplification",
+        help="amplification (default) or pst: the Paired Stereotype Test (docs/pst.md)",
+    )
+    p.add_argument(
+        "--corpus",
+        nargs="+",
+        help="corpus files, directories or globs (optional with --kind pst: the caption side)",
+    )
     p.add_argument("--format", choices=["auto", "parquet", "csv", "jsonl", "hf"])
     p.add_argument("--text-column", help="caption column (default: TEXT/caption/text)")
     p.add_argument("--url-column", help="URL column (default: URL/url)")

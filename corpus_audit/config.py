@@ -28,6 +28,7 @@ NO_INDICATOR_SAMPLES = ("split", "fresh")  # indicators.no_indicator_sample
 CAPTION_PROMPTS = ("labelled", "all")  # generate.caption_prompts
 PARITY_SIDES = ("upper", "neither")  # analysis.parity_side
 IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
+PST_KINDS = ("single", "paired", "power")  # pst.kinds (corpus_audit.lexicon.pst.KINDS)
 
 
 @dataclass
@@ -322,6 +323,41 @@ class AnalysisSection:
 
 
 @dataclass
+class PstSection:
+    """The Paired Stereotype Test (METHODS 2; docs/pst.md). ``enabled`` makes the study a PST
+    study: ``corpus-audit run`` then runs :data:`corpus_audit.stages.RUN_ORDERS` ``["pst"]``.
+    The kind lives here, not in ``[study]``, so that existing studies' config hashes stay."""
+
+    enabled: bool = False  # true: a PST study (`corpus-audit init DIR --kind pst`)
+    roles: str = "builtin:pst/roles_en.csv"  # roles CSV (lexicon/data/README.md)
+    templates: str = "builtin:pst/templates_en.toml"  # prompt templates TOML
+    kinds: list[str] = field(default_factory=lambda: ["single", "paired", "power"])
+    fair: bool = True  # also the fairness-intervention variant of every paired prompt
+    power_singles: str = "role"  # role | occupation_role (also "one carpenter manager")
+    bias_threshold: float = 0.6  # FairCritic: biased when the stereotyped share exceeds it, [0, 1]
+    faircritic_rounds: int = 0  # FairCritic rounds per prompt; 0 = off
+    faircritic_images: int = 8  # images per FairCritic round, >= 1
+    faircritic_prompts: list[str] = field(default_factory=list)  # prompt ids; [] = paired plain
+    # feedback writer: template | transformers:<local model path or hub id> (an instruction LM)
+    faircritic_writer: str = "template"
+
+    def validate(self) -> None:
+        for kind in self.kinds:
+            _choice("pst.kinds", kind, set(PST_KINDS))
+        if not self.kinds:
+            raise ConfigError("pst.kinds: name at least one of single, paired, power")
+        _choice("pst.power_singles", self.power_singles, {"role", "occupation_role"})
+        _unit("pst.bias_threshold", self.bias_threshold)
+        _positive("pst.faircritic_images", self.faircritic_images)
+        from corpus_audit.pst.writers import WRITERS
+
+        writer = self.faircritic_writer.partition(":")[0]
+        _choice("pst.faircritic_writer", writer, set(WRITERS.names()))
+        if self.faircritic_rounds < 0:
+            raise ConfigError(f"pst.faircritic_rounds: {self.faircritic_rounds} must be >= 0")
+
+
+@dataclass
 class StudyConfig:
     """The whole study config; ``root`` is the study directory (not written to the file)."""
 
@@ -336,6 +372,7 @@ class StudyConfig:
     label: LabelSection = field(default_factory=LabelSection)
     generate: GenerateSection = field(default_factory=GenerateSection)
     analysis: AnalysisSection = field(default_factory=AnalysisSection)
+    pst: PstSection = field(default_factory=PstSection)
     root: Path = field(default=Path("."), metadata={"file": False})
 
     def resolve(self, path: str) -> Path:

@@ -140,7 +140,7 @@ def generate(study: Study, *, progress: bool = True) -> StageRun:
         if not specs:
             raise StageOrderError(
                 f"{study.root}: nothing to generate: the prompts table is empty and no captions "
-                "are used as prompts (run `corpus-audit select` first)"
+                f"are used as prompts (run `corpus-audit {_prompt_stage(study)}` first)"
             )
         run.provenance["prompts"] = {
             kind: sum(1 for s in specs if s.kind == kind)
@@ -175,12 +175,17 @@ def settings_from_config(study: Study) -> GenerationSettings:
 
 
 # -- what to generate -----------------------------------------------------------------------
+def _prompt_stage(study: Study) -> str:
+    return "pst_prompts" if study.config.pst.enabled else "select"
+
+
 def prompt_specs(study: Study) -> list[PromptSpec]:
     """The prompt-set prompts, in (set, template, occupation) order."""
     n = study.config.generate.images_per_prompt
-    rows = study.con.execute(
-        "SELECT prompt_id, text, occupation FROM prompts ORDER BY prompt_set, template_id, occupation"
-    ).fetchall()
+    query = "SELECT prompt_id, text, occupation FROM prompts ORDER BY prompt_set, template_id, occupation"
+    if study.config.pst.enabled:  # a PST study: the prompts of `pst_prompts` (docs/pst.md)
+        query = "SELECT prompt_id, text, occupation FROM pst_prompts ORDER BY prompt_id"
+    rows = study.con.execute(query).fetchall()
     return [PromptSpec(pid, text, n, "prompt", occ, prompt_id=pid) for pid, text, occ in rows]
 
 

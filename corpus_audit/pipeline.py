@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.config import StudyConfig
-from corpus_audit.stages import RUN_ORDER, STAGE_NAMES, STAGES
+from corpus_audit.stages import RUN_ORDERS, STAGE_NAMES, STAGES
 from corpus_audit.store import StageRun, Study, StudyError
 
 
@@ -61,10 +61,21 @@ def run_all(study: Study, *, until: str | None = None, progress: bool = True) ->
     skips finished work. ``label`` runs before and after ``generate`` (see ``stages.py``)."""
     if until is not None and until not in STAGE_NAMES:
         raise StudyError(f"unknown stage '{until}' (stages: {', '.join(STAGE_NAMES)})")
-    order = RUN_ORDER
+    run_order = RUN_ORDERS[study_kind(study.config)]
+    order = run_order
     if until is not None:
-        order = RUN_ORDER[: len(RUN_ORDER) - RUN_ORDER[::-1].index(until)]
+        if until not in run_order:
+            raise StudyError(
+                f"stage '{until}' is not run in a {study_kind(study.config)} study "
+                f"(stages: {', '.join(dict.fromkeys(run_order))})"
+            )
+        order = run_order[: len(run_order) - run_order[::-1].index(until)]
     return [stage_function(name)(study, progress=progress) for name in order]
+
+
+def study_kind(config: StudyConfig) -> str:
+    """``pst`` for a Paired Stereotype Test study (``[pst] enabled``), else ``amplification``."""
+    return "pst" if config.pst.enabled else "amplification"
 
 
 @dataclass
@@ -112,7 +123,8 @@ def status(study: Study) -> list[StageStatus]:
     from corpus_audit.stage_state import stage_state
 
     out = []
-    for name in STAGE_NAMES:
+    kind_stages = set(RUN_ORDERS[study_kind(study.config)])
+    for name in [n for n in STAGE_NAMES if n in kind_stages]:
         state = stage_state(study, name)
         last = state.last
         if state.state == "partial":

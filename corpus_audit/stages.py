@@ -155,9 +155,9 @@ declare(
             "label.classifier",
             "engine.device",
         ),
-        reads=("prompts", "samples", "captions", "mentions", "indicators"),
+        reads=("prompts", "samples", "captions", "mentions", "indicators", "pst_prompts"),
         writes=("images", "generated_images", "generation_settings", "paraphrases"),
-        after=("select", "indicators", "neighbors"),
+        after=("select", "indicators", "neighbors", "pst_prompts"),
         steps=(
             "the prompts: templates, paraphrases and the captions of the labelled cut",
             "per model: batches with seeds derived from the study seed, stored as PNG",
@@ -227,6 +227,87 @@ declare(
     )
 )
 
+# -- the Paired Stereotype Test (docs/pst.md); `corpus-audit run` runs them in a PST study --
+PST_SCORE_TABLES = ("pst_scores", "pst_gap", "pst_both_any", "pst_labor", "pst_labor_correlation")
+declare(
+    Stage(
+        "pst_prompts",
+        "corpus_audit.pst.prompt_stage:pst_prompts",
+        "PST: expand the roles and templates into the single, paired and power prompts",
+        config=("pst.roles", "pst.templates", "pst.kinds", "pst.fair", "pst.power_singles"),
+        writes=("pst_prompts",),
+        steps=("read the roles and templates files", "write every prompt with its sides' roles"),
+    )
+)
+declare(
+    Stage(
+        "pst_label",
+        "corpus_audit.pst.label_stage:pst_label",
+        "PST: keep images with two large faces, label each person by position",
+        config=("label", "images.max_pixels", "engine.device", "study.seed"),
+        reads=("pst_prompts", "images", "face_filter", "faces"),
+        writes=("pst_face_filter", "pst_people"),
+        needs=("pst_prompts", "label"),
+        after=("generate",),
+        steps=(
+            "the two-face rule on the stored faces (single prompts: the one-face rule)",
+            "each person's crop through the perceived-gender classifier",
+        ),
+    )
+)
+declare(
+    Stage(
+        "faircritic",
+        "corpus_audit.pst.critic_stage:faircritic",
+        "PST: FairCritic rounds of generate, judge and feedback per paired prompt",
+        config=("pst", "generate", "label", "engine.device", "study.seed"),
+        reads=("pst_prompts",),
+        writes=("pst_rounds",),
+        needs=("pst_prompts",),
+        steps=(
+            "per prompt and round: generate a batch, judge it with the labeller",
+            "biased: append the feedback writer's guidelines for the next round",
+        ),
+    )
+)
+declare(
+    Stage(
+        "pst_captions",
+        "corpus_audit.pst.caption_stage:pst_captions",
+        "PST: roles with a gender attached in the corpus captions (spaCy parse)",
+        config=("corpus", "pst.roles", "lexicon.gender_terms", "lexicon.occupations"),
+        writes=("pst_caption_files", "pst_caption_mentions"),
+        steps=("RE2 prefilter, then the dependency parse of the candidate captions",),
+    )
+)
+declare(
+    Stage(
+        "pst_analyze",
+        "corpus_audit.pst.analyze_stage:pst_analyze",
+        "PST: Stereotype Score, single vs paired gap, PST-Both/Any, labour statistics",
+        config=("analysis.bootstrap", "analysis.confidence", "study.seed", "lexicon.labor_stats"),
+        reads=("pst_people", "pst_caption_mentions"),
+        writes=(*PST_SCORE_TABLES, "pst_caption_roles"),
+        after=("pst_label", "pst_captions"),
+        steps=(
+            "image side: the persons of the configured classifier",
+            "caption side: the (caption, role) units of the corpus",
+        ),
+    )
+)
+declare(
+    Stage(
+        "pst_report",
+        "corpus_audit.pst.report_stage:pst_report",
+        "PST: the HTML report section and a CSV of every PST table",
+        config=("study.name",),
+        reads=(*PST_SCORE_TABLES, "pst_caption_roles", "pst_rounds", "pst_face_filter"),
+        needs=("pst_analyze",),
+        after=("faircritic",),
+        steps=("figures (PNG)", "report/pst.html, every corpus text escaped", "report/pst/*.csv"),
+    )
+)
+
 STAGE_NAMES = list(STAGES.names())
 # What `corpus-audit run` executes: `label` runs before `generate` too, because the training
 # subsets are cut at N labelled training images and the captions used as prompts come from
@@ -243,6 +324,19 @@ RUN_ORDER = [
     "analyze",
     "report",
 ]
+
+# What `corpus-audit run` executes in a PST study (`[pst] enabled`; `init --kind pst`).
+PST_RUN_ORDER = [
+    "pst_prompts",
+    "generate",
+    "label",
+    "pst_label",
+    "faircritic",
+    "pst_captions",
+    "pst_analyze",
+    "pst_report",
+]
+RUN_ORDERS = {"amplification": RUN_ORDER, "pst": PST_RUN_ORDER}  # study kind -> run order
 
 
 # The schema's tables that no stage writes, and what writes them: the bookkeeping of every run
