@@ -29,7 +29,7 @@ def run_texts(
 ) -> StageRun:
     """Create or update the text-corpus study ``out`` and run ``who_how`` on it."""
     from corpus_audit.config import CONFIG_NAME, write_config
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.pipeline import absolute_paths, init_study
     from corpus_audit.texts.stage import who_how
 
     corpus = {"text_column": text_column, "format": fmt or "auto"}
@@ -46,7 +46,7 @@ def run_texts(
                 f"{printable(out)}: holds a caption study (texts.source = "
                 f"{study.config.texts.source!r}); give `corpus-audit texts` another --out"
             )
-        study.config.corpus.paths = _absolute(files)
+        study.config.corpus.paths = absolute_paths(files)
         for key, value in corpus.items():
             setattr(study.config.corpus, key, value)
         for key, value in texts.items():
@@ -61,19 +61,3 @@ def run_texts(
 
         run.outputs["page"] = str(write_page(study))
     return run
-
-
-def _absolute(files: list[str]) -> list[str]:
-    """The paths as ``init`` stores them: absolute; a glob kept as a glob."""
-    import glob
-
-    paths = []
-    for spec in files:
-        p = Path(spec).expanduser()
-        if p.exists():
-            paths.append(str(p.resolve()))
-        elif glob.glob(str(p)):
-            paths.append(str(p.absolute()))
-        else:
-            raise StudyError(f"{printable(spec)}: no such corpus file, directory or glob match")
-    return paths

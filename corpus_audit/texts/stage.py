@@ -36,16 +36,14 @@ from corpus_audit.stage_state import Progress, require, require_inputs
 from corpus_audit.store import StageRun, Study, sql_text
 
 STAGE = "who_how"
-TABLES = (
-    "texts_agreement",
-    "texts_who",
-    "texts_deciles",
-    "texts_marked_words",
-    "texts_marked_summary",
-    "texts_calibration",
-    "texts_srbs",
-    "texts_srbs_tests",
-)
+# what the stage reads and keeps, as opposed to the tables it replaces whole each time
+INPUT_TABLES = ("texts_documents", "texts_occupations", "texts_settings", "texts_associations")
+
+
+def _result_tables() -> tuple[str, ...]:
+    from corpus_audit.stages import stage
+
+    return tuple(t for t in stage(STAGE).writes if t not in INPUT_TABLES)
 
 
 def who_how(study: Study, *, progress: bool = True) -> StageRun:
@@ -160,7 +158,7 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
         tables = who_how_tables(texts, occupations, settings, _embedder(study), labels)
         steps.update(1)
     with study.transaction():
-        for name in TABLES:
+        for name in _result_tables():
             _replace(study, name, tables[name])
         _store(study, "analysis", fingerprint, {"inputs": inputs})
     run.provenance["tables_fingerprint"] = fingerprint
@@ -220,7 +218,7 @@ def _embedder(study: Study) -> Any:
 
 
 def _replace(study: Study, table: str, frame: pd.DataFrame) -> None:
-    """Replace every row of ``table`` (a name from :data:`TABLES`) by ``frame``."""
+    """Replace every row of ``table`` (a result table of the declaration) by ``frame``."""
     import pyarrow as pa
 
     data = frame.copy()
