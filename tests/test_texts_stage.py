@@ -295,6 +295,9 @@ def test_texts_command_rerun_skips_and_page_is_written(corpus_file, corpus_study
         cli("texts", str(corpus_file), "--out", str(corpus_study), "--gender-column", "gender") == 0
     )
     assert "skipped (nothing to do)" in capsys.readouterr().out
+    assert cli("status", str(corpus_study)) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("who_how")]
+    assert "skipped" in line and "50847" in line
     page = (corpus_study / "report" / "who_how.html").read_text(encoding="utf-8")
     assert "mother" in page and "skateboard" in page and "<script" not in page
 
@@ -386,3 +389,21 @@ def test_texts_refuses_a_caption_study(caption_study, corpus_file, capsys):
     assert "holds a caption study" in capsys.readouterr().err
     assert query(caption_study, "SELECT count(*) FROM texts_associations") == before
     assert math.isfinite(before[0][0])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("source", "files", "texts.source: 'files' is not one of"),
+        ("corpus_weight", 1.5, "texts.corpus_weight: 1.5 is not in [0, 1]"),
+        ("z_threshold", 0, "texts.z_threshold: 0.0 must be > 0"),
+        ("examples", -1, "texts.examples: -1 must be >= 0"),
+        ("batch_size", 0, "texts.batch_size: 0 must be >= 1"),
+    ],
+)
+def test_bad_texts_settings_name_the_key(tmp_path, key, value, message):
+    from corpus_audit.config import config_from_dict
+    from corpus_audit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config_from_dict({"texts": {key: value}}, tmp_path, "study.toml")

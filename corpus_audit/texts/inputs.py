@@ -66,10 +66,11 @@ def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> boo
     ).fetchall()
     if stored and stored[0][0] == fingerprint:
         return False
-    documents, occupations = [], []
-    for file in files:
-        for batch in _file_batches(study, file, run, progress):
-            documents.append(batch)
+    from tqdm import tqdm
+
+    documents = []
+    for file in tqdm(files, desc="who_how read", unit="file", disable=not progress):
+        documents.extend(_file_batches(study, file, run))
     table = (
         pa.concat_tables(documents)
         if documents
@@ -92,7 +93,7 @@ def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> boo
     return True
 
 
-def _file_batches(study: Study, file: Any, run: StageRun, progress: bool) -> Iterator[pa.Table]:
+def _file_batches(study: Study, file: Any, run: StageRun) -> Iterator[pa.Table]:
     """The usable rows of one file as ``text_id, source_file, row_in_file, text, specified,
     occupation`` (occupation null when the column is not configured)."""
     from corpus_audit.corpus import ColumnMap, get_reader, iter_clean_batches, resolve_columns
@@ -167,10 +168,11 @@ def _occupations(study: Study, table: pa.Table, run: StageRun) -> pd.DataFrame:
         frame = pd.DataFrame(
             {"text_id": table["text_id"].to_numpy(), "occupation": table["occupation"].to_pylist()}
         )
-        run.drop(
-            "occupation missing (kept for the pooled comparisons)",
-            int(frame["occupation"].isna().sum()),
-        )
+        missing = int(frame["occupation"].isna().sum())
+        if missing:
+            run.messages.append(
+                f"{missing:,} texts have no occupation: they count in the pooled comparisons only"
+            )
         return frame.dropna().drop_duplicates()
     from corpus_audit.lexicon import load_occupations
     from corpus_audit.texts.mentions import find_mentions

@@ -22,14 +22,9 @@ PAGE_DIR = "report"
 PAGE_NAME = "who_how.html"
 
 
-def _rows(study: Study, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    cur = study.con.execute(sql, params or [])
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
-
-
 def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, Any]:
     """The section's data; ``ran`` False when the stage has not written its tables."""
+    from corpus_audit.analysis.read import rows as _rows
     from corpus_audit.store import sql_text
 
     if not study.table_exists("texts_associations") or not study.count("texts_associations"):

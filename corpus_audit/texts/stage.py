@@ -99,10 +99,7 @@ def associate_all(study: Study, terms: Any, *, progress: bool = True) -> int:
             con.execute("DELETE FROM texts_associations")
             _store(study, "associations", fingerprint, settings)
         con.execute(sql_text("texts_20_stale.sql"))
-    todo = con.execute(
-        "SELECT text_id FROM texts_text t WHERE NOT EXISTS "
-        "(SELECT 1 FROM texts_associations a WHERE a.text_id = t.text_id) ORDER BY text_id"
-    ).fetchnumpy()["text_id"]
+    todo = con.execute(sql_text("texts_31_todo.sql")).fetchnumpy()["text_id"]
     counter = AssociationCounter(terms)
     size = study.config.texts.batch_size
     bar = tqdm(total=len(todo), desc="who_how association", unit="text", disable=not progress)
@@ -124,11 +121,7 @@ def _insert_associations(study: Study, counts: pd.DataFrame) -> None:
     with study.transaction():
         con.register("texts_batch", counts)
         try:
-            con.execute(
-                "INSERT INTO texts_associations BY NAME "
-                "SELECT b.*, md5_number(t.text) AS text_md5 "
-                "FROM texts_batch b JOIN texts_text t USING (text_id)"
-            )
+            con.execute(sql_text("texts_32_insert.sql"))
         finally:
             con.unregister("texts_batch")
 
@@ -256,9 +249,9 @@ def _store(study: Study, kind: str, fingerprint: str, settings: Any) -> None:
 # -- what the CLI prints ----------------------------------------------------------------------
 def summary_rows(study: Study) -> list[dict[str, Any]]:
     """Per occupation compared: texts and the top marked words of each side."""
-    cur = study.con.execute(sql_text("texts_50_summary.sql"))
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    from corpus_audit.analysis.read import rows
+
+    return rows(study, sql_text("texts_50_summary.sql"))
 
 
 def messages(study: Study) -> list[str]:
