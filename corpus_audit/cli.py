@@ -222,6 +222,22 @@ def _fmt_setting(value: Any) -> str:
     return printable(dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = "))
 
 
+def cmd_texts(args: argparse.Namespace) -> int:
+    from corpus_audit.texts.command import run_texts
+
+    run = run_texts(
+        args.files,
+        Path(args.out),
+        text_column=args.text_column or "",
+        occupation_column=args.occupation_column or "",
+        gender_column=args.gender_column or "",
+        fmt=args.format,
+        progress=not args.quiet,
+    )
+    _print_run(run)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from corpus_audit.demo import run_demo
 
@@ -365,6 +381,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="generate it alone instead of replaying its batch (same within 1-2 pixel levels)",
     )
     p.set_defaults(func=cmd_regenerate)
+
+    p = sub.add_parser(
+        "texts", help="who and how (association, marked words, SRBS) of any text corpus"
+    )
+    p.add_argument("files", nargs="+", help="text corpus files (parquet, CSV/TSV, JSONL, hf)")
+    p.add_argument("--out", required=True, help="directory for study.toml + study.duckdb")
+    p.add_argument("--format", choices=["auto", "parquet", "csv", "jsonl", "hf"])
+    p.add_argument("--text-column", help="text column (default: TEXT/caption/text)")
+    p.add_argument(
+        "--occupation-column", help="occupation of each text (default: found by the lexicon)"
+    )
+    p.add_argument("--gender-column", help="specified gender: female/male/non_binary/empty")
+    p.set_defaults(func=cmd_texts)
 
     p = sub.add_parser("demo", help="run the audit on the bundled demo corpus")
     p.add_argument("dir", nargs="?", default="demo_study")

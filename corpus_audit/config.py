@@ -29,6 +29,7 @@ CAPTION_PROMPTS = ("labelled", "all")  # generate.caption_prompts
 PARITY_SIDES = ("upper", "neither")  # analysis.parity_side
 IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
 PST_KINDS = ("single", "paired", "power")  # pst.kinds (corpus_audit.lexicon.pst.KINDS)
+TEXT_SOURCES = ("captions", "corpus")  # texts.source
 
 
 @dataclass
@@ -358,6 +359,44 @@ class PstSection:
 
 
 @dataclass
+class TextsSection:
+    """Who and how: gender association, calibrated marked words, SRBS (METHODS 4; the
+    ``who_how`` stage and ``corpus-audit texts``, docs/who_vs_how.md)."""
+
+    # captions: the study's occupation captions (select, indicators) | corpus: the files of
+    # corpus.paths read as a text corpus (what `corpus-audit texts FILE --out DIR` sets)
+    source: str = "captions"
+    occupation_column: str = ""  # corpus: each text's occupation; "" = found by the lexicon
+    gender_column: str = ""  # corpus: specified gender (female | male | non_binary | empty)
+    association_terms: str = "builtin:association_terms_en.toml"
+    batch_size: int = 50_000  # texts per committed association batch
+    z_threshold: float = 1.96  # |z| above this marks a word (> 0)
+    corpus_weight: float = 0.8  # the corpus's share of the Dirichlet prior, in [0, 1]
+    prior_strength: float = 0.0  # a_0 of every comparison; 0 = its own n_female + n_male
+    common_zipf: float = 6.0  # calibration: wordfreq Zipf >= this is common English
+    corpus_top: int = 20  # calibration: the N most frequent corpus words removed
+    language: str = "en"  # wordfreq list of the prior and the calibration
+    min_texts: int = 1  # texts needed on each side to compare an occupation
+    examples: int = 3  # example texts stored per marked word
+    min_associated: int = 10  # associated texts that place an occupation in a decile
+    drop_gender_words: bool = True  # remove the lexicon's gender words before counting
+    srbs: bool = True  # embed the marked words (SBERT) for SRBS and Welch's t-test
+    embedding_model: str = ""  # "" = the project's SBERT (all-MiniLM-L6-v2)
+
+    def validate(self) -> None:
+        _choice("texts.source", self.source, set(TEXT_SOURCES))
+        _positive("texts.batch_size", self.batch_size)
+        _positive("texts.min_texts", self.min_texts)
+        _unit("texts.corpus_weight", self.corpus_weight)
+        for key in ("z_threshold", "common_zipf"):
+            if not getattr(self, key) > 0:
+                raise ConfigError(f"texts.{key}: {getattr(self, key)} must be > 0")
+        for key in ("prior_strength", "corpus_top", "examples", "min_associated"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"texts.{key}: {getattr(self, key)} must be >= 0")
+
+
+@dataclass
 class StudyConfig:
     """The whole study config; ``root`` is the study directory (not written to the file)."""
 
@@ -373,6 +412,7 @@ class StudyConfig:
     generate: GenerateSection = field(default_factory=GenerateSection)
     analysis: AnalysisSection = field(default_factory=AnalysisSection)
     pst: PstSection = field(default_factory=PstSection)
+    texts: TextsSection = field(default_factory=TextsSection)
     root: Path = field(default=Path("."), metadata={"file": False})
 
     def resolve(self, path: str) -> Path:

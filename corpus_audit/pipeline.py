@@ -37,6 +37,19 @@ def init_study(
     Corpus paths are stored absolute, so the study can be run from anywhere. A path or glob
     that matches nothing raises :class:`StudyError` naming it.
     """
+    config = StudyConfig(root=Path(root))
+    config.corpus.paths = absolute_paths(corpus)
+    for section, values in (overrides or {}).items():
+        target = getattr(config, section)
+        for key, value in values.items():
+            if value is not None:
+                setattr(target, key, value)
+    return Study.create(config, overwrite=overwrite)
+
+
+def absolute_paths(corpus: list[str]) -> list[str]:
+    """Corpus paths as a study stores them: absolute, a glob kept as a glob. A path or glob
+    that matches nothing raises :class:`StudyError` naming it."""
     paths: list[str] = []
     for spec in corpus:
         p = Path(spec).expanduser()
@@ -46,14 +59,7 @@ def init_study(
             paths.append(str(p.absolute()))
         else:
             raise StudyError(f"{spec}: no such corpus file, directory or glob match")
-    config = StudyConfig(root=Path(root))
-    config.corpus.paths = paths
-    for section, values in (overrides or {}).items():
-        target = getattr(config, section)
-        for key, value in values.items():
-            if value is not None:
-                setattr(target, key, value)
-    return Study.create(config, overwrite=overwrite)
+    return paths
 
 
 def run_all(study: Study, *, until: str | None = None, progress: bool = True) -> list[StageRun]:

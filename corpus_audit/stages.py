@@ -208,6 +208,35 @@ declare(
 )
 declare(
     Stage(
+        "who_how",
+        "corpus_audit.texts.stage:who_how",
+        "who is represented and how: gender association, marked words, SRBS of the texts",
+        config=("texts", "lexicon", "analysis.confidence", "corpus"),
+        reads=("captions", "mentions", "indicators", "indicator_triggers"),
+        writes=(
+            "texts_documents",
+            "texts_occupations",
+            "texts_settings",
+            "texts_associations",
+            "texts_agreement",
+            "texts_who",
+            "texts_deciles",
+            "texts_marked_words",
+            "texts_marked_summary",
+            "texts_calibration",
+            "texts_srbs",
+            "texts_srbs_tests",
+        ),
+        after=("select", "indicators"),
+        steps=(
+            "the texts: occupation captions, or the files of a text corpus (texts.source)",
+            "gender association of every text (batches committed, resumable)",
+            "agreement, who vs labour statistics, calibrated marked words, SRBS",
+        ),
+    )
+)
+declare(
+    Stage(
         "report",
         "corpus_audit.report:report",
         "write the HTML report with figures and tables",
@@ -221,8 +250,19 @@ declare(
             "occupation_indicators",
             "indicator_correlation",
             "similarity_diagnostics",
+            "texts_who",
+            "texts_marked_words",
         ),
-        after=("select", "indicators", "neighbors", "images", "generate", "label", "analyze"),
+        after=(
+            "select",
+            "indicators",
+            "neighbors",
+            "images",
+            "generate",
+            "label",
+            "analyze",
+            "who_how",
+        ),
         steps=("figures (PNG)", "the HTML page, every corpus text escaped"),
     )
 )
@@ -322,6 +362,7 @@ RUN_ORDER = [
     "generate",
     "label",
     "analyze",
+    "who_how",
     "report",
 ]
 

@@ -151,6 +151,41 @@ def py_association(text: str | None, terms: AssociationTerms) -> tuple[tuple[int
     return (*counts, nb), label
 
 
+def py_marked_words(
+    texts: list[str | None], labels: list[str | None], drop_words: list[str]
+) -> tuple[dict[str, tuple[float, int, int]], tuple[int, int], set[str]]:
+    """Pooled calibrated marked words written out with Counter and math (default settings):
+    word -> (z, count female, count male), the two sides' word totals, the corpus top 20."""
+    from corpus_audit.texts.marked_words import general_frequencies
+
+    drop = set(drop_words)
+    side_counts = {"female": Counter(), "male": Counter()}
+    corpus: Counter[str] = Counter()
+    for text, lab in zip(texts, labels, strict=True):
+        words = [w for w in py_words(text) if len(w) >= 2 and re.search(r"[^\W\d_]", w)]
+        words = [w for w in words if w not in drop]
+        corpus.update(words)
+        if lab in side_counts:
+            side_counts[lab].update(words)
+    general = general_frequencies("en")
+    vocab = list(corpus)
+    g_total = sum(general.get(w, 0.0) for w in vocab)
+    c_total = sum(corpus.values())
+    nf, nm = sum(side_counts["female"].values()), sum(side_counts["male"].values())
+    a0 = nf + nm
+    top20 = {w for w, _ in sorted(corpus.items(), key=lambda kv: (-kv[1], kv[0]))[:20]}
+    expected = {}
+    for w in set(side_counts["female"]) | set(side_counts["male"]):
+        a = a0 * (0.8 * corpus[w] / c_total + 0.2 * general.get(w, 0.0) / g_total)
+        yf, ym = side_counts["female"][w], side_counts["male"][w]
+        delta = math.log((yf + a) / (nf + a0 - yf - a)) - math.log((ym + a) / (nm + a0 - ym - a))
+        z = delta / math.sqrt(1 / (yf + a) + 1 / (ym + a))
+        common = general.get(w, 0.0) > 0 and math.log10(general[w]) + 9 >= 6.0
+        if abs(z) > 1.96 and not common and w not in top20:
+            expected[w] = (z, yf, ym)
+    return expected, (nf, nm), top20
+
+
 def test_association_equals_an_independent_count_on_all_real_captions(captions, associations):
     terms = load_association_terms()
     expected = [py_association(t, terms) for t in captions["text"]]
@@ -265,39 +300,11 @@ def test_marked_words_equal_an_independent_computation_on_all_real_captions(
 ):
     """Women- vs men-indicated captions, pooled over all 50 k captions (gender words and
     pronouns label them and are removed before counting)."""
-    from corpus_audit.texts.marked_words import general_frequencies
-
     texts = captions["text"].tolist()
     labels = [label_of(t) for t in WordMatcher(gender_terms).match(clean_markup(texts))]
     res = marked_words(["all"] * len(texts), texts, labels, drop_words=drop_words)
 
-    # independent: Counter over plain-Python words, prior and formula written out
-    drop = set(drop_words)
-    side_counts = {"female": Counter(), "male": Counter()}
-    corpus: Counter[str] = Counter()
-    for text, lab in zip(texts, labels, strict=True):
-        words = [w for w in py_words(text) if len(w) >= 2 and re.search(r"[^\W\d_]", w)]
-        words = [w for w in words if w not in drop]
-        corpus.update(words)
-        if lab in side_counts:
-            side_counts[lab].update(words)
-    general = general_frequencies("en")
-    vocab = list(corpus)
-    g_total = sum(general.get(w, 0.0) for w in vocab)
-    c_total = sum(corpus.values())
-    nf, nm = sum(side_counts["female"].values()), sum(side_counts["male"].values())
-    a0 = nf + nm
-    top20 = {w for w, _ in sorted(corpus.items(), key=lambda kv: (-kv[1], kv[0]))[:20]}
-    expected = {}
-    for w in set(side_counts["female"]) | set(side_counts["male"]):
-        a = a0 * (0.8 * corpus[w] / c_total + 0.2 * general.get(w, 0.0) / g_total)
-        yf, ym = side_counts["female"][w], side_counts["male"][w]
-        delta = math.log((yf + a) / (nf + a0 - yf - a)) - math.log((ym + a) / (nm + a0 - ym - a))
-        z = delta / math.sqrt(1 / (yf + a) + 1 / (ym + a))
-        common = general.get(w, 0.0) > 0 and math.log10(general[w]) + 9 >= 6.0
-        if abs(z) > 1.96 and not common and w not in top20:
-            expected[w] = (z, yf, ym)
-
+    expected, (nf, nm), top20 = py_marked_words(texts, labels, drop_words)
     got = res.words.set_index("word")
     assert set(got.index) == set(expected)
     for w, (z, yf, ym) in expected.items():

@@ -56,6 +56,9 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["neighbors"] = top_neighbors(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
+    from corpus_audit.texts.page import who_how_section
+
+    ctx["who_how"] = who_how_section(study, figures_dir)
     ctx["provenance"] = provenance_section(study)
     return ctx
 

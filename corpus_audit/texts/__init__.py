@@ -1,7 +1,7 @@
 """Who is represented and how, for captions and any text corpus (METHODS 4; Mickel et al.).
 
 Plain functions over plain inputs (sequences, pandas Series or arrow arrays of occupation,
-text and gender label) that return pandas DataFrames; the study stage and the
+text and gender label) that return pandas DataFrames; the ``who_how`` stage and the
 ``corpus-audit texts`` command store those tables. One job per module:
 
 - :mod:`.tokens`: text input checks, markup/URL cleaning, the notion of a word;
@@ -12,7 +12,10 @@ text and gender label) that return pandas DataFrames; the study stage and the
 - :mod:`.marked_words`: calibrated Fightin' Words within each occupation;
 - :mod:`.srbs`: subset similarity S, SRBS, Welch's t-test, word embeddings;
 - :mod:`.figures`: the decile figure and the who-vs-labour scatter;
-- :mod:`.mentions`: occupations mentioned in texts that come without an occupation column.
+- :mod:`.mentions`: occupations mentioned in texts that come without an occupation column;
+- :mod:`.tables`: every table of the ``who_how`` stage from one frame of labelled texts;
+- :mod:`.stage`, :mod:`.inputs`, :mod:`.command`, :mod:`.page`: the ``who_how`` stage, the
+  text-corpus reader, ``corpus-audit texts`` and the report section (not imported here).
 
 See ``docs/who_vs_how.md``.
 """
