@@ -191,6 +191,28 @@ declare(
 )
 declare(
     Stage(
+        "categories",
+        "corpus_audit.analysis.category_stage:categories",
+        "%female per occupational category of the MAGBIG/BAFIS prompts vs official statistics",
+        config=(
+            "lexicon.categories",
+            "lexicon.official_stats",
+            "analysis.classifier",
+            "analysis.threshold",
+            "analysis.confidence",
+        ),
+        reads=("prompt_categories", "prompts", "images", "face_filter", "labels"),
+        writes=("category_distribution",),
+        after=("select", "generate", "label"),
+        steps=(
+            "labelled generated images of the prompt-table prompts (face filter kept)",
+            "per model, language, variant and category: shares with Wilson intervals",
+            "the official %female of each category for the prompt's language, and the gap",
+        ),
+    )
+)
+declare(
+    Stage(
         "report",
         "corpus_audit.report:report",
         "write the HTML report with figures and tables",
@@ -204,8 +226,19 @@ declare(
             "occupation_indicators",
             "indicator_correlation",
             "similarity_diagnostics",
+            "category_distribution",
+            "preference_ratings",
         ),
-        after=("select", "indicators", "neighbors", "images", "generate", "label", "analyze"),
+        after=(
+            "select",
+            "indicators",
+            "neighbors",
+            "images",
+            "generate",
+            "label",
+            "analyze",
+            "categories",
+        ),
         steps=("figures (PNG)", "the HTML page, every corpus text escaped"),
     )
 )
@@ -224,6 +257,7 @@ RUN_ORDER = [
     "generate",
     "label",
     "analyze",
+    "categories",
     "report",
 ]
 
