@@ -114,7 +114,15 @@ def report_fingerprint(study: Study) -> str:
     from corpus_audit.analysis.stage import ANALYSIS_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
-    for table in (*ANALYSIS_TABLES, "similarity_diagnostics", "images", "face_filter", "labels"):
+    extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
+    for table in (
+        *ANALYSIS_TABLES,
+        "similarity_diagnostics",
+        "images",
+        "face_filter",
+        "labels",
+        *extra,
+    ):
         parts[table] = study.fingerprint(table)
     row = study.con.execute(
         "SELECT count(*), max(finished_at)::VARCHAR FROM stage_runs WHERE stage <> 'report'"
@@ -126,6 +134,15 @@ def report_fingerprint(study: Study) -> str:
     ).hexdigest()
     here = Path(__file__).parent
     parts["code"] = hashlib.sha256(
-        b"".join((here / n).read_bytes() for n in ("context.py", "figures.py", "__init__.py"))
+        b"".join(
+            (here / n).read_bytes()
+            for n in (
+                "context.py",
+                "figures.py",
+                "__init__.py",
+                "preference_section.py",
+                "preference_figures.py",
+            )
+        )
     ).hexdigest()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
