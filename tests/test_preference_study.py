@@ -295,8 +295,8 @@ def _cli(built, *args: str) -> int:
         built["study"] = Study.open(built["root"])
 
 
-def _rows(study: Study, sql: str) -> list[dict]:
-    cur = study.con.execute(sql)
+def _rows(study: Study, sql: str, params: list | None = None) -> list[dict]:
+    cur = study.con.execute(sql, params or [])
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
@@ -445,3 +445,32 @@ def test_import_before_export_and_unknown_pair(make_study, laion_path, built, vo
     )
     with pytest.raises(BattleError, match=r"votes_other.csv:2: pair_id 'pdeadbeef0000' is not"):
         import_battles(built["study"], [other])
+
+
+def test_analyze_leaves_prompt_tables_to_the_categories_stage(built):
+    """MAGBIG/BAFIS prompts have template_id 1, which is not the paper's template #1: the
+    amplification analysis must not average them into its #1 column."""
+    study = built["study"]
+    stage_function("analyze")(study, progress=False)
+    assert study.count("labels") == 36  # every generated image is labelled...
+    assert study.count("percent_female", "side = 'generated'") == 0  # ...and none analysed here
+    assert study.count("amplification", "generated_n > 0") == 0
+
+
+def test_worked_example_of_the_docs(built):
+    """docs/preferences.md: model A, BAFIS English, Healthcare & Social Services: nurse 2
+    female, doctor 1 female + 1 male -> 75.0 %; U.S. BLS nurse 87.9 and physician 43.8 (the
+    doctor's alias) -> 65.85; gap +9.15; German prompts against the German file's 75.0."""
+    rows = _rows(
+        built["study"],
+        "SELECT language, percent_female, ci_low, ci_high, official_pf, gap_pp, official_basis "
+        "FROM category_distribution WHERE model_id = ? AND prompt_set = 'bafis' "
+        "AND category = 'Healthcare & Social Services' ORDER BY language",
+        [built["models"][0]],
+    )
+    de, en = rows
+    assert en["percent_female"] == 75.0 and en["official_pf"] == pytest.approx(65.85)
+    assert en["gap_pp"] == pytest.approx(9.15)
+    assert (round(en["ci_low"], 1), round(en["ci_high"], 1)) == (30.1, 95.4)
+    assert en["official_basis"] == "mean of 2 occupations"
+    assert de["official_pf"] == 75.0 and de["gap_pp"] == 0.0 and de["official_basis"] == "category"

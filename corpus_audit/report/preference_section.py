@@ -52,50 +52,40 @@ def _frame(records: list[dict[str, Any]]) -> Any:
     return pd.DataFrame(records)
 
 
+CATEGORY_CAPTION = (
+    "Bars: %female = female / (female + male) of the labelled generated images of the "
+    "category's prompts, per model, with its Wilson interval; black line: the official %female "
+    "of the category for this language's statistics."
+)
+RATING_CAPTION = (
+    "Per aspect: Elo median over shuffled battle orders with its 95 % interval, Elo in the "
+    "import order (bar) and the Bradley-Terry rating (diamond)."
+)
+PAIR_CAPTION = (
+    "Share of points (wins + ties / 2) of the row model against the column model, with the "
+    "number of battles."
+)
+
+
 def preference_figures(
     ctx: dict[str, Any], out_dir: Path | None, safe: Any
 ) -> list[figs.RenderedFigure]:
     """The figures of both sections (none when their tables are empty)."""
     from corpus_audit.report import preference_figures as pf
 
-    out = []
-    cats = ctx["categories"]
-    for language in cats["languages"]:
-        fig = pf.category_bars(_frame(cats["rows"]), language)
-        out.append(
-            figs.save(
-                fig,
-                f"categories_{safe(language)}",
-                f"Generated %female per occupational category vs official statistics: {language}",
-                "Bars: %female = female / (female + male) of the labelled generated images of the "
-                "category's prompts, per model, with its Wilson interval; black line: the "
-                "official %female of the category for this language's statistics.",
-                out_dir,
-            )
-        )
-    prefs = ctx["preferences"]
+    cats, prefs = ctx["categories"], ctx["preferences"]
+    title = "Generated %female per occupational category vs official statistics: {}"
+    jobs: list[tuple[Any, str, str, str]] = [  # (figure, file name, title, caption)
+        (pf.category_bars(_frame(cats["rows"]), lang), f"categories_{safe(lang)}",
+         title.format(lang), CATEGORY_CAPTION)
+        for lang in cats["languages"]
+    ]  # fmt: skip
     if prefs["ratings"]:
         fig = pf.rating_intervals(_frame(prefs["ratings"]))
-        out.append(
-            figs.save(
-                fig,
-                "preference_ratings",
-                "Model ratings from human votes",
-                "Per aspect: Elo median over shuffled battle orders with its 95 % interval, Elo in "
-                "the import order (bar) and the Bradley-Terry rating (diamond).",
-                out_dir,
-            )
-        )
-    for aspect in prefs["aspects"]:
-        fig = pf.win_rate_heatmap(_frame(prefs["pairs"]), aspect)
-        out.append(
-            figs.save(
-                fig,
-                f"preference_pairs_{safe(aspect)}",
-                f"Pairwise score: {aspect.replace('_', ' ')}",
-                "Share of points (wins + ties / 2) of the row model against the column model, "
-                "with the number of battles.",
-                out_dir,
-            )
-        )
-    return out
+        jobs.append((fig, "preference_ratings", "Model ratings from human votes", RATING_CAPTION))
+    jobs += [
+        (pf.win_rate_heatmap(_frame(prefs["pairs"]), aspect), f"preference_pairs_{safe(aspect)}",
+         f"Pairwise score: {aspect.replace('_', ' ')}", PAIR_CAPTION)
+        for aspect in prefs["aspects"]
+    ]  # fmt: skip
+    return [figs.save(fig, name, title, caption, out_dir) for fig, name, title, caption in jobs]
