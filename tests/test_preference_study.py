@@ -47,9 +47,10 @@ RULE = {
     (1, "doctor"): (MALE, MALE),
     (1, "carpenter"): (MALE, FEMALE),
 }
-GERMAN_STATS = """occupation,category,percent_female,source,year,country
-,Healthcare & Social Services,75.0,"test figures (Bundesagentur style)",2024,DE
-carpenter,,2.5,"test figures (Bundesagentur style)",2024,DE
+SOURCE_DE = "test figures <script>alert(1)</script> & (Bundesagentur style)"  # escaped?
+GERMAN_STATS = f"""occupation,category,percent_female,source,year,country
+,Healthcare & Social Services,75.0,"{SOURCE_DE}",2024,DE
+carpenter,,2.5,"{SOURCE_DE}",2024,DE
 """
 
 
@@ -233,7 +234,9 @@ def test_report_shows_categories_next_to_official_figures(built):
     assert 'id="fig-categories_de"' in html and 'id="fig-categories_en"' in html
     table = html.split('id="category-distribution"')[1].split("</table>")[0]
     assert table.count("<tr>") == 1 + 12  # header + one row per group
-    assert "Healthcare &amp; Social Services" in table and "Bundesagentur style" in table
+    assert "Healthcare &amp; Social Services" in table
+    assert "test figures &lt;script&gt;alert(1)&lt;/script&gt; &amp; (Bundesagentur" in table
+    assert "<script" not in html
     assert '<td class="num">75.0</td>' in table
     assert (built["root"] / "report" / "figures" / "categories_de.png").is_file()
 
@@ -474,3 +477,29 @@ def test_worked_example_of_the_docs(built):
     assert (round(en["ci_low"], 1), round(en["ci_high"], 1)) == (30.1, 95.4)
     assert en["official_basis"] == "mean of 2 occupations"
     assert de["official_pf"] == 75.0 and de["gap_pp"] == 0.0 and de["official_basis"] == "category"
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ("prompts = []", "lexicon.prompts: expected a prompt set or a non-empty list"),
+        ("prompts = 3", "lexicon.prompts: expected a prompt set or a non-empty list"),
+        ('prompts = ["builtin:magbig/direct/de", ""]', r"lexicon.prompts\[1\]: expected"),
+        ("official_stats = {de = 3}", "lexicon.official_stats.de: expected a file name"),
+        ('prompt_occupations = "nurse"', "lexicon.prompt_occupations: expected a list"),
+    ],
+)
+def test_bad_lexicon_settings_name_the_key(tmp_path, line, match):
+    from corpus_audit.config import ConfigError, load_config
+
+    (tmp_path / "study.toml").write_text(f"[lexicon]\n{line}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=match):
+        load_config(tmp_path)
+
+
+def test_export_errors(built, capsys):
+    root = str(built["root"])
+    assert _cli(built, "battles", "export", root, "--models", "nosuch", built["models"][0]) == 2
+    assert "battles: no images of model(s) nosuch" in capsys.readouterr().err
+    assert _cli(built, "battles", "export", root, "--n", "0") == 2
+    assert "n must be >= 1, got 0" in capsys.readouterr().err

@@ -51,9 +51,7 @@ def export_battles(
     from corpus_audit.preferences.page import export_page
 
     with study.stage("battles_export", "study") as run:
-        images = _frame(
-            study, sql_text("battles_images.sql"), {"models": list(models) if models else None}
-        )
+        images = _frame(study, sql_text("battles_images.sql"))
         if images.empty:
             raise StageOrderError(
                 f"{study.root}: no generated images of the study's prompts to draw battles from "

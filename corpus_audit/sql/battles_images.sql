@@ -12,5 +12,4 @@ JOIN prompts p ON p.prompt_id = i.prompt_id
 WHERE i.source = 'generated'
   AND i.model_id IS NOT NULL
   AND i.path IS NOT NULL
-  AND ($models IS NULL OR list_contains($models, i.model_id))
 ORDER BY i.image_id;
