@@ -277,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "generate": "generate images per prompt / caption with diffusers",
         "label": "face filter + perceived-gender labels for every image",
         "analyze": "percent female, amplification, statistics",
+        "categories": "MAGBIG/BAFIS prompts: percent female per category vs official statistics",
         "report": "write the self-contained HTML report",
     }
     for name in STAGE_NAMES:
