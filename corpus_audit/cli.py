@@ -161,6 +161,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_battles(args: argparse.Namespace) -> int:
+    from corpus_audit.preferences import study as battles
+    from corpus_audit.store import Study
+
+    with Study.open(args.dir) as study:
+        if args.action == "export":
+            run = battles.export_battles(
+                study,
+                n=args.n,
+                aspects=args.aspect or battles.ASPECTS,
+                seed=args.seed,
+                models=args.models,
+                out_dir=Path(args.out) if args.out else None,
+            )
+        else:
+            files = [Path(f) for f in args.files]
+            run = battles.import_battles(study, files, rounds=args.rounds, seed=args.seed)
+        _print_run(run)
+    return 0
+
+
 def cmd_amplify(args: argparse.Namespace) -> int:
     from corpus_audit.analysis.tables import TableError, amplify_tables, amplify_wide
 
@@ -342,6 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_validate)
 
+    add_battles_parser(sub)
+
     p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV/TSV)")
     p.add_argument("--training", help="CSV: occupation,percent_female[,n]")
     p.add_argument("--generated", help="CSV: occupation,prompt,percent_female[,n]")
@@ -410,6 +433,32 @@ class _Subcommands:
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         return self.action.add_parser(name, parents=self.parents, **kwargs)
+
+
+def add_battles_parser(sub: Any) -> None:
+    """``battles export`` / ``battles import`` (corpus_audit/preferences/study.py)."""
+    from corpus_audit.preferences.battles import ASPECTS
+
+    p = sub.add_parser("battles", help="human votes on pairs of generated images; Elo ratings")
+    bsub = p.add_subparsers(dest="action", required=True)
+    pe = bsub.add_parser("export", help="write the voting page (HTML) and pair manifest")
+    pe.add_argument("dir")
+    pe.add_argument("--n", type=int, default=200, help="battles to draw (default 200)")
+    pe.add_argument(
+        "--aspect",
+        action="append",
+        choices=ASPECTS,
+        help="aspect to ask (repeatable; default: all three)",
+    )
+    pe.add_argument("--models", nargs="+", help="only these models (default: all)")
+    pe.add_argument("--seed", type=int, help="draw seed (default: study.seed)")
+    pe.add_argument("--out", help="output directory (default: <study>/battles)")
+    pi = bsub.add_parser("import", help="read annotators' vote CSVs; rate the models")
+    pi.add_argument("dir")
+    pi.add_argument("files", nargs="+")
+    pi.add_argument("--rounds", type=int, default=1000, help="shuffled orders / bootstrap rounds")
+    pi.add_argument("--seed", type=int, help="ratings seed (default: study.seed)")
+    p.set_defaults(func=cmd_battles)
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:

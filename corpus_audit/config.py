@@ -59,9 +59,30 @@ class LexiconSection:
     """Data files of the lexicon; ``builtin:NAME`` names a file shipped in corpus_audit/lexicon/data."""
 
     occupations: str = "builtin:occupations_en.csv"  # occupation lexicon CSV (62 of the paper)
-    prompts: str = "builtin:prompts_en.toml"  # prompt templates per occupation
+    # one prompt set or a list: templated sets (.toml) and prompt tables (MAGBIG/BAFIS,
+    # "builtin:magbig/direct/de", "builtin:bafis/direct", a .csv); see lexicon/study_prompts.py
+    prompts: str | list[str] = "builtin:prompts_en.toml"
     gender_terms: str = "builtin:gender_terms_en.toml"  # gender words and pronouns (indicators)
     labor_stats: str = "builtin:labor_stats_us_bls2024_pst.csv"  # %female by occupation (BLS)
+    # only these occupations of the prompt tables (English keys; empty = all 151 of MAGBIG/BAFIS)
+    prompt_occupations: list[str] = field(default_factory=list)
+    # occupation -> occupational category of the prompt tables' occupations (docs/preferences.md)
+    categories: str = "builtin:bafis/magbig_categories.csv"
+    # prompt language -> official statistics file the categories stage compares it with
+    official_stats: dict[str, str] = field(
+        default_factory=lambda: {"en": "builtin:labor_stats_us_bls2024_pst.csv"}
+    )
+
+    def validate(self) -> None:
+        specs = [self.prompts] if isinstance(self.prompts, str) else self.prompts
+        if not isinstance(specs, list) or not specs:
+            raise ConfigError("lexicon.prompts: expected a prompt set or a non-empty list of them")
+        for i, spec in enumerate(specs):
+            if not isinstance(spec, str) or not spec.strip():
+                raise ConfigError(f"lexicon.prompts[{i}]: expected a prompt set name or path")
+        for language, spec in self.official_stats.items():
+            if not isinstance(spec, str) or not spec.strip():
+                raise ConfigError(f"lexicon.official_stats.{language}: expected a file name")
 
 
 @dataclass

@@ -67,8 +67,10 @@ from corpus_audit.corpus import (
     resolve_corpus,
 )
 from corpus_audit.errors import CorpusError
-from corpus_audit.lexicon import Occupation, load_occupations, load_prompt_set, render_prompts
+from corpus_audit.lexicon import Occupation, load_occupations
 from corpus_audit.lexicon import resolve_path as lexicon_path
+from corpus_audit.lexicon.study_prompts import prompt_files as _prompt_files
+from corpus_audit.lexicon.study_prompts import study_prompts
 from corpus_audit.store import StageRun, Study, execute_sql, sql_text
 
 STAGE = "select"
@@ -434,6 +436,12 @@ def _sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _prompt_hashes(prompts: str | list[str], root: Path, categories: str) -> str | list[str]:
+    """sha256 of the prompt files (one string for a single set, as before lists existed)."""
+    hashes = [_sha256_file(p) for p in _prompt_files(prompts, root, categories)]
+    return hashes[0] if len(hashes) == 1 else hashes
+
+
 def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
     """Hash of everything the results depend on: seed, corpus/lexicon/select config, the
     lexicon files' contents, the corpus files' paths/sizes/mtimes and the SQL text."""
@@ -443,10 +451,12 @@ def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
         "corpus": dataclasses.asdict(cfg.corpus),
         "select": dataclasses.asdict(cfg.select),
         "occupations": _sha256_file(lexicon_path(cfg.lexicon.occupations, study.root)),
-        "prompts": _sha256_file(lexicon_path(cfg.lexicon.prompts, study.root)),
+        "prompts": _prompt_hashes(cfg.lexicon.prompts, study.root, cfg.lexicon.categories),
         "files": [fingerprint_entry(f) for f in files],
         "sql": hashlib.sha256("".join(sql_text(n) for n in SQL_FILES).encode()).hexdigest(),
     }
+    if cfg.lexicon.prompt_occupations:  # only when set: older studies keep their fingerprint
+        data["prompt_occupations"] = sorted(cfg.lexicon.prompt_occupations)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -465,7 +475,10 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
     """
     cfg = study.config
     occupations = load_occupations(cfg.lexicon.occupations, base=study.root)
-    prompt_set = load_prompt_set(cfg.lexicon.prompts, base=study.root)
+    lex = cfg.lexicon
+    prompt_sets = study_prompts(
+        lex.prompts, occupations, study.root, lex.categories, lex.prompt_occupations
+    )
     matcher = build_matcher(occupations)
     files = resolve_corpus(cfg.corpus.paths, cfg.corpus.format, base=study.root)
     fingerprint = _fingerprint(study, files)
@@ -480,7 +493,7 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
         study.sql("select_05_work_tables")
         stats = _scan(study, files, matcher, run, progress=progress)
         _write_corpus_files(study, files, stats)
-        derived = _derive_tables(study, matcher, render_prompts(prompt_set, occupations))
+        derived = _derive_tables(study, matcher, prompt_sets)
         derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
         _record(study, run, files, stats, matcher, derived)
         run.provenance.update(
@@ -495,7 +508,7 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
                 "prefilter": cfg.select.prefilter,
                 "threads": cfg.engine.threads,
                 "rows_per_second": round(stats.rows / stats.seconds) if stats.seconds else None,
-                "prompt_set": prompt_set.name,
+                "prompt_set": _set_names(prompt_sets.prompts),
             }
         )
     return run
@@ -538,7 +551,7 @@ def _scan(
     return stats
 
 
-def _derive_tables(study: Study, matcher: Matcher, prompts: list[dict[str, Any]]) -> dict:
+def _derive_tables(study: Study, matcher: Matcher, prompt_sets: Any) -> dict:
     """From the candidates: mentions, captions, the keyword samples and the prompts (the
     ``select_2x``-``select_40`` files), then drop the work tables. Returns the counts and
     seconds per step the provenance records."""
@@ -565,9 +578,12 @@ def _derive_tables(study: Study, matcher: Matcher, prompts: list[dict[str, Any]]
     candidates_n = cfg.select.candidates(cfg.select.sample_size)
     study.sql("select_40_samples", seed=cfg.study.seed, n=candidates_n)
     lap("samples")
-    con.register("_select_prompts", pa.Table.from_pylist(prompts))
-    con.execute("INSERT INTO prompts BY NAME SELECT * FROM _select_prompts")
-    con.unregister("_select_prompts")
+    prompts = prompt_sets.prompts
+    for table, rows in (("prompts", prompts), ("prompt_categories", prompt_sets.categories)):
+        if rows:  # table: one of the two names written here, never config or corpus text
+            con.register("_select_rows", pa.Table.from_pylist(rows))
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _select_rows")
+            con.unregister("_select_rows")
     lap("prompts")
     candidates = study.count("_select_candidates")
     for table in ("_select_found", "_select_candidates", "_select_forms"):
@@ -625,6 +641,12 @@ def _record(
             "prompts": derived["prompts"],
         }
     )
+
+
+def _set_names(prompts: list[dict[str, Any]]) -> str | list[str]:
+    """The prompt sets' names: one name, or the sorted list of several."""
+    names = sorted({str(p["prompt_set"]) for p in prompts})
+    return names[0] if len(names) == 1 else names
 
 
 def parse_bytes(text: str) -> int | None:

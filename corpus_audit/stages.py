@@ -237,6 +237,28 @@ declare(
 )
 declare(
     Stage(
+        "categories",
+        "corpus_audit.analysis.category_stage:categories",
+        "%female per occupational category of the MAGBIG/BAFIS prompts vs official statistics",
+        config=(
+            "lexicon.categories",
+            "lexicon.official_stats",
+            "analysis.classifier",
+            "analysis.threshold",
+            "analysis.confidence",
+        ),
+        reads=("prompt_categories", "prompts", "images", "face_filter", "labels"),
+        writes=("category_distribution",),
+        after=("select", "generate", "label"),
+        steps=(
+            "labelled generated images of the prompt-table prompts (face filter kept)",
+            "per model, language, variant and category: shares with Wilson intervals",
+            "the official %female of each category for the prompt's language, and the gap",
+        ),
+    )
+)
+declare(
+    Stage(
         "report",
         "corpus_audit.report:report",
         "write the HTML report with figures and tables",
@@ -252,6 +274,8 @@ declare(
             "similarity_diagnostics",
             "texts_who",
             "texts_marked_words",
+            "category_distribution",
+            "preference_ratings",
         ),
         after=(
             "select",
@@ -262,6 +286,7 @@ declare(
             "label",
             "analyze",
             "who_how",
+            "categories",
         ),
         steps=("figures (PNG)", "the HTML page, every corpus text escaped"),
     )
@@ -363,6 +388,7 @@ RUN_ORDER = [
     "label",
     "analyze",
     "who_how",
+    "categories",
     "report",
 ]
 
@@ -388,6 +414,10 @@ OTHER_WRITERS: Mapping[str, str] = {
     "stage_unfinished": "corpus_audit.store:Study.stage",
     "validation_items": "corpus_audit.validate:export_sheet",
     "human_labels": "corpus_audit.validate:import_labels",
+    "battle_pairs": "corpus_audit.preferences.study:export_battles",
+    "battles": "corpus_audit.preferences.study:import_battles",
+    "preference_ratings": "corpus_audit.preferences.study:import_battles",
+    "preference_pairs": "corpus_audit.preferences.study:import_battles",
 }
 
 

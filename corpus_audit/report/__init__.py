@@ -112,7 +112,15 @@ def report_fingerprint(study: Study) -> str:
     from corpus_audit.analysis.stage import ANALYSIS_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
-    for table in (*ANALYSIS_TABLES, "similarity_diagnostics", "images", "face_filter", "labels"):
+    extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
+    for table in (
+        *ANALYSIS_TABLES,
+        "similarity_diagnostics",
+        "images",
+        "face_filter",
+        "labels",
+        *extra,
+    ):
         parts[table] = study.fingerprint(table)
     row = study.con.execute(
         "SELECT count(*), max(finished_at)::VARCHAR FROM stage_runs WHERE stage <> 'report'"
@@ -123,7 +131,16 @@ def report_fingerprint(study: Study) -> str:
         b"".join(t.read_bytes() for t in sorted(templates.iterdir(), key=lambda t: t.name))
     ).hexdigest()
     here = Path(__file__).parent
-    code = [here / n for n in ("context.py", "figures.py", "__init__.py")]
+    code = [
+        here / n
+        for n in (
+            "context.py",
+            "figures.py",
+            "__init__.py",
+            "preference_section.py",
+            "preference_figures.py",
+        )
+    ]
     # column headers and arrows: metrics.py and its columns file
     code += [here.parent / "metrics.py", here.parent / "templates" / "columns.csv"]
     parts["code"] = hashlib.sha256(b"".join(p.read_bytes() for p in code)).hexdigest()

@@ -18,6 +18,11 @@ from corpus_audit.analysis.amplification import strategy_sort_key
 from corpus_audit.analysis.read import amplification_pairs, rows, table3
 from corpus_audit.metrics import METRICS
 from corpus_audit.report import figures as figs
+from corpus_audit.report.preference_section import (
+    categories_section,
+    preference_figures,
+    preferences_section,
+)
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
 from corpus_audit.stages import STAGE_NAMES
 from corpus_audit.store import Study, dicts
@@ -54,6 +59,8 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["indicators"] = indicators_section(study)
     ctx["similarity"] = similarity_section(study)
     ctx["neighbors"] = top_neighbors(study)
+    ctx["categories"] = categories_section(study)
+    ctx["preferences"] = preferences_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
     from corpus_audit.texts.page import who_how_section
@@ -359,6 +366,7 @@ def figures_section(
         jobs.append(("similarity", None))
     for kind, args in tqdm(jobs, desc="report figures", unit="fig", disable=not progress):
         rendered.append(_render_figure(kind, args, ctx, out_dir))
+    rendered += preference_figures(ctx, out_dir, _file_name)
     return [
         {
             "name": r.name,

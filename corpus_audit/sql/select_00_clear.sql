@@ -6,3 +6,4 @@ DELETE FROM mentions;
 DELETE FROM captions;
 DELETE FROM corpus_files;
 DELETE FROM prompts;
+DELETE FROM prompt_categories;
