@@ -114,7 +114,10 @@ def report_fingerprint(study: Study) -> str:
     from corpus_audit.analysis.stage import ANALYSIS_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
-    for table in (*ANALYSIS_TABLES, "similarity_diagnostics", "images", "face_filter", "labels"):
+    from corpus_audit.recaption.tables import TABLES as VARIANT_TABLES
+
+    shown = (*ANALYSIS_TABLES, "similarity_diagnostics", "images", "face_filter", "labels")
+    for table in (*shown, *VARIANT_TABLES.values()):
         parts[table] = study.fingerprint(table)
     row = study.con.execute(
         "SELECT count(*), max(finished_at)::VARCHAR FROM stage_runs WHERE stage <> 'report'"
@@ -126,6 +129,9 @@ def report_fingerprint(study: Study) -> str:
     ).hexdigest()
     here = Path(__file__).parent
     parts["code"] = hashlib.sha256(
-        b"".join((here / n).read_bytes() for n in ("context.py", "figures.py", "__init__.py"))
+        b"".join(
+            (here / n).read_bytes()
+            for n in ("context.py", "figures.py", "__init__.py", "variants_section.py")
+        )
     ).hexdigest()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]

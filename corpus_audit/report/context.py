@@ -19,6 +19,7 @@ from corpus_audit.analysis.read import amplification_pairs, rows, table3
 from corpus_audit.metrics import METRICS
 from corpus_audit.report import figures as figs
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
+from corpus_audit.report.variants_section import variants_section
 from corpus_audit.stages import STAGE_NAMES
 from corpus_audit.store import Study
 
@@ -58,6 +59,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["indicators"] = indicators_section(study)
     ctx["similarity"] = similarity_section(study)
     ctx["neighbors"] = top_neighbors(study)
+    ctx["variants"] = variants_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
     ctx["provenance"] = provenance_section(study)
