@@ -16,34 +16,31 @@ and leaves the study as it was.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import io
 from collections import Counter
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
+from corpus_audit.cli import main
 from corpus_audit.pipeline import init_study, status
 from corpus_audit.stages import stage
 from corpus_audit.store import Study
 
-REPO = Path(__file__).resolve().parents[1]
 LABELS = ("male", "female", "both", "none")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "corpus_audit.cli", "-q", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+def _cli(*args: str) -> SimpleNamespace:
+    """The real command line, in this process (``returncode``, ``stdout``, ``stderr``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["-q", *args])
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def coco_wide(coco_path: Path, out: Path) -> pd.DataFrame:

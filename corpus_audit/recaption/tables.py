@@ -82,6 +82,7 @@ def similarities(
     prompts = study.con.execute("SELECT occupation, prompt_id, text FROM prompts").df()
     items = similarity_inputs(captions, mentions, a, b, basis=study.config.variants.basis)
     items = items[items["occupation"].isin(set(prompts["occupation"]))]
+    prompts = prompts[prompts["occupation"].isin(set(items["occupation"]))]  # embed only these
     n = study.config.neighbors
     embedder = load_embedder(
         n.model,
