@@ -76,15 +76,10 @@ def settings(study: Study) -> Any:
     from corpus_audit.recaption.models import CaptionSettings
 
     cfg = study.config.recaption
+    keys = ("max_new_tokens", "num_beams", "prompt", "keep_prompt", "batch_size", "dtype")
     try:
         return CaptionSettings(
-            max_new_tokens=cfg.max_new_tokens,
-            num_beams=cfg.num_beams,
-            prompt=cfg.prompt,
-            keep_prompt=cfg.keep_prompt,
-            batch_size=cfg.batch_size,
-            device=study.config.engine.device,
-            dtype=cfg.dtype,
+            **{key: getattr(cfg, key) for key in keys}, device=study.config.engine.device
         )
     except ValueError as exc:
         raise ConfigError(f"recaption.{exc}") from None
