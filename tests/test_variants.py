@@ -234,26 +234,46 @@ def test_paired_differences_match_discordant_counts_and_mcnemar(coco, expected):
 
 
 def test_csvs_report_section_and_cli_summary(coco, expected):
-    root, _, _ = coco
-    ids, _, labels, _ = expected
-    folder = root / "study" / "report" / "variants"
-    diffs = pd.read_csv(folder / "variant_differences.csv")
-    db = _table(root, "SELECT * FROM variant_differences")
-    assert len(diffs) == len(db) > 0
-    trans = pd.read_csv(folder / "variant_transitions.csv")
-    assert trans["n_images"].sum() == _table(root, "SELECT sum(n_images) AS n FROM "
-                                            "variant_transitions")["n"].iloc[0]  # fmt: skip
-    html = (root / "study" / "report" / "report.html").read_text(encoding="utf-8")
-    assert '<h2 id="variants">Caption variants</h2>' in html
-    assert "caption2 vs original" in html
-    changed = sum(labels["original"][i] != labels["caption2"][i] for i in ids)
-    example = _table(
-        root, "SELECT caption_a FROM variant_transition_examples WHERE occupation IS NULL LIMIT 1"
-    )
-    if changed:
-        import html as html_lib
+    import html as html_lib
 
-        assert html_lib.escape(example["caption_a"].iloc[0], quote=False) in html
+    root, _, _ = coco
+    ids, _, labels, mentions = expected
+    folder = root / "study" / "report" / "variants"
+    for table in ("variant_differences", "variant_transitions", "variant_rates"):
+        csv = pd.read_csv(folder / f"{table}.csv")
+        db = _table(root, f"SELECT * FROM {table}")
+        assert len(csv) == len(db) > 0 and list(csv.columns) == list(db.columns)
+    html = (root / "study" / "report" / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('<h2 id="variants">Caption variants</h2>') :]
+    section = section[: section.index('<h2 id="occupations">')]
+    assert "<h3>caption2 vs original</h3>" in section
+    n = len(ids)
+    rows = {  # the section's paired-difference rows, from labels and mentions counted here
+        "any_indicator": {"male", "female", "both"},
+        "female_indicator": {"female", "both"},
+    }
+    for metric, yes in rows.items():
+        a = sum(labels["original"][i] in yes for i in ids)
+        b = sum(labels["caption2"][i] in yes for i in ids)
+        cells = f'<td>{metric}</td><td class="n">{n}</td><td class="n">{100 * a / n:.2f}</td>'
+        assert cells + f'<td class="n">{100 * b / n:.2f}</td>' in section, metric
+    a = sum(bool(mentions["original"].get(i)) for i in ids)
+    b = sum(bool(mentions["caption2"].get(i)) for i in ids)
+    kept = sum(bool(mentions["original"].get(i)) and bool(mentions["caption2"].get(i)) for i in ids)
+    assert (
+        f'<td>(any occupation)</td><td class="n">{a}</td><td class="n">{b}</td>'
+        f'<td class="n">{kept}</td>'
+    ) in section
+    for (la, lb), count in Counter(
+        (labels["original"][i], labels["caption2"][i]) for i in ids
+    ).items():
+        if la != lb:  # every changed transition with its count (the arrow is escaped)
+            assert f'<tr><td>{la}-&gt;{lb}</td><td class="n">{count}</td>' in section
+    examples = _table(
+        root,
+        "SELECT caption_a, caption_b FROM variant_transition_examples WHERE occupation IS NULL",
+    )
+    assert any(html_lib.escape(c, quote=False) in section for c in examples["caption_b"])
     summary = coco[2]
     assert "any_indicator" in summary and "caption2" in summary
 
