@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from corpus_audit.analysis.read import rows
+from corpus_audit.recaption.compare import METRICS
 from corpus_audit.store import Study
 
 OCCUPATION_METRICS = ("any_indicator", "female_indicator", "male_indicator")
@@ -37,8 +38,8 @@ def _pair(study: Study, a: str, b: str) -> dict[str, Any]:
         "differences": rows(
             study,
             f"SELECT * FROM variant_differences WHERE {where} AND occupation IS NULL "
-            "ORDER BY metric",
-            ab,
+            "ORDER BY list_position(?, metric), metric",
+            [*ab, list(METRICS)],
         ),
         "rates": rows(
             study,
