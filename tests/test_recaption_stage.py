@@ -228,3 +228,35 @@ def test_no_model_and_changed_settings_are_one_line_errors(study_dir, tiny_capti
     finally:
         toml.write_text(good)
     assert _recaptions(study_dir) == before
+
+
+def test_the_text_rewrite_kind_writes_its_own_variant(study_dir, tmp_path):
+    from corpus_audit.paraphrase import random_paraphraser_model
+    from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_captioner
+
+    model = random_paraphraser_model(tmp_path / "t5", "t5")
+    toml = study_dir / "study.toml"
+    good = toml.read_text()
+    try:
+        done = _cli("recaption", str(study_dir), "--model", f"paraphrase:{model}", "--variant",
+                    "rewrite")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    finally:
+        toml.write_text(good)
+    with Study.open(study_dir) as study:
+        rows = study.con.execute(
+            "SELECT r.image_id, r.caption, r.skip_reason, c.text, i.occupation, i.caption_id "
+            "FROM recaptions r JOIN images i USING (image_id) JOIN captions c ON "
+            "c.caption_id = i.caption_id WHERE r.variant = 'rewrite' ORDER BY r.image_id"
+        ).fetchall()
+        mentioned: dict[int, list[str]] = {}
+        for cid, occ in study.con.execute("SELECT caption_id, occupation FROM mentions").fetchall():
+            mentioned.setdefault(cid, []).append(occ)
+        n_images = study.count("images", "source = 'training'")
+    assert len(rows) == n_images == 10 and all(r[2] is None for r in rows)
+    rewrite = load_captioner(f"paraphrase:{model}", CaptionSettings(max_new_tokens=6))
+    keep = [r[4] or sorted(mentioned[r[5]])[0] for r in rows]  # the image's, else the first
+    expected = rewrite.caption(
+        [CaptionInput(r[0], text=r[3], occupation=occ) for r, occ in zip(rows, keep, strict=True)]
+    )
+    assert [r[1] for r in rows] == expected  # each caption rewritten from its own text
