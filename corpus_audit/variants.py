@@ -26,12 +26,14 @@ not captions of it; they are counted in the run's ``dropped``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from corpus_audit.errors import ConfigError, CorpusError, printable
 from corpus_audit.stage_state import require_inputs
@@ -46,7 +48,7 @@ def variants(study: Study, *, progress: bool = True) -> StageRun:
     """Gather, label and compare every caption variant (module docstring)."""
     with study.stage(STAGE) as run:
         require_inputs(study, STAGE)
-        texts, mentions = gather(study, run)
+        texts, mentions = gather(study, run, progress=progress)
         names = sorted(set(texts["variant"]))
         run.provenance["variants"] = names
         if len(names) < 2:
@@ -93,9 +95,17 @@ def _csv_outputs(study: Study) -> dict[str, str]:
 
 
 # -- gathering ---------------------------------------------------------------------------------
-def gather(study: Study, run: StageRun) -> tuple[pd.DataFrame, pd.DataFrame]:
+def gather(
+    study: Study, run: StageRun, *, progress: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every variant's texts (:data:`TEXT_COLUMNS`) and mentions (:data:`MENTION_COLUMNS`)."""
-    parts = [column_variants(study, run), recaption_variants(study)]
+    parts = [column_variants(study, run, progress=progress), recaption_variants(study)]
+    both = set(parts[0][0]["variant"]) & set(parts[1][0]["variant"]) - {"original"}
+    if both:
+        raise ConfigError(
+            f"variants.columns: {', '.join(sorted(both))} is also a recaption variant of this "
+            "study; give the column variant another name"
+        )
     texts = pd.concat([p[0] for p in parts], ignore_index=True)
     texts = texts.drop_duplicates(["variant", "caption_id"], keep="first")
     mentions = pd.concat([p[1] for p in parts], ignore_index=True)
@@ -132,7 +142,9 @@ def _mentions_of(frame: pd.DataFrame, occupations: list[Any]) -> pd.DataFrame:
     )
 
 
-def column_variants(study: Study, run: StageRun) -> tuple[pd.DataFrame, pd.DataFrame]:
+def column_variants(
+    study: Study, run: StageRun, *, progress: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``original`` and ``[variants] columns`` captions of every row that mentions an
     occupation in at least one of them (two passes over the corpus: mentions, then the
     missing texts of the union's rows)."""
@@ -145,17 +157,20 @@ def column_variants(study: Study, run: StageRun) -> tuple[pd.DataFrame, pd.DataF
     occupations = _occupations(study)
     batch_rows = study.config.select.batch_rows
     texts, mentions = [], []
+    bar = tqdm(total=len(files) * (len(columns) + 1), desc="variants: read", unit="column",
+               file=sys.stderr, disable=not progress)  # fmt: skip
     for file_id, path, fmt, text_column in files:
         wanted = {"original": text_column, **columns}
-        found = {
-            name: _read_variant(file_id, path, fmt, name, column, batch_rows, run)
-            for name, column in wanted.items()
-        }
+        found = {}
+        for name, column in wanted.items():
+            found[name] = _read_variant(file_id, path, fmt, name, column, batch_rows, run)
+            bar.update(1)
         marks = {name: _mentions_of(frame, occupations) for name, frame in found.items()}
         union = np.unique(np.concatenate([m["caption_id"].to_numpy() for m in marks.values()]))
         for name, frame in found.items():
             texts.append(frame[frame["caption_id"].isin(union)])
             mentions.append(marks[name])
+    bar.close()
     return pd.concat(texts, ignore_index=True), pd.concat(mentions, ignore_index=True)
 
 

@@ -260,3 +260,22 @@ def test_the_text_rewrite_kind_writes_its_own_variant(study_dir, tmp_path):
         [CaptionInput(r[0], text=r[3], occupation=occ) for r, occ in zip(rows, keep, strict=True)]
     )
     assert [r[1] for r in rows] == expected  # each caption rewritten from its own text
+
+
+def test_a_column_variant_named_like_a_recaption_variant_is_an_error(study_dir, tiny_captioners):
+    if not _recaptions(study_dir):  # run alone: caption first
+        model = str(tiny_captioners["blip"])
+        assert _cli("recaption", str(study_dir), "--model", model).returncode == 0
+    toml = study_dir / "study.toml"
+    good = toml.read_text()
+    with Study.open(study_dir) as study:
+        before = study.fingerprint("caption_variants")
+    try:
+        toml.write_text(good.replace("columns = {}", 'columns = {recaption = "caption2"}'))
+        done = _cli("variants", str(study_dir))
+    finally:
+        toml.write_text(good)
+    assert done.returncode == 2, done.stderr
+    assert "recaption is also a recaption variant" in done.stderr
+    with Study.open(study_dir) as study:
+        assert study.fingerprint("caption_variants") == before
