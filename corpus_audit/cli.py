@@ -105,8 +105,33 @@ def cmd_stage(args: argparse.Namespace) -> int:
     from corpus_audit.store import Study
 
     with Study.open(args.dir) as study:
+        _stage_options(study, args)
         _print_run(stage_function(args.command)(study, progress=not args.quiet))
     return 0
+
+
+# flags of a stage command that set a config key (written to study.toml before the run)
+STAGE_OPTIONS = {
+    "recaption": {
+        "model": "captioning model: a local directory, a cached hub id, or paraphrase:SPEC",
+        "variant": "name of the caption variant to write (default: recaption.variant)",
+    },
+}
+
+
+def _stage_options(study: Any, args: argparse.Namespace) -> None:
+    """Write the stage's flags into its config section (validated) and ``study.toml``."""
+    from corpus_audit.config import write_config
+
+    given = {k: getattr(args, k) for k in STAGE_OPTIONS.get(args.command, {})}
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return
+    section = getattr(study.config, args.command)
+    for key, value in given.items():
+        setattr(section, key, value)
+    section.validate()
+    write_config(study.config)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -330,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("dir", help="the study directory")
+        for option, text in STAGE_OPTIONS.get(name, {}).items():
+            p.add_argument(f"--{option}", help=text)
         p.set_defaults(func=cmd_stage)
 
     p = sub.add_parser("config", help="show the effective study.toml, or change settings in it")

@@ -344,6 +344,74 @@ class AnalysisSection:
             raise ConfigError(f"analysis.thumbnails: {self.thumbnails} must be >= 0")
 
 
+VARIANT_NAME = re.compile(r"[a-z0-9_]{1,40}")  # caption variant names (variants, recaption)
+BASES = ("union", "a", "b", "both")  # variants.basis (corpus_audit.recaption.compare.BASES)
+
+
+def _variant_name(key: str, name: Any) -> None:
+    if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
+        raise ConfigError(f"{key}: {name!r} is not a variant name (1-40 of a-z, 0-9, _)")
+
+
+@dataclass
+class VariantsSection:
+    """Caption variants of the same images compared side by side (docs/recaptioning.md).
+
+    The variant ``original`` is always the caption column ``select`` reads; ``columns`` adds
+    variants from other text columns of the same corpus rows; finished ``recaption`` runs add
+    theirs. The ``variants`` stage compares every variant with ``baseline``.
+    """
+
+    columns: dict[str, str] = field(default_factory=dict)  # variant name -> corpus column
+    baseline: str = "original"  # the variant each other one is compared with (differences b - a)
+    basis: str = "union"  # an occupation's images: union | a | b | both (of the two captions)
+    examples: int = 3  # example images per changed transition cell, >= 0
+    replicates: int = 1000  # paired bootstrap replicates of each difference, >= 1
+    similarity: bool = True  # caption-prompt cosine (neighbors.model) of each occupation's set
+
+    def validate(self) -> None:
+        for name, column in self.columns.items():
+            _variant_name(f"variants.columns.{name}", name)
+            if name == "original":
+                raise ConfigError(
+                    "variants.columns.original: 'original' is the column select reads "
+                    "(corpus.text_column); give the other variants here"
+                )
+            if not isinstance(column, str) or not column:
+                raise ConfigError(f"variants.columns.{name}: expected a column name")
+        _variant_name("variants.baseline", self.baseline)
+        _choice("variants.basis", self.basis, set(BASES))
+        if self.examples < 0:
+            raise ConfigError(f"variants.examples: {self.examples} must be >= 0")
+        _positive("variants.replicates", self.replicates)
+
+
+@dataclass
+class RecaptionSection:
+    """Captions written by a model over the study's training images (``recaption`` stage)."""
+
+    # captioner spec: a local save_pretrained directory or a cached hub id (BLIP, BLIP-2, GIT,
+    # any image-text-to-text class of transformers), or paraphrase:<paraphraser spec>
+    model: str = ""
+    variant: str = "recaption"  # the variant its captions become
+    max_new_tokens: int = 30  # 1-1024
+    num_beams: int = 1  # 1 = greedy; never sampling
+    prompt: str = ""  # text every caption starts with ('' = unconditional)
+    keep_prompt: bool = True  # whether the stored caption keeps the prompt
+    batch_size: int = 16  # images per forward pass and per committed batch, >= 1
+    dtype: str = "auto"  # auto (float16 on CUDA, else float32) | float16 | bfloat16 | float32
+
+    def validate(self) -> None:
+        _variant_name("recaption.variant", self.variant)
+        if self.variant == "original":
+            raise ConfigError("recaption.variant: 'original' is the corpus's own captions")
+        if not 1 <= self.max_new_tokens <= 1024:
+            raise ConfigError(f"recaption.max_new_tokens: {self.max_new_tokens} is not in 1..1024")
+        _positive("recaption.num_beams", self.num_beams)
+        _positive("recaption.batch_size", self.batch_size)
+        _choice("recaption.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
+
+
 @dataclass
 class PstSection:
     """The Paired Stereotype Test (METHODS 2; docs/pst.md). ``enabled`` makes the study a PST
@@ -434,6 +502,8 @@ class StudyConfig:
     analysis: AnalysisSection = field(default_factory=AnalysisSection)
     pst: PstSection = field(default_factory=PstSection)
     texts: TextsSection = field(default_factory=TextsSection)
+    variants: VariantsSection = field(default_factory=VariantsSection)
+    recaption: RecaptionSection = field(default_factory=RecaptionSection)
     root: Path = field(default=Path("."), metadata={"file": False})
 
     def resolve(self, path: str) -> Path:

@@ -259,6 +259,60 @@ declare(
 )
 declare(
     Stage(
+        "recaption",
+        "corpus_audit.recaption.stage:recaption_stage",
+        "caption the training images with a captioning model (a new caption variant)",
+        config=("recaption", "engine.device", "images.max_pixels"),
+        reads=("images", "captions"),
+        writes=("recaptions",),
+        after=("select", "images"),
+        steps=(
+            "load the captioner (local model or cached hub id; never downloads)",
+            "decode each batch of training images ahead of the model, caption it",
+            "one transaction per batch into recaptions (kill -9 loses one batch)",
+        ),
+        owns={"recaptions": "variant = recaption.variant"},
+    )
+)
+declare(
+    Stage(
+        "variants",
+        "corpus_audit.variants:variants",
+        "label every caption variant and compare each with the baseline, paired over images",
+        config=(
+            "variants",
+            "indicators",
+            "lexicon",
+            "select.batch_rows",
+            "study.seed",
+            "analysis.confidence",
+            "neighbors",
+            "engine.device",
+        ),
+        reads=("corpus_files", "captions", "prompts", "images", "recaptions"),
+        writes=(
+            "caption_variants",
+            "variant_mentions",
+            "variant_rates",
+            "variant_mention_changes",
+            "variant_mention_flips",
+            "variant_image_changes",
+            "variant_transitions",
+            "variant_transition_examples",
+            "variant_differences",
+            "variant_similarity",
+        ),
+        needs=("select",),
+        after=("images", "recaption"),
+        steps=(
+            "read each variant's column of the corpus (and the recaptions of training images)",
+            "keep the rows that mention an occupation in any variant; label every caption",
+            "compare each variant with the baseline: rates, transitions, paired differences",
+        ),
+    )
+)
+declare(
+    Stage(
         "report",
         "corpus_audit.report:report",
         "write the HTML report with figures and tables",
@@ -276,6 +330,7 @@ declare(
             "texts_marked_words",
             "category_distribution",
             "preference_ratings",
+            "variant_differences",
         ),
         after=(
             "select",
@@ -287,6 +342,7 @@ declare(
             "analyze",
             "who_how",
             "categories",
+            "variants",
         ),
         steps=("figures (PNG)", "the HTML page, every corpus text escaped"),
     )
@@ -389,6 +445,7 @@ RUN_ORDER = [
     "analyze",
     "who_how",
     "categories",
+    "variants",
     "report",
 ]
 

@@ -5,6 +5,7 @@ Usage (from the project root, with the shared data in ../shared/data)::
     .venv/bin/python notebooks/recaption_coco.py [--data ../shared/data] [--no-names]
                                                  [--no-similarity] [--replicates 1000]
                                                  [--examples 2] [--out DIR]
+    .venv/bin/python notebooks/recaption_coco.py --write-corpus coco_wide.parquet
 
 COCO val2017 has five human captions per image. Caption "1" and caption "2" of an image are
 its captions with the lowest and the second-lowest ``caption_id`` (the order COCO numbered
@@ -18,6 +19,10 @@ all-MiniLM-L6-v2 (``--no-similarity`` skips it). Then
 basis ``union``; bootstrap seed 0) and Markdown tables on stdout; ``--out`` also writes every
 table as ``recaption_<table>.csv``. Two human captions of one image are an "A/A" check: what
 the comparison shows when nothing but the writer changes.
+
+``--write-corpus PATH`` only writes the two captions as one corpus file (``image_id``,
+``caption1``, ``caption2``, ``url``; one row per image) for the same comparison inside a study
+(``[variants] columns = {caption2 = "caption2"}``, docs/recaptioning.md) and exits.
 """
 
 from __future__ import annotations
@@ -47,6 +52,19 @@ def coco_variants(path: Path) -> pd.DataFrame:
     two["variant"] = two["rank"].map(dict(enumerate(VARIANTS)))
     two = two.rename(columns={"image_id": "image_key"})
     return two[["image_key", "variant", "caption", "caption_id"]].reset_index(drop=True)
+
+
+def write_corpus(path: Path, out: Path) -> int:
+    """The two captions of each image as two text columns of one parquet file."""
+    two = coco_variants(path)
+    wide = two.pivot(index="image_key", columns="variant", values="caption").reset_index()
+    urls = pd.read_parquet(path, columns=["image_id", "coco_url"]).drop_duplicates("image_id")
+    wide = wide.rename(columns={"image_key": "image_id"}).merge(
+        urls.rename(columns={"coco_url": "url"}), on="image_id"
+    )
+    wide[["image_id", *VARIANTS, "url"]].to_parquet(out, index=False)
+    print(f"{out}: {len(wide):,} images, columns image_id, caption1, caption2, url")
+    return 0
 
 
 def label(captions: pd.DataFrame, use_names: bool) -> pd.DataFrame:
@@ -91,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates")
     ap.add_argument("--examples", type=int, default=2, help="example images per transition")
     ap.add_argument("--out", type=Path, help="write every table here as CSV")
+    ap.add_argument("--write-corpus", type=Path, help="write the wide corpus file and exit")
     args = ap.parse_args(argv)
+    if args.write_corpus:
+        return write_corpus(args.data / "coco_val2017_captions.parquet", args.write_corpus)
 
     from corpus_audit.recaption.compare import PairedBootstrap, compare_variants
 

@@ -16,8 +16,9 @@ mention the occupation; do they read more like the prompts people type? One job 
   with bootstrap intervals and McNemar's exact test);
 - :mod:`.similarity`: caption-prompt cosine similarity per caption with the project's embedder.
 
-The study wiring (a ``variant`` column in the caption-side tables, ``[corpus] variants``, the
-``recaption`` command) is not built yet; see ``docs/recaptioning.md``.
+- :mod:`.stage`: the ``recaption`` stage (the driver over the study's training images into the
+  ``recaptions`` table); :mod:`.tables`: the ``variants`` stage's comparisons as study tables
+  and CSVs (the stage itself: :mod:`corpus_audit.variants`). See ``docs/recaptioning.md``.
 """
 
 from __future__ import annotations

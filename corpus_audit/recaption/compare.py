@@ -730,7 +730,7 @@ class VariantComparison:
     similarity: pd.DataFrame | None  # similarity_summary(), when similarities were given
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Name -> table, the names the study's CSVs will have (``recaption_<name>.csv``)."""
+        """Name -> table (the study's tables: :data:`corpus_audit.recaption.tables.TABLES`)."""
         return {k: v for k, v in vars(self).items() if v is not None}
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from corpus_audit.imagefile import DEFAULT_MAX_PIXELS, UnreadableImage, read_rgb
 from corpus_audit.recaption.models import Captioner, CaptionInput
 
-# One row per item; what a `recaptions` table will hold (the wiring adds `variant`).
+# One row per item; the study's `recaptions` table holds them with a `variant` column.
 RECAPTION_COLUMNS = (
     "image_id",  # the item's key, as given (int or str)
     "caption",  # the model's caption, white space collapsed; NULL when skipped

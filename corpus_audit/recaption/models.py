@@ -67,6 +67,7 @@ from corpus_audit.generators import (
     resolve_dtype,
 )
 from corpus_audit.specs import split_spec
+from corpus_audit.registry import Registry
 
 KINDS = ("image", "text")
 # Processor outputs no captioning model's generate() takes (GIT's processor adds them).
@@ -161,12 +162,12 @@ class Captioner(Protocol):
 
 
 CaptionerFactory = Callable[[str, CaptionSettings], Captioner]
-CAPTIONERS: dict[str, CaptionerFactory] = {}
+CAPTIONERS: Registry[CaptionerFactory] = Registry("captioner")
 
 
 def register_captioner(name: str, factory: CaptionerFactory) -> None:
-    """Register a backend: ``factory(model, settings) -> Captioner``."""
-    CAPTIONERS[name] = factory
+    """Register a backend: ``factory(model, settings) -> Captioner`` (a name once)."""
+    CAPTIONERS.register(name, factory)
 
 
 def load_captioner(spec: str, settings: CaptionSettings | None = None) -> Captioner:
@@ -175,7 +176,7 @@ def load_captioner(spec: str, settings: CaptionSettings | None = None) -> Captio
     backend, model = split_spec(spec.strip(), CAPTIONERS, "transformers", empty_model=True)
     if not model:
         raise ModelError("recaption: no model given (a local directory or a cached hub id)")
-    return CAPTIONERS[backend](model, settings or CaptionSettings())
+    return CAPTIONERS.get(backend)(model, settings or CaptionSettings())
 
 
 # -- identity -----------------------------------------------------------------------------------

@@ -112,6 +112,8 @@ def report_fingerprint(study: Study) -> str:
     from corpus_audit.analysis.stage import ANALYSIS_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
+    from corpus_audit.recaption.tables import TABLES as VARIANT_TABLES
+
     extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
     for table in (
         *ANALYSIS_TABLES,
@@ -120,6 +122,7 @@ def report_fingerprint(study: Study) -> str:
         "face_filter",
         "labels",
         *extra,
+        *VARIANT_TABLES.values(),
     ):
         parts[table] = study.fingerprint(table)
     row = study.con.execute(
@@ -139,6 +142,7 @@ def report_fingerprint(study: Study) -> str:
             "__init__.py",
             "preference_section.py",
             "preference_figures.py",
+            "variants_section.py",
         )
     ]
     # column headers and arrows: metrics.py and its columns file

@@ -24,6 +24,7 @@ from corpus_audit.report.preference_section import (
     preferences_section,
 )
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
+from corpus_audit.report.variants_section import variants_section
 from corpus_audit.stages import STAGE_NAMES
 from corpus_audit.store import Study, dicts
 
@@ -61,6 +62,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["neighbors"] = top_neighbors(study)
     ctx["categories"] = categories_section(study)
     ctx["preferences"] = preferences_section(study)
+    ctx["variants"] = variants_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
     from corpus_audit.texts.page import who_how_section
