@@ -66,8 +66,8 @@ from corpus_audit.generators import (
     resolve_device,
     resolve_dtype,
 )
-from corpus_audit.specs import split_spec
 from corpus_audit.registry import Registry
+from corpus_audit.specs import split_spec
 
 KINDS = ("image", "text")
 # Processor outputs no captioning model's generate() takes (GIT's processor adds them).
