@@ -421,7 +421,7 @@ class PstSection:
     enabled: bool = False  # true: a PST study (`corpus-audit init DIR --kind pst`)
     roles: str = "builtin:pst/roles_en.csv"  # roles CSV (lexicon/data/README.md)
     templates: str = "builtin:pst/templates_en.toml"  # prompt templates TOML
-    kinds: list[str] = field(default_factory=lambda: ["single", "paired", "power"])
+    kinds: list[str] = field(default_factory=lambda: ["single", "paired", "power"])  # of PST_KINDS
     fair: bool = True  # also the fairness-intervention variant of every paired prompt
     power_singles: str = "role"  # role | occupation_role (also "one carpenter manager")
     bias_threshold: float = 0.6  # FairCritic: biased when the stereotyped share exceeds it, [0, 1]
@@ -457,7 +457,7 @@ class TextsSection:
     source: str = "captions"
     occupation_column: str = ""  # corpus: each text's occupation; "" = found by the lexicon
     gender_column: str = ""  # corpus: specified gender (female | male | non_binary | empty)
-    association_terms: str = "builtin:association_terms_en.toml"
+    association_terms: str = "builtin:association_terms_en.toml"  # gendered terms of the rule
     batch_size: int = 50_000  # texts per committed association batch
     z_threshold: float = 1.96  # |z| above this marks a word (> 0)
     corpus_weight: float = 0.8  # the corpus's share of the Dirichlet prior, in [0, 1]

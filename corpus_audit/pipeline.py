@@ -130,8 +130,10 @@ def status(study: Study) -> list[StageStatus]:
 
     out = []
     kind_stages = set(RUN_ORDERS[study_kind(study.config)])
-    for name in [n for n in STAGE_NAMES if n in kind_stages]:
+    for name in STAGE_NAMES:  # the study kind's stages, and any other that has run (recaption)
         state = stage_state(study, name)
+        if name not in kind_stages and state.state == "not run":
+            continue
         last = state.last
         if state.state == "partial":
             note = (

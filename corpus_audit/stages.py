@@ -59,7 +59,7 @@ declare(
         "corpus_audit.select:select",
         "find the captions that mention each occupation and draw the keyword sample",
         config=("study", "corpus", "select", "lexicon"),
-        writes=("corpus_files", "captions", "mentions", "prompts", "samples"),
+        writes=("corpus_files", "captions", "mentions", "prompts", "prompt_categories", "samples"),
         steps=(
             "read each corpus file (text and URL columns, null and non-text captions counted)",
             "RE2 prefilter, then DuckDB SQL matching of every occupation form",
@@ -329,8 +329,9 @@ declare(
             "texts_who",
             "texts_marked_words",
             "category_distribution",
-            "preference_ratings",
             "variant_differences",
+            # also preference_ratings, written by `battles import` (OTHER_WRITERS), not a stage:
+            # the report's own fingerprint sees it (report.report_fingerprint)
         ),
         after=(
             "select",
@@ -461,6 +462,8 @@ PST_RUN_ORDER = [
     "pst_report",
 ]
 RUN_ORDERS = {"amplification": RUN_ORDER, "pst": PST_RUN_ORDER}  # study kind -> run order
+# Stages no run order includes: they run when asked (`corpus-audit recaption DIR --model ...`).
+ON_DEMAND = ("recaption",)
 
 
 # The schema's tables that no stage writes, and what writes them: the bookkeeping of every run
@@ -471,6 +474,7 @@ OTHER_WRITERS: Mapping[str, str] = {
     "stage_unfinished": "corpus_audit.store:Study.stage",
     "validation_items": "corpus_audit.validate:export_sheet",
     "human_labels": "corpus_audit.validate:import_labels",
+    "schema_version": "corpus_audit.store:Study.migrate",
     "battle_pairs": "corpus_audit.preferences.study:export_battles",
     "battles": "corpus_audit.preferences.study:import_battles",
     "preference_ratings": "corpus_audit.preferences.study:import_battles",
@@ -494,23 +498,23 @@ def readers(table: str) -> list[str]:
 
 
 def data_flow() -> str:
-    """The data-flow picture of docs/architecture.md: per stage (in run order), each table it
+    """The data-flow picture of docs/architecture.md: per stage (in run order: the audit's, the on-demand stages, the PST's), each table it
     writes and the stages that read it (``stages -> tables -> stages``). Rows a stage owns in
     a shared table are shown after the name. ``python -m corpus_audit.stages`` prints it; a
     test keeps the page equal to it."""
     lines = []
     width = max(len(t) + len(o) + 3 for _, s in STAGES.items() for t, o in _outputs(s))
-    for name in dict.fromkeys(RUN_ORDER):
+    for name in dict.fromkeys([*RUN_ORDER, *ON_DEMAND, *PST_RUN_ORDER]):
         outputs = _outputs(STAGES.get(name)) or [("(files only)", "")]
         for i, (table, owned) in enumerate(outputs):
             shown = f"{table} [{owned}]" if owned else table
             read_by = ", ".join(r for r in readers(table) if r != name) or "-"
             if len(outputs) == 1:
-                branch = f"{name:<10} ───>"
+                branch = f"{name:<12} ───>"
             elif i == 0:
-                branch = f"{name:<10} ─┬─>"
+                branch = f"{name:<12} ─┬─>"
             else:
-                branch = " " * 12 + ("└─>" if i == len(outputs) - 1 else "├─>")
+                branch = " " * 14 + ("└─>" if i == len(outputs) - 1 else "├─>")
             lines.append(f"{branch} {shown:<{width}} ──> {read_by}".rstrip())
     return "\n".join(lines) + "\n"
 

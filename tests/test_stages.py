@@ -22,7 +22,14 @@ from corpus_audit.cli import main
 from corpus_audit.config import StudyConfig, load_config, write_config
 from corpus_audit.errors import ConfigError, CorpusAuditError
 from corpus_audit.registry import Registry
-from corpus_audit.stages import OTHER_WRITERS, RUN_ORDER, STAGE_NAMES, STAGES, data_flow
+from corpus_audit.stages import (
+    ON_DEMAND,
+    OTHER_WRITERS,
+    RUN_ORDERS,
+    STAGE_NAMES,
+    STAGES,
+    data_flow,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DECLARATIONS = [spec for _, spec in STAGES.items()]
@@ -49,33 +56,52 @@ def _config_keys() -> dict[str, set[str]]:
 
 
 # -- the catalogue --------------------------------------------------------------------------
-def _last(name: str) -> int:
-    """The last position of stage ``name`` in `corpus-audit run` (label runs twice)."""
-    return len(RUN_ORDER) - 1 - RUN_ORDER[::-1].index(name)
+def _order(name: str) -> list[str]:
+    """The run order that runs stage ``name`` (the amplification audit's, or the PST's); an
+    on-demand stage (``recaption``) is placed as if it ran last, after everything it reads."""
+    for order in RUN_ORDERS.values():
+        if name in order:
+            return order
+    assert name in ON_DEMAND, name
+    return [*RUN_ORDERS["amplification"], name]
+
+
+def _last(order: list[str], name: str) -> int:
+    """The last position of stage ``name`` in ``order`` (label runs twice)."""
+    return len(order) - 1 - order[::-1].index(name)
 
 
 def test_every_stage_runs_in_order_and_only_after_what_it_needs():
-    assert set(RUN_ORDER) == set(STAGE_NAMES)
+    scheduled = {n for order in RUN_ORDERS.values() for n in order}
+    assert scheduled | set(ON_DEMAND) == set(STAGE_NAMES)
+    assert not scheduled & set(ON_DEMAND)
     for spec in DECLARATIONS:
+        order = _order(spec.name)
         for before in spec.needs:  # needed: before its first run
-            assert RUN_ORDER.index(before) < RUN_ORDER.index(spec.name), (spec.name, before)
-        for before in spec.after:  # read when they ran: before its last run
+            assert order.index(before) < order.index(spec.name), (spec.name, before)
+        for before in spec.after:  # read when they ran: before its last run (if in this order)
             assert before in STAGE_NAMES, (spec.name, before)
-            assert RUN_ORDER.index(before) < _last(spec.name), (spec.name, before)
+            if before in order:
+                assert order.index(before) < _last(order, spec.name), (spec.name, before)
 
 
 @pytest.mark.parametrize("spec", DECLARATIONS, ids=lambda s: s.name)
 def test_every_table_a_stage_reads_is_written_before_it_runs(spec):
-    """By a stage that comes earlier in `corpus-audit run` (a table written later, like
-    `training_subsets` by analyze, cannot be an input of generate), never by itself only."""
+    """By a stage that comes earlier in its `corpus-audit run` (a table written later, like
+    `training_subsets` by analyze, cannot be an input of generate), never by itself only. A
+    stage of both run orders (generate, label) may read a table of either order's stages."""
+    orders = [o for o in RUN_ORDERS.values() if spec.name in o] or [_order(spec.name)]
     for table in spec.reads:
         earlier = [
             s.name
             for s in DECLARATIONS
+            for order in orders
             if table in s.writes
             and s.name != spec.name
-            and RUN_ORDER.index(s.name) < _last(spec.name)
-        ]
+            and s.name in order
+            and order.index(s.name) < _last(order, spec.name)
+        ] + [s.name for s in DECLARATIONS if s.name in ON_DEMAND and s.name in spec.after]
+        earlier = [n for n in earlier if table in STAGES.get(n).writes]
         assert earlier, f"{spec.name} reads {table}, which no earlier stage writes"
         assert table not in OTHER_WRITERS
 
