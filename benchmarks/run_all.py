@@ -72,6 +72,24 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_recaption.py", "--n", "256", "--threads", "1", "--json", "{json}"],
         ["bench_recaption.py", "--n", "32", "--threads", "1", "--json", "{json}"],
     ),
+    "engines": (
+        ["bench_engines.py", "--repeat", "2", "--json", "{json}"],
+        [
+            "bench_engines.py",
+            "--rows",
+            "200000",
+            "--captions",
+            "2000",
+            "--repeat",
+            "1",
+            "--json",
+            "{json}",
+        ],
+    ),
+    "study_sql": (  # prints its table (kept in the .log); no JSON
+        ["bench_study_sql.py", "--occupations", "62", "--rows", "2000", "--repeat", "3"],
+        ["bench_study_sql.py", "--occupations", "5", "--rows", "200", "--repeat", "1"],
+    ),
     "decode": (
         ["bench_decode.py", "--megapixels", "88", "--json", "{json}"],
         ["bench_decode.py", "--megapixels", "8", "--json", "{json}"],
