@@ -34,6 +34,10 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def unregister(self, name: str) -> T:
+        """Remove and return the entry ``name`` (a test's temporary backend, say)."""
+        return self._entries.pop(name)
+
     def add(self, name: str) -> Callable[[T], T]:
         """Decorator form of :meth:`register`."""
         return lambda entry: self.register(name, entry)

@@ -60,7 +60,7 @@ def _training_picture(row: int, faces: list, not_faces: list):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from corpus_audit.generators import random_sd_pipeline, write_clip_tokenizer_files
+    from corpus_audit.testing.diffusion import random_sd_pipeline, write_clip_tokenizer_files
 
     folder = tmp_path_factory.mktemp("e2e_models")
     tokenizer = write_clip_tokenizer_files(folder / "tokenizer")

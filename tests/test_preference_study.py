@@ -3,7 +3,7 @@ report, and `corpus-audit battles export / import` with the page clicked through
 
 One study (module scope): real LAION captions for `select`, ``lexicon.prompts`` = MAGBIG
 direct German + BAFIS direct (English and German) restricted to three occupations, two tiny
-random-weight Stable Diffusion pipelines built offline (``generators.random_sd_pipeline``, as
+random-weight Stable Diffusion pipelines built offline (``corpus_audit.testing.diffusion.random_sd_pipeline``, as
 tests/test_generate.py), and then every generated PNG replaced by a real photo of a woman
 (astronaut) or a man (camera) by a rule of the test, so the real MediaPipe detector and the real
 agegender classifier give labels the test knows. Expected shares, Wilson intervals and official
@@ -67,7 +67,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> list[Path]:
-    from corpus_audit.generators import random_sd_pipeline, write_clip_tokenizer_files
+    from corpus_audit.testing.diffusion import random_sd_pipeline, write_clip_tokenizer_files
 
     root = tmp_path_factory.mktemp("pref_models")
     first = root / "tiny-a"

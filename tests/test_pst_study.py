@@ -299,9 +299,15 @@ class PhotoPairs:
         ]
 
 
-def test_faircritic_stage_two_rounds_and_resume(tmp_path: Path, monkeypatch):
+def _register_photos(request: pytest.FixtureRequest, make: object) -> None:
+    """The ``photos`` generator backend for one test (removed after it)."""
+    GENERATORS.register("photos", make)
+    request.addfinalizer(lambda: GENERATORS.unregister("photos"))
+
+
+def test_faircritic_stage_two_rounds_and_resume(tmp_path: Path, request):
     backend = PhotoPairs()
-    monkeypatch.setitem(GENERATORS, "photos", lambda model, settings: backend)
+    _register_photos(request, lambda model, settings: backend)
     study = tmp_path / "fc"
     assert main(["-q", "init", str(study), "--kind", "pst"]) == 0
     _edit(
@@ -340,8 +346,8 @@ def test_faircritic_stage_two_rounds_and_resume(tmp_path: Path, monkeypatch):
     assert _rows(study, query) == rounds
 
 
-def test_faircritic_stage_with_a_language_model_writer(tmp_path: Path, monkeypatch, tiny_lm):
-    monkeypatch.setitem(GENERATORS, "photos", lambda model, settings: PhotoPairs())
+def test_faircritic_stage_with_a_language_model_writer(tmp_path: Path, request, tiny_lm):
+    _register_photos(request, lambda model, settings: PhotoPairs())
     study = tmp_path / "lm"
     assert main(["-q", "init", str(study), "--kind", "pst"]) == 0
     _edit(

@@ -231,8 +231,8 @@ def test_no_model_and_changed_settings_are_one_line_errors(study_dir, tiny_capti
 
 
 def test_the_text_rewrite_kind_writes_its_own_variant(study_dir, tmp_path):
-    from corpus_audit.paraphrase import random_paraphraser_model
     from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.testing.paraphrasers import random_paraphraser_model
 
     model = random_paraphraser_model(tmp_path / "t5", "t5")
     toml = study_dir / "study.toml"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study
 
 STAGE = "categories"
 
@@ -32,9 +32,9 @@ def _labelled(study: Study) -> tuple[Any, str | None]:
     from corpus_audit.analysis.percent import choose_classifier, prepare_labels
 
     classifier = choose_classifier(study)
-    prepare_labels(study.con, classifier, study.config.analysis.threshold)
+    prepare_labels(study, classifier, study.config.analysis.threshold)
     try:
-        cur = study.con.execute(sql_text("categories_labels.sql"))
+        cur = study.sql("categories_labels")
         columns = [d[0] for d in cur.description]
         frame = pd.DataFrame(cur.fetchall(), columns=columns)
     finally:

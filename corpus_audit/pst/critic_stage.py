@@ -82,8 +82,7 @@ def build_loop(study: Study, model: str) -> Any:
     """The :class:`FairCritic` of the study config for ``model`` (a ``generate.models`` entry)."""
     from corpus_audit.classifiers import build_classifier
     from corpus_audit.faces import get_face_detector
-    from corpus_audit.generate import settings_from_config
-    from corpus_audit.generators import load_generator
+    from corpus_audit.generate import open_generator, settings_from_config
     from corpus_audit.lexicon.pst import load_roles, load_templates
     from corpus_audit.pst.critic import FairCritic, LabellerCritic, from_generator
 
@@ -114,7 +113,7 @@ def build_loop(study: Study, model: str) -> Any:
         study,
     )
     return FairCritic(
-        from_generator(load_generator(model, settings_from_config(study))),
+        from_generator(open_generator(study, model, settings_from_config(study), progress=False)),
         critic,
         writer,
         store=TableRoundStore(study, model),
