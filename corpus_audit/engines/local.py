@@ -26,6 +26,7 @@ from typing import Any
 from corpus_audit.engines.base import (
     IN_FLIGHT_PER_WORKER,
     ONE_CPU,
+    ActorSpec,
     Engine,
     Resources,
     close_worker,
@@ -142,16 +143,10 @@ class LocalEngine(Engine):
     def task_pool(self, fn: Callable[[Any], Any], resources: Resources) -> _ThreadTasks:
         return _ThreadTasks(fn, self.parallelism(resources))
 
-    def actor_pool(
-        self,
-        factory: Callable[[], Any],
-        resources: Resources,
-        workers: int,
-        prepare: Callable[[Any], Any] | None,
-    ) -> _FuturePool:
-        if workers > 1:
-            return _ProcessActors(factory, prepare, workers)
-        return _InProcessActor(factory, prepare, self.threads)
+    def actor_pool(self, actors: ActorSpec, resources: Resources) -> _FuturePool:
+        if actors.workers > 1:
+            return _ProcessActors(actors.factory, actors.prepare, actors.workers)
+        return _InProcessActor(actors.factory, actors.prepare, self.threads)
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "threads": self.threads, "cpus": os.cpu_count()}
