@@ -21,17 +21,19 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corpus_audit.engines.base import (
     IN_FLIGHT_PER_WORKER,
     ONE_CPU,
-    ActorSpec,
     Engine,
     Resources,
     close_worker,
 )
 from corpus_audit.errors import CorpusAuditError
+
+if TYPE_CHECKING:  # annotations only
+    from corpus_audit.engines.base import ActorSpec
 
 
 class WorkerDiedError(CorpusAuditError):

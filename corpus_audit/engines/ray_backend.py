@@ -37,19 +37,15 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
-from corpus_audit.engines.base import (
-    IN_FLIGHT_PER_WORKER,
-    ONE_CPU,
-    ActorSpec,
-    Engine,
-    Resources,
-    close_worker,
-)
+from corpus_audit.engines.base import IN_FLIGHT_PER_WORKER, ONE_CPU, Engine, Resources, close_worker
 from corpus_audit.errors import CorpusAuditError
+
+if TYPE_CHECKING:  # annotations only
+    from corpus_audit.engines.base import ActorSpec
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_MAX_RESTARTS = 3
