@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,45 +174,54 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from corpus_audit import validate
-    from corpus_audit.store import Study
 
-    with Study.open(args.dir) as study:
-        if args.action == "export":
-            run = validate.export_sheet(
-                study, n=args.n, out_dir=Path(args.out) if args.out else None
-            )
-        else:
-            run = validate.import_labels(study, [Path(f) for f in args.files])
-        _print_run(run)
-    return 0
+    return _export_or_import(
+        args,
+        export=lambda study: validate.export_sheet(study, n=args.n, out_dir=_out_path(args)),
+        load=lambda study: validate.import_labels(study, [Path(f) for f in args.files]),
+    )
 
 
 def cmd_battles(args: argparse.Namespace) -> int:
     from corpus_audit.preferences import study as battles
+
+    return _export_or_import(
+        args,
+        export=lambda study: battles.export_battles(
+            study,
+            n=args.n,
+            aspects=args.aspect or battles.ASPECTS,
+            seed=args.seed,
+            models=args.models,
+            out_dir=_out_path(args),
+        ),
+        load=lambda study: battles.import_battles(
+            study, [Path(f) for f in args.files], rounds=args.rounds, seed=args.seed
+        ),
+    )
+
+
+def _export_or_import(
+    args: argparse.Namespace, *, export: Callable[[Any], Any], load: Callable[[Any], Any]
+) -> int:
+    """Open the study, run ``export`` or ``load`` (``import``) on it by ``args.action``."""
     from corpus_audit.store import Study
 
     with Study.open(args.dir) as study:
-        if args.action == "export":
-            run = battles.export_battles(
-                study,
-                n=args.n,
-                aspects=args.aspect or battles.ASPECTS,
-                seed=args.seed,
-                models=args.models,
-                out_dir=Path(args.out) if args.out else None,
-            )
-        else:
-            files = [Path(f) for f in args.files]
-            run = battles.import_battles(study, files, rounds=args.rounds, seed=args.seed)
-        _print_run(run)
+        _print_run(export(study) if args.action == "export" else load(study))
     return 0
+
+
+def _out_path(args: argparse.Namespace) -> Path | None:
+    """``--out`` as a path; None (the command's own default) when it is not given."""
+    return Path(args.out) if args.out else None
 
 
 def cmd_amplify(args: argparse.Namespace) -> int:
     from corpus_audit.analysis.tables import TableError, amplify_tables, amplify_wide
 
     options = {
-        "out_dir": Path(args.out) if args.out else None,
+        "out_dir": _out_path(args),
         "parity_side": args.parity_side,
         "report": args.report,
     }
@@ -243,9 +253,7 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
     from corpus_audit.store import Study
 
     with Study.open(args.dir) as study:
-        path, same = save_regenerated(
-            study, args.image_id, Path(args.out) if args.out else None, exact=not args.alone
-        )
+        path, same = save_regenerated(study, args.image_id, _out_path(args), exact=not args.alone)
     verdict = {True: "identical to", False: "differs from", None: "no stored file to compare with"}
     print(f"{printable(path)}: {verdict[same]}{' the stored image' if same is not None else ''}")
     return 0
@@ -292,23 +300,58 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from corpus_audit.config_help import stage_help
-    from corpus_audit.stages import STAGE_NAMES, stage
-
+    """The ``corpus-audit`` parser: global flags, then one subcommand family per function."""
     parser = argparse.ArgumentParser(
         prog="corpus-audit",
         description="Audit image-caption corpora for gender-occupation bias and its amplification.",
     )
     parser.add_argument("--version", action="version", version=f"corpus_audit {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    # -q after the verb too: SUPPRESS leaves the top-level value alone when it is not given
+    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    sub.parents = [_quiet_after_the_verb()]
+    for add_family in (
+        _add_init_parser,
+        _add_run_parsers,
+        _add_stage_parsers,
+        _add_config_parser,
+        _add_validate_parser,
+        add_battles_parser,
+        _add_amplify_parser,
+        _add_regenerate_parser,
+        _add_texts_parser,
+        _add_demo_parser,
+    ):
+        add_family(sub)  # the order here is the order of `corpus-audit --help`
+    return parser
+
+
+def _quiet_after_the_verb() -> argparse.ArgumentParser:
+    """``-q`` after the verb too: SUPPRESS leaves the top-level value alone when not given."""
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument(
         "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
     )
-    sub = _Subcommands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    sub.parents = [quiet]
+    return quiet
 
+
+class _Subcommands:
+    """``add_subparsers()``'s action, giving every subcommand the shared ``parents``."""
+
+    def __init__(self, action: Any) -> None:
+        self.action = action
+        self.parents: list[argparse.ArgumentParser] = []
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return self.action.add_parser(name, parents=self.parents, **kwargs)
+
+    def nested(self, parser: argparse.ArgumentParser) -> _Subcommands:
+        """``parser``'s own actions (``config show``, ``validate export``), same parents."""
+        actions = _Subcommands(parser.add_subparsers(dest="action", required=True))
+        actions.parents = self.parents
+        return actions
+
+
+def _add_init_parser(sub: _Subcommands) -> None:
     p = sub.add_parser("init", help="create a study directory with study.toml")
     p.add_argument("dir")
     p.add_argument(
@@ -337,6 +380,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_init)
 
+
+def _add_run_parsers(sub: _Subcommands) -> None:
+    """``run`` (every stage in order) and ``status``."""
+    from corpus_audit.stages import STAGE_NAMES
+
     p = sub.add_parser("run", help="run every stage in order (finished work is skipped)")
     p.add_argument("dir")
     p.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
@@ -346,7 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.set_defaults(func=cmd_status)
 
-    for name in STAGE_NAMES:  # help generated from the catalogue and the config classes
+
+def _add_stage_parsers(sub: _Subcommands) -> None:
+    """One command a stage; help generated from the catalogue and the config classes."""
+    from corpus_audit.config_help import stage_help
+    from corpus_audit.stages import STAGE_NAMES, stage
+
+    for name in STAGE_NAMES:
         declared = stage(name)
         p = sub.add_parser(
             name,
@@ -355,16 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.add_argument("dir", help="the study directory")
-        for option, text in STAGE_OPTIONS.get(name, {}).items():
+        for option, text in STAGE_OPTIONS.get(name, {}).items():  # e.g. recaption --model
             p.add_argument(f"--{option}", help=text)
         p.set_defaults(func=cmd_stage)
 
+
+def _add_config_parser(sub: _Subcommands) -> None:
+    """``config show`` / ``config set`` (corpus_audit/config_edit.py)."""
     p = sub.add_parser("config", help="show the effective study.toml, or change settings in it")
-    csub = _Subcommands(p.add_subparsers(dest="action", required=True))
-    csub.parents = [quiet]
-    ps = csub.add_parser("show", help="print the effective config (every setting) as TOML")
-    ps.add_argument("dir")
-    pset = csub.add_parser(
+    actions = sub.nested(p)
+    show = actions.add_parser("show", help="print the effective config (every setting) as TOML")
+    show.add_argument("dir")
+    assign = actions.add_parser(
         "set",
         help="change settings, validated like a stage loads them; the file is left as it was "
         "when one is invalid",
@@ -372,26 +428,57 @@ def build_parser() -> argparse.ArgumentParser:
         '["a", "b"]); text needs no quotes. Every setting and its meaning: `corpus-audit '
         "STAGE --help`.",
     )
-    pset.add_argument("dir")
-    pset.add_argument("assignments", nargs="+", metavar="section.key=VALUE")
+    assign.add_argument("dir")
+    assign.add_argument("assignments", nargs="+", metavar="section.key=VALUE")
     p.set_defaults(func=cmd_config)
 
+
+def _add_validate_parser(sub: _Subcommands) -> None:
+    """``validate export`` / ``validate import`` (corpus_audit/validate.py)."""
     p = sub.add_parser("validate", help="human validation of the perceived-gender labels")
-    vsub = _Subcommands(p.add_subparsers(dest="action", required=True))
-    vsub.parents = [quiet]
-    pe = vsub.add_parser(
+    actions = sub.nested(p)
+    export = actions.add_parser(
         "export", help="write an annotation sheet (HTML + CSV) for a stratified sample"
     )
-    pe.add_argument("dir")
-    pe.add_argument("--n", type=int, default=200)
-    pe.add_argument("--out", help="output directory (default: <study>/validation)")
-    pi = vsub.add_parser("import", help="read annotators' label CSVs; report alpha and agreement")
-    pi.add_argument("dir")
-    pi.add_argument("files", nargs="+")
+    export.add_argument("dir")
+    export.add_argument("--n", type=int, default=200)
+    export.add_argument("--out", help="output directory (default: <study>/validation)")
+    imports = actions.add_parser(
+        "import", help="read annotators' label CSVs; report alpha and agreement"
+    )
+    imports.add_argument("dir")
+    imports.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_validate)
 
-    add_battles_parser(sub)
 
+def add_battles_parser(sub: Any) -> None:
+    """``battles export`` / ``battles import`` (corpus_audit/preferences/study.py)."""
+    from corpus_audit.preferences.battles import ASPECTS
+
+    p = sub.add_parser("battles", help="human votes on pairs of generated images; Elo ratings")
+    bsub = p.add_subparsers(dest="action", required=True)
+    pe = bsub.add_parser("export", help="write the voting page (HTML) and pair manifest")
+    pe.add_argument("dir")
+    pe.add_argument("--n", type=int, default=200, help="battles to draw (default 200)")
+    pe.add_argument(
+        "--aspect",
+        action="append",
+        choices=ASPECTS,
+        help="aspect to ask (repeatable; default: all three)",
+    )
+    pe.add_argument("--models", nargs="+", help="only these models (default: all)")
+    pe.add_argument("--seed", type=int, help="draw seed (default: study.seed)")
+    pe.add_argument("--out", help="output directory (default: <study>/battles)")
+    pi = bsub.add_parser("import", help="read annotators' vote CSVs; rate the models")
+    pi.add_argument("dir")
+    pi.add_argument("files", nargs="+")
+    pi.add_argument("--rounds", type=int, default=1000, help="shuffled orders / bootstrap rounds")
+    pi.add_argument("--seed", type=int, help="ratings seed (default: study.seed)")
+    p.set_defaults(func=cmd_battles)
+
+
+def _add_amplify_parser(sub: _Subcommands) -> None:
+    """``amplify``: the measure from published %female tables, no study needed."""
     p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV/TSV)")
     p.add_argument("--training", help="CSV: occupation,percent_female[,n]")
     p.add_argument("--generated", help="CSV: occupation,prompt,percent_female[,n]")
@@ -419,6 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="directory for the results (default ./amplify_results)")
     p.set_defaults(func=cmd_amplify)
 
+
+def _add_regenerate_parser(sub: _Subcommands) -> None:
     p = sub.add_parser(
         "regenerate", help="make one generated image again from its recorded seed and settings"
     )
@@ -432,6 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_regenerate)
 
+
+def _add_texts_parser(sub: _Subcommands) -> None:
+    """``texts``: the who/how analysis of any text corpus (corpus_audit/texts/command.py)."""
     p = sub.add_parser(
         "texts", help="who and how (association, marked words, SRBS) of any text corpus"
     )
@@ -445,47 +537,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gender-column", help="specified gender: female/male/non_binary/empty")
     p.set_defaults(func=cmd_texts)
 
+
+def _add_demo_parser(sub: _Subcommands) -> None:
     p = sub.add_parser("demo", help="run the audit on the bundled demo corpus")
     p.add_argument("dir", nargs="?", default="demo_study")
     p.set_defaults(func=cmd_demo)
-    return parser
-
-
-class _Subcommands:
-    """``add_subparsers()``'s action, giving every subcommand the shared ``parents``."""
-
-    def __init__(self, action: Any) -> None:
-        self.action = action
-        self.parents: list[argparse.ArgumentParser] = []
-
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        return self.action.add_parser(name, parents=self.parents, **kwargs)
-
-
-def add_battles_parser(sub: Any) -> None:
-    """``battles export`` / ``battles import`` (corpus_audit/preferences/study.py)."""
-    from corpus_audit.preferences.battles import ASPECTS
-
-    p = sub.add_parser("battles", help="human votes on pairs of generated images; Elo ratings")
-    bsub = p.add_subparsers(dest="action", required=True)
-    pe = bsub.add_parser("export", help="write the voting page (HTML) and pair manifest")
-    pe.add_argument("dir")
-    pe.add_argument("--n", type=int, default=200, help="battles to draw (default 200)")
-    pe.add_argument(
-        "--aspect",
-        action="append",
-        choices=ASPECTS,
-        help="aspect to ask (repeatable; default: all three)",
-    )
-    pe.add_argument("--models", nargs="+", help="only these models (default: all)")
-    pe.add_argument("--seed", type=int, help="draw seed (default: study.seed)")
-    pe.add_argument("--out", help="output directory (default: <study>/battles)")
-    pi = bsub.add_parser("import", help="read annotators' vote CSVs; rate the models")
-    pi.add_argument("dir")
-    pi.add_argument("files", nargs="+")
-    pi.add_argument("--rounds", type=int, default=1000, help="shuffled orders / bootstrap rounds")
-    pi.add_argument("--seed", type=int, help="ratings seed (default: study.seed)")
-    p.set_defaults(func=cmd_battles)
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:

@@ -111,11 +111,9 @@ def generate(study: Study, *, progress: bool = True) -> StageRun:
     cfg = study.config.generate
     with study.stage("generate") as run:
         if not cfg.models:
-            run.skipped = True
-            run.messages.append(
+            return run.skip(
                 "no text-to-image model configured (generate.models is empty): nothing generated"
             )
-            return run
         require_inputs(study, "generate")
         settings = settings_from_config(study)
         run.provenance.update(
@@ -152,8 +150,7 @@ def generate(study: Study, *, progress: bool = True) -> StageRun:
         for model in cfg.models:
             _generate_model(study, run, model, specs, settings, progress=progress)
         if run.rows_out == 0 and not run.provenance.get("paraphrased"):
-            run.skipped = True
-            run.messages.append(f"all {run.rows_in} images already present: nothing generated")
+            run.skip(f"all {run.rows_in} images already present: nothing generated")
     return run
 
 

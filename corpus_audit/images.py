@@ -316,12 +316,10 @@ def images(study: Study, *, progress: bool = True) -> StageRun:
     cfg = study.config.images
     with study.stage("images") as run:
         if not cfg.sources:
-            run.skipped = True
-            run.messages.append(
+            return run.skip(
                 "no image sources configured (images.sources in study.toml): training images "
                 "are not registered"
             )
-            return run
         wanted = _wanted_or_fail(study, cfg.scope)
         entries = [parse_source(i, spec) for i, spec in enumerate(cfg.sources)]
         writer = ImageWriter(study, wanted)

@@ -46,7 +46,7 @@ from corpus_audit.imagefile import (
     decode,
     large_pillow_blocks,
 )
-from corpus_audit.store import StageRun, Study
+from corpus_audit.store import StageRun, Study, dicts
 
 # Long side, in pixels, images are decoded at for the face detector and the classifiers: the
 # detector sees 192 px and the classifiers ~224 px, and a face kept by the 10 % rule is still
@@ -275,9 +275,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
     cfg = study.config.label
     with study.stage("label") as run:
         if study.count("images") == 0:
-            run.skipped = True
-            run.messages.append("no images yet (run `images` and/or `generate` first)")
-            return run
+            return run.skip("no images yet (run `images` and/or `generate` first)")
         cid = classifier_id(cfg)
         refiltered = forget_pixel_limit_changes(study)
         if refiltered:
@@ -415,5 +413,4 @@ def _record(
 def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     """Per image source: images, kept by the face filter, and labels of ``cid`` by value."""
     rows = study.sql("label_summary", classifier=cid)
-    cols = [d[0] for d in rows.description]
-    return [dict(zip(cols, r, strict=True)) for r in rows.fetchall()]
+    return dicts(rows)

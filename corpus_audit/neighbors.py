@@ -566,8 +566,7 @@ def _report(study: Study, run: StageRun, inputs: list[dict[str, Any]], model: st
     """Summary table (per-strategy averages) and messages about short or empty occupations."""
     k = study.config.neighbors.k
     cur = study.sql("neighbors_90_summary")
-    cols = [d[0] for d in cur.description]
-    run.summary = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    run.summary = dicts(cur)
     for row in run.summary:
         ref = PAPER_LAION.get(row["strategy"])
         row["paper_laion"] = ref

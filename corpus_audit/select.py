@@ -112,20 +112,20 @@ def _ascii_word(ch: str) -> bool:
 def form_regex(form: str) -> str:
     """The RE2 fragment matching one lower-case surface form (see the module docstring)."""
     body = _SPACE.join(_escape(part) for part in form.split())
-    first, last = form[0], form[-1]
-    if _ascii_word(first):
-        left = r"\b"
-    elif first.isalnum():
-        left = f"(?:^|{_NOT_WORD})"
-    else:
-        left = ""
-    if _ascii_word(last):
-        right = r"\b"
-    elif last.isalnum():
-        right = f"(?:{_NOT_WORD}|$)"
-    else:
-        right = ""
+    left = _edge(form[0], f"(?:^|{_NOT_WORD})")
+    right = _edge(form[-1], f"(?:{_NOT_WORD}|$)")
     return left + body + right
+
+
+def _edge(ch: str, outside_word: str) -> str:
+    """The guard for a form's edge character ``ch``: ``\\b`` after an ASCII word character,
+    ``outside_word`` (start/end of text or a non-word character) after another letter or
+    digit (RE2's ``\\b`` is ASCII-only), nothing after punctuation."""
+    if _ascii_word(ch):
+        return r"\b"
+    if ch.isalnum():
+        return outside_word
+    return ""
 
 
 def build_matcher(occupations: list[Occupation]) -> Matcher:
@@ -167,18 +167,28 @@ class _Piece:
 
 
 @dataclass
-class _FileCounts:
+class FileCounts:
+    """Counts over the rows read from one file: every row, null or empty captions, captions
+    with invalid UTF-8, and candidate rows (those that passed the prefilter)."""
+
     rows: int = 0
     null_text: int = 0
     bad_text: int = 0
     candidates: int = 0
+
+    def add(self, piece: _Piece | Any) -> None:
+        """Count one scanned piece: a ``_Piece`` here, an engine unit's ``UnitScan``."""
+        self.rows += piece.rows
+        self.null_text += piece.null_text
+        self.bad_text += piece.bad_text
+        self.candidates += piece.candidates.num_rows
 
 
 @dataclass
 class ScanStats:
     """Counts of one pass over the corpus."""
 
-    files: dict[int, _FileCounts] = field(default_factory=dict)
+    files: dict[int, FileCounts] = field(default_factory=dict)
     columns: dict[int, ColumnMap | None] = field(default_factory=dict)  # None: empty file
     seconds: float = 0.0
 
@@ -318,9 +328,9 @@ def scan_corpus(
     """
     from tqdm import tqdm
 
-    stats = ScanStats({f.file_id: _FileCounts() for f in files})
+    stats = ScanStats({f.file_id: FileCounts() for f in files})
     works, known_rows = _plan_units(files, stats, text_column, url_column, key_column)
-    pending = _CandidateBuffer(con, prefilter, matcher.pattern)
+    pending = CandidateBuffer(con, prefilter, matcher.pattern)
     t0 = time.perf_counter()
     bar = tqdm(
         total=len(files), unit="file", disable=not progress, desc="select", dynamic_ncols=True
@@ -340,10 +350,7 @@ def scan_corpus(
                 if not units_left[piece.file_id]:
                     bar.update(1 - (counts.rows / total if total else 0.0))
                 continue
-            counts.rows += piece.rows
-            counts.null_text += piece.null_text
-            counts.bad_text += piece.bad_text
-            counts.candidates += piece.candidates.num_rows
+            counts.add(piece)
             if total:
                 bar.update(piece.rows / total)
             pending.add(piece.candidates)
@@ -382,9 +389,10 @@ def _plan_units(
     return works, known_rows
 
 
-class _CandidateBuffer:
+class CandidateBuffer:
     """Candidate rows on their way into ``_select_candidates``: inserted (checked again by
-    ``sql/select_10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end."""
+    ``sql/select_10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end.
+    Used by :func:`scan_corpus` and by the engine path (``engines.select_scan.scan_into``)."""
 
     def __init__(self, con: Any, prefilter: bool, pattern: str) -> None:
         self.con, self.prefilter, self.pattern = con, prefilter, pattern

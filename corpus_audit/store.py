@@ -145,6 +145,13 @@ class StageRun:
         if count:
             self.dropped[reason] = self.dropped.get(reason, 0) + int(count)
 
+    def skip(self, message: str) -> StageRun:
+        """Mark the run as having found nothing to do, with ``message`` saying why; returns
+        the run (``return run.skip("no ... configured")`` ends a stage body)."""
+        self.skipped = True
+        self.messages.append(message)
+        return self
+
 
 class Study:
     """One audit: a directory with ``study.toml`` and ``study.duckdb``."""
@@ -437,9 +444,7 @@ class Study:
         rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
         if not rows:
             return None
-        row = rows[0]
-        cols = [d[0] for d in cur.description]
-        out = dict(zip(cols, row, strict=True))
+        out = dict(zip([d[0] for d in cur.description], rows[0], strict=True))
         out["dropped"] = json.loads(out["dropped"] or "{}")
         out["provenance"] = json.loads(out["provenance"] or "{}")
         return out

@@ -52,11 +52,9 @@ def variants(study: Study, *, progress: bool = True) -> StageRun:
         names = sorted(set(texts["variant"]))
         run.provenance["variants"] = names
         if len(names) < 2:
-            run.skipped = True
-            run.messages.append(
+            return run.skip(
                 "no caption variants to compare (set [variants] columns, or run recaption)"
             )
-            return run
         baseline = study.config.variants.baseline
         if baseline not in names:
             raise ConfigError(

@@ -66,11 +66,9 @@ def categories(study: Study, *, progress: bool = True) -> StageRun:
     require_inputs(study, STAGE)
     with study.stage(STAGE) as run:
         if not study.count("prompt_categories"):
-            run.skipped = True
-            run.messages.append(
+            return run.skip(
                 "no prompt-table prompts (MAGBIG/BAFIS) in lexicon.prompts: nothing to do"
             )
-            return run
         occupations = [
             r[0]
             for r in study.con.execute(

@@ -10,6 +10,7 @@ Every %female carries a Wilson interval. The SQL is in ``corpus_audit/sql/analys
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from corpus_audit.analysis.amplification import Rate
 from corpus_audit.analysis.stats import percent, wilson_interval
@@ -59,6 +60,21 @@ class ImageSet:
             self.occupation,
             self.prompt_id,
             self.template_id,
+        )
+
+    @classmethod
+    def from_row(
+        cls, side: str, row: dict[str, Any], counts: str = "n_", **fields: Any
+    ) -> ImageSet:
+        """A set from a query row: its ``occupation`` (unless ``fields`` gives one), the counts
+        ``<counts>images``, ``<counts>female``, ``<counts>male`` and the other ``fields``."""
+        fields.setdefault("occupation", row["occupation"])
+        return cls(
+            side,
+            n_images=row[f"{counts}images"],
+            n_female=row[f"{counts}female"],
+            n_male=row[f"{counts}male"],
+            **fields,
         )
 
     def rate(self) -> Rate:
@@ -131,33 +147,33 @@ def training_sets(study: Study, shortfall: dict[tuple, str | None] | None = None
     prompt_id) to why a subset holds fewer than N."""
     short = shortfall or {}
     return [
-        ImageSet(
+        ImageSet.from_row(
             TRAINING,
-            r["occupation"],
-            r["n_images"],
-            r["n_female"],
-            r["n_male"],
-            strategy=r["strategy"],
-            prompt_id=r["prompt_id"],
-            template_id=r["template_id"],
-            n_captions=r["n_captions"],
-            n_target=r["n_target"],
-            n_candidates=r["n_candidates"],
+            r,
+            **{k: r[k] for k in _TRAINING_FIELDS},
             shortfall=short.get((r["strategy"], r["occupation"], r["prompt_id"])),
         )
         for r in dicts(study.sql("analysis_percent_training"))
     ]
 
 
+_TRAINING_FIELDS = (
+    "strategy",
+    "prompt_id",
+    "template_id",
+    "n_captions",
+    "n_target",
+    "n_candidates",
+)
+
+
 def generated_sets(study: Study) -> list[ImageSet]:
     """Counts per generated set (model, prompt) (needs :func:`prepare_labels` first)."""
     return [
-        ImageSet(
+        ImageSet.from_row(
             GENERATED,
-            r["occupation"] or "",
-            r["n_images"],
-            r["n_female"],
-            r["n_male"],
+            r,
+            occupation=r["occupation"] or "",
             model_id=r["model_id"],
             prompt_id=r["prompt_id"],
             template_id=r["template_id"],
@@ -178,26 +194,8 @@ def caption_prompt_sets(study: Study) -> list[tuple[ImageSet, ImageSet]]:
             "template_id": CAPTION_PROMPTS_TEMPLATE,
             "n_captions": r["n_captions"],
         }
-        out.append(
-            (
-                ImageSet(
-                    TRAINING,
-                    r["occupation"],
-                    r["train_images"],
-                    r["train_female"],
-                    r["train_male"],
-                    **common,
-                ),
-                ImageSet(
-                    GENERATED,
-                    r["occupation"],
-                    r["gen_images"],
-                    r["gen_female"],
-                    r["gen_male"],
-                    **common,
-                ),
-            )
-        )
+        training = ImageSet.from_row(TRAINING, r, "train_", **common)
+        out.append((training, ImageSet.from_row(GENERATED, r, "gen_", **common)))
     return out
 
 

@@ -11,8 +11,7 @@ from corpus_audit.store import Study, dicts
 def rows(study: Study, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
     """Result of ``sql`` as a list of dicts."""
     cur = study.con.execute(sql, params or [])
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    return dicts(cur)
 
 
 def summary_table(study: Study) -> list[dict[str, Any]]:

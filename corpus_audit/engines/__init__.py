@@ -17,10 +17,11 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from corpus_audit.engines.base import Engine, Progress, Resources, Worker
+from corpus_audit.engines.base import ActorSpec, Engine, Progress, Resources, Worker
 from corpus_audit.errors import CorpusAuditError
 
 __all__ = [
+    "ActorSpec",
     "Engine",
     "EngineError",
     "Progress",

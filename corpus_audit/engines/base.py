@@ -82,6 +82,18 @@ class Progress:
     enabled: bool = True
 
 
+@dataclass(frozen=True)
+class ActorSpec:
+    """The workers of one :meth:`Engine.map_actors`, as a backend's ``actor_pool`` gets them:
+    ``factory()`` builds one worker (picklable), ``workers`` copies of it (0 = the backend's
+    default), ``prepare(payload)`` (optional, picklable) runs per unit before a worker gets it.
+    """
+
+    factory: Callable[[], Any]
+    workers: int = 0
+    prepare: Callable[[Any], Any] | None = None
+
+
 @runtime_checkable
 class Worker(Protocol[T, R]):
     """A stateful worker built once per worker process by an actor factory."""
@@ -158,9 +170,8 @@ class Engine(abc.ABC):
         (optional, picklable) runs on CPU per unit before the worker gets it. Workers are
         closed (``close()``, if they have one) when the map ends.
         """
-        return run_units(
-            lambda: self.actor_pool(factory, resources, workers, prepare), units, progress
-        )
+        actors = ActorSpec(factory, workers, prepare)
+        return run_units(lambda: self.actor_pool(actors, resources), units, progress)
 
     @abc.abstractmethod
     def parallelism(self, resources: Resources = ONE_CPU) -> int:
@@ -185,14 +196,9 @@ class Engine(abc.ABC):
         """A pool running ``fn`` per payload as stateless tasks."""
 
     @abc.abstractmethod
-    def actor_pool(
-        self,
-        factory: Callable[[], Any],
-        resources: Resources,
-        workers: int,
-        prepare: Callable[[Any], Any] | None,
-    ) -> UnitPool:
-        """A pool of ``workers`` workers built by ``factory()``, ``prepare`` before each."""
+    def actor_pool(self, actors: ActorSpec, resources: Resources) -> UnitPool:
+        """A pool of ``actors.workers`` workers built by ``actors.factory()``, each unit
+        through ``actors.prepare`` first."""
 
 
 # -- shared machinery ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corpus_audit.engines.base import (
     IN_FLIGHT_PER_WORKER,
@@ -31,6 +31,9 @@ from corpus_audit.engines.base import (
     close_worker,
 )
 from corpus_audit.errors import CorpusAuditError
+
+if TYPE_CHECKING:  # annotations only
+    from corpus_audit.engines.base import ActorSpec
 
 
 class WorkerDiedError(CorpusAuditError):
@@ -142,16 +145,10 @@ class LocalEngine(Engine):
     def task_pool(self, fn: Callable[[Any], Any], resources: Resources) -> _ThreadTasks:
         return _ThreadTasks(fn, self.parallelism(resources))
 
-    def actor_pool(
-        self,
-        factory: Callable[[], Any],
-        resources: Resources,
-        workers: int,
-        prepare: Callable[[Any], Any] | None,
-    ) -> _FuturePool:
-        if workers > 1:
-            return _ProcessActors(factory, prepare, workers)
-        return _InProcessActor(factory, prepare, self.threads)
+    def actor_pool(self, actors: ActorSpec, resources: Resources) -> _FuturePool:
+        if actors.workers > 1:
+            return _ProcessActors(actors.factory, actors.prepare, actors.workers)
+        return _InProcessActor(actors.factory, actors.prepare, self.threads)
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "threads": self.threads, "cpus": os.cpu_count()}

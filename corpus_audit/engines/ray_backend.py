@@ -37,12 +37,15 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
 from corpus_audit.engines.base import IN_FLIGHT_PER_WORKER, ONE_CPU, Engine, Resources, close_worker
 from corpus_audit.errors import CorpusAuditError
+
+if TYPE_CHECKING:  # annotations only
+    from corpus_audit.engines.base import ActorSpec
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_MAX_RESTARTS = 3
@@ -171,13 +174,7 @@ class RayEngine(Engine):
         self._connect()
         return _RayTasks(self._task(resources), fn, self.in_flight * self.parallelism(resources))
 
-    def actor_pool(
-        self,
-        factory: Callable[[], Any],
-        resources: Resources,
-        workers: int,
-        prepare: Callable[[Any], Any] | None,
-    ) -> _RayActors:
+    def actor_pool(self, actors: ActorSpec, resources: Resources) -> _RayActors:
         self._connect()
         host = self._remote(
             _ActorHost,
@@ -185,12 +182,13 @@ class RayEngine(Engine):
             max_restarts=self.max_restarts,
             max_task_retries=self.max_retries,
         )
-        n = workers or self.parallelism(resources)
+        n = actors.workers or self.parallelism(resources)
         # the factory travels by value with each actor, so a restart never depends on an
         # object the driver might have released
-        actors = [host.remote(factory) for _ in range(n)]
+        hosts = [host.remote(actors.factory) for _ in range(n)]
+        prepare = actors.prepare
         prep = (self._task(ONE_CPU), ray.put(prepare)) if prepare is not None else None
-        return _RayActors(actors, prep, list(self.retry_exceptions), self.in_flight)
+        return _RayActors(hosts, prep, list(self.retry_exceptions), self.in_flight)
 
     # -- provenance and cleanup ------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

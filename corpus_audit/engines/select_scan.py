@@ -33,8 +33,14 @@ import pyarrow as pa
 
 from corpus_audit.corpus import BATCH_SCHEMA, ColumnMap, CorpusFile, get_reader, resolve_columns
 from corpus_audit.engines.base import Engine, Progress, Resources
-from corpus_audit.select import _FLUSH_ROWS, Matcher, ScanStats, _FileCounts, _scan_unit, _Work
-from corpus_audit.store import sql_text
+from corpus_audit.select import (
+    CandidateBuffer,
+    FileCounts,
+    Matcher,
+    ScanStats,
+    _scan_unit,
+    _Work,
+)
 
 UnitKey = tuple[int, int]  # (file_id, index of the unit within its file)
 CANDIDATE_SCHEMA = pa.schema([("file_id", pa.int32()), *BATCH_SCHEMA])
@@ -94,12 +100,10 @@ def plan_units(
 def scan_unit(work: _Work, pattern: str, prefilter: bool, batch_rows: int, index: int) -> UnitScan:
     """Read one unit (``select._scan_unit``: reader, cleaning, RE2 prefilter) into one result."""
     t0 = time.perf_counter()
-    counts = _FileCounts()
+    counts = FileCounts()
     tables = []
     for piece in _scan_unit(work, pattern, prefilter, batch_rows):
-        counts.rows += piece.rows
-        counts.null_text += piece.null_text
-        counts.bad_text += piece.bad_text
+        counts.add(piece)
         if piece.candidates.num_rows:
             tables.append(piece.candidates)
     candidates = (
@@ -164,35 +168,16 @@ def scan_into(
     exist) unit by unit, in unit order, and return the same counts. ``on_unit`` (optional)
     sees every unit's result before it is inserted (throughput reports, provenance)."""
     plan = plan_units(files, text_column, url_column, key_column)
-    stats = ScanStats({f.file_id: _FileCounts() for f in files}, dict(plan.columns))
-    insert = sql_text("select_10_candidates.sql")
-    params = {"prefiltered": prefilter, "pattern": matcher.pattern}
-    pending: list[pa.Table] = []
-
-    def flush() -> None:  # one INSERT per ~64 k rows: each query has a fixed cost
-        if pending:
-            con.register("_select_batch", pa.concat_tables(pending))
-            try:
-                con.execute(insert, params)
-            finally:
-                con.unregister("_select_batch")
-            pending.clear()
-
+    stats = ScanStats({f.file_id: FileCounts() for f in files}, dict(plan.columns))
+    pending = CandidateBuffer(con, prefilter, matcher.pattern)  # select's own batched INSERT
     t0 = time.perf_counter()
     for (file_id, _), scan in scan_units(
         engine, plan, matcher, prefilter=prefilter, batch_rows=batch_rows, progress=progress
     ):
         if on_unit is not None:
             on_unit((file_id, scan.unit), scan)
-        counts = stats.files[file_id]
-        counts.rows += scan.rows
-        counts.null_text += scan.null_text
-        counts.bad_text += scan.bad_text
-        counts.candidates += scan.candidates.num_rows
-        if scan.candidates.num_rows:
-            pending.append(scan.candidates)
-            if sum(t.num_rows for t in pending) >= _FLUSH_ROWS:
-                flush()
-    flush()
+        stats.files[file_id].add(scan)
+        pending.add(scan.candidates)
+    pending.flush()
     stats.seconds = time.perf_counter() - t0
     return stats

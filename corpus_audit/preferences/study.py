@@ -24,7 +24,7 @@ from typing import Any
 
 from corpus_audit.errors import CorpusAuditError, StageOrderError
 from corpus_audit.preferences.battles import ASPECTS, PAIR_COLUMNS, read_votes
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study, dicts, sql_text
 
 BATTLES_DIR = "battles"
 ROUNDS = 1000
@@ -132,10 +132,4 @@ def _store_ratings(study: Study, stored: Any, rounds: int, seed: int) -> dict[st
 
 
 def _rating_summary(study: Study) -> list[dict[str, Any]]:
-    cur = study.con.execute(
-        "SELECT aspect, rank, model_id, n_battles, round(elo_median, 1) AS elo_median, "
-        "round(elo_ci_low, 1) AS elo_low, round(elo_ci_high, 1) AS elo_high, "
-        "round(bt_rating, 1) AS bradley_terry FROM preference_ratings ORDER BY aspect, rank"
-    )
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    return dicts(study.sql("battles_rating_summary"))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from corpus_audit.stage_state import require_inputs
 from corpus_audit.stages import PST_SCORE_TABLES
-from corpus_audit.store import StageRun, Study
+from corpus_audit.store import StageRun, Study, dicts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,10 +90,7 @@ def pst_analyze(study: Study, *, progress: bool = True) -> StageRun:
                     extra = {} if table == "pst_caption_roles" else {"side": side}
                     run.rows_out += insert_frame(con, table, frame, **extra)
         if not sides:
-            run.skipped = True
-            run.messages.append(
-                f"no persons from classifier {cid} and no caption mentions: nothing to score"
-            )
+            run.skip(f"no persons from classifier {cid} and no caption mentions: nothing to score")
         run.summary = overall_rows(study)
         run.provenance.update(classifier=cid, bootstrap=cfg.analysis.bootstrap)
     return run
@@ -101,10 +98,4 @@ def pst_analyze(study: Study, *, progress: bool = True) -> StageRun:
 
 def overall_rows(study: Study) -> list[dict[str, Any]]:
     """The overall SS of each side, kind and variant (the stage's printed summary)."""
-    cur = study.con.execute(
-        "SELECT side, kind, variant, n_classified, round(ss, 1) AS ss, "
-        "round(ci_low, 1) AS ci_low, round(ci_high, 1) AS ci_high FROM pst_scores "
-        "WHERE scope = 'overall' ORDER BY side DESC, kind, variant"
-    )
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    return dicts(study.sql("pst_analyze_summary"))

@@ -24,9 +24,7 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
     cfg = study.config
     with study.stage(NAME) as run:
         if not cfg.corpus.paths:
-            run.skipped = True
-            run.messages.append("no corpus (corpus.paths is empty): no caption-side score")
-            return run
+            return run.skip("no corpus (corpus.paths is empty): no caption-side score")
         key = corpus_key(study)
         last = study.last_run(NAME)
         if last is not None and last["provenance"].get("corpus_key") == key:

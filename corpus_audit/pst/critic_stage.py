@@ -130,11 +130,7 @@ def faircritic(study: Study, *, progress: bool = True) -> StageRun:
     cfg = study.config.pst
     with study.stage(NAME) as run:
         if cfg.faircritic_rounds == 0 or not study.config.generate.models:
-            run.skipped = True
-            run.messages.append(
-                "FairCritic is off (pst.faircritic_rounds = 0 or no generate.models)"
-            )
-            return run
+            return run.skip("FairCritic is off (pst.faircritic_rounds = 0 or no generate.models)")
         require_inputs(study, NAME)
         prompts = chosen_prompts(study)
         model = study.config.generate.models[0]

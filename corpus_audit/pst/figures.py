@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from corpus_audit.report.figures import DPI
+from corpus_audit.report.figures import DPI, label_points
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,14 +60,12 @@ def labor_scatter(
     if annotate is None:
         annotate = len(usable) <= 45
     if annotate:
-        for row in usable.itertuples(index=False):
-            ax.annotate(
-                str(row.role),
-                (float(row.labor_percent_female), float(row.percent_female)),
-                fontsize=5.5,
-                xytext=(2, 2),
-                textcoords="offset points",
-            )
+        rows = usable.itertuples(index=False)
+        label_points(
+            ax,
+            ((str(r.role), float(r.labor_percent_female), float(r.percent_female)) for r in rows),
+            fontsize=5.5,
+        )
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
     ax.set_xlabel("labour statistics: % women")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from corpus_audit.faces import Face, FaceResult
 from corpus_audit.pst.positions import PairResult
 from corpus_audit.stage_state import Progress, require_inputs
-from corpus_audit.store import StageRun, Study, sql_text
+from corpus_audit.store import StageRun, Study, dicts, sql_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,8 +181,7 @@ def write_batch(study: Study, filters: pd.DataFrame, people: pd.DataFrame, cid: 
 
 def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     cur = study.con.execute(sql_text("pst_label_summary.sql"), {"cid": cid})
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    return dicts(cur)
 
 
 def progress(study: Study) -> Progress:

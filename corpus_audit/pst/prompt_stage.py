@@ -36,8 +36,7 @@ def pst_prompts(study: Study, *, progress: bool = True) -> StageRun:
         run.rows_in = run.rows_out = len(frame)
         stored = read_frame(study, "pst_prompts")
         if _same(stored, frame):
-            run.skipped = True
-            run.messages.append(f"the {len(frame)} prompts are already stored")
+            run.skip(f"the {len(frame)} prompts are already stored")
         else:
             with study.transaction() as con:
                 con.execute("DELETE FROM pst_prompts")

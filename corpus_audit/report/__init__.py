@@ -44,9 +44,7 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
             and last["provenance"].get("fingerprint") == fingerprint
             and out.is_file()
         ):
-            run.skipped = True
-            run.messages.append("nothing changed since the last report; file kept")
-            return run
+            return run.skip("nothing changed since the last report; file kept")
         from corpus_audit.report.context import build_context
 
         ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)

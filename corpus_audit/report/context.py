@@ -380,61 +380,45 @@ def figures_section(
     ]
 
 
+#: the caption under each kind of figure of :func:`figures_section`
+FIGURE_CAPTIONS = {
+    "scatter": "One point per occupation; rows are selection strategies, columns prompts. Red: "
+    "amplification (generated further from 50 than training), blue: de-amplification, "
+    "hatched grey: direction switch (excluded, crosses).",
+    "bars": "Bars: mean A over included occupations (percentage points); whiskers: bootstrap "
+    "interval. Above 0 = amplification.",
+    "indicators": "Share of the captions mentioning each occupation (count in brackets) that "
+    "carry a male-only, female-only or both-gender indicator.",
+    "correlation": "One point per occupation (labelled keyword-sample training images).",
+    "similarity": "Mean SBERT cosine similarity between each subset's captions and its prompt; "
+    "dots are (occupation, prompt) subsets.",
+}
+
+
 def _render_figure(
     kind: str, args: Any, ctx: dict[str, Any], out_dir: Path | None
 ) -> figs.RenderedFigure:
+    """Draw one figure of ``kind`` (a key of :data:`FIGURE_CAPTIONS`) and save it."""
     safe = _file_name
     if kind == "scatter":
         model, mine, templates, strategies = args
         fig = figs.scatter_grid(model, mine, templates, strategies)
-        return figs.save(
-            fig,
-            f"scatter_{safe(model)}",
-            f"Training vs generated %female: {model}",
-            "One point per occupation; rows are selection strategies, columns prompts. Red: "
-            "amplification (generated further from 50 than training), blue: de-amplification, "
-            "hatched grey: direction switch (excluded, crosses).",
-            out_dir,
-        )
-    if kind == "bars":
+        name, title = f"scatter_{safe(model)}", f"Training vs generated %female: {model}"
+    elif kind == "bars":
         model, layout, columns = args
         fig = figs.amplification_bars(model, layout, columns)
-        return figs.save(
-            fig,
-            f"amplification_{safe(model)}",
-            f"Mean amplification by strategy and prompt: {model}",
-            "Bars: mean A over included occupations (percentage points); whiskers: bootstrap "
-            "interval. Above 0 = amplification.",
-            out_dir,
-        )
-    if kind == "indicators":
+        name = f"amplification_{safe(model)}"
+        title = f"Mean amplification by strategy and prompt: {model}"
+    elif kind == "indicators":
         fig = figs.indicator_bars(ctx["indicators"]["rows"])
-        return figs.save(
-            fig,
-            "indicators",
-            "Explicit gender indicators per occupation",
-            "Share of the captions mentioning each occupation (count in brackets) that carry a "
-            "male-only, female-only or both-gender indicator.",
-            out_dir,
-        )
-    if kind == "correlation":
+        name, title = "indicators", "Explicit gender indicators per occupation"
+    elif kind == "correlation":
         fig = figs.correlation_scatter(ctx["indicators"]["rows"], args["r"], args["p_value"])
-        return figs.save(
-            fig,
-            "indicator_correlation",
-            "Female indicators vs training %female",
-            "One point per occupation (labelled keyword-sample training images).",
-            out_dir,
-        )
-    fig = figs.similarity_plot(ctx["similarity"]["detail"])
-    return figs.save(
-        fig,
-        "similarity",
-        "Caption-prompt similarity by strategy",
-        "Mean SBERT cosine similarity between each subset's captions and its prompt; dots are "
-        "(occupation, prompt) subsets.",
-        out_dir,
-    )
+        name, title = "indicator_correlation", "Female indicators vs training %female"
+    else:
+        fig = figs.similarity_plot(ctx["similarity"]["detail"])
+        name, title = "similarity", "Caption-prompt similarity by strategy"
+    return figs.save(fig, name, title, FIGURE_CAPTIONS[kind], out_dir)
 
 
 def _file_name(text: str) -> str:

@@ -15,7 +15,7 @@ switch), so they render the same in a headless run and display in a notebook.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,44 +112,33 @@ def shade_regions(ax: Any) -> None:
     ax.set_aspect("equal")
 
 
+def label_points(
+    ax: Any, points: Iterable[tuple[str, float, float]], *, fontsize: float = 6
+) -> None:
+    """Write each ``(label, x, y)`` point's label next to it (2 points up and right), as
+    every scatter of the report, the PST page and the who/how page labels its occupations."""
+    for label, x, y in points:
+        ax.annotate(label, (x, y), fontsize=fontsize, xytext=(2, 2), textcoords="offset points")
+
+
 def scatter_panel(ax: Any, pairs: Sequence[dict], *, annotate: bool | None = None) -> None:
     """One panel: ``pairs`` are ``amplification`` rows (training_pf, generated_pf, excluded)."""
     shade_regions(ax)
     points = [p for p in pairs if p["training_pf"] is not None and p["generated_pf"] is not None]
     inc = [p for p in points if not p["excluded"]]
     exc = [p for p in points if p["excluded"]]
-    if inc:
-        ax.scatter(
-            [p["training_pf"] for p in inc],
-            [p["generated_pf"] for p in inc],
-            s=18,
-            color="black",
-            zorder=3,
-            clip_on=False,
-            label="occupation",
-        )
-    if exc:
-        ax.scatter(
-            [p["training_pf"] for p in exc],
-            [p["generated_pf"] for p in exc],
-            s=30,
-            marker="x",
-            color=AMP_COLOR,
-            zorder=3,
-            clip_on=False,
-            label="excluded",
-        )
+    styles = (
+        (inc, {"s": 18, "color": "black", "label": "occupation"}),
+        (exc, {"s": 30, "marker": "x", "color": AMP_COLOR, "label": "excluded"}),
+    )
+    for group, style in styles:  # included first, then the excluded crosses over them
+        if group:
+            xs, ys = [p["training_pf"] for p in group], [p["generated_pf"] for p in group]
+            ax.scatter(xs, ys, zorder=3, clip_on=False, **style)
     if annotate is None:
         annotate = len(points) <= 12
     if annotate:
-        for p in points:
-            ax.annotate(
-                p["occupation"],
-                (p["training_pf"], p["generated_pf"]),
-                fontsize=6,
-                xytext=(2, 2),
-                textcoords="offset points",
-            )
+        label_points(ax, ((p["occupation"], p["training_pf"], p["generated_pf"]) for p in points))
 
 
 def scatter_grid(
@@ -300,14 +289,9 @@ def correlation_scatter(rows: Sequence[dict], r: float | None, p: float | None) 
         color="#dd8452",
     )
     if len(pts) <= 20:
-        for q in pts:
-            ax.annotate(
-                q["occupation"],
-                (q["training_pf"], q["pct_female_indicator"]),
-                fontsize=6,
-                xytext=(2, 2),
-                textcoords="offset points",
-            )
+        label_points(
+            ax, ((q["occupation"], q["training_pf"], q["pct_female_indicator"]) for q in pts)
+        )
     ax.set_xlim(0, 100)
     ax.set_xlabel("training %female (keyword sample)")
     ax.set_ylabel("% captions with a female indicator")

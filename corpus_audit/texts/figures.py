@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from corpus_audit.report.figures import DPI
+from corpus_audit.report.figures import DPI, label_points
 
 FEMALE_COLOR = "#dd8452"
 MALE_COLOR = "#4c72b0"
@@ -82,14 +82,9 @@ def who_scatter(who: pd.DataFrame, min_associated: int = 1, title: str = "texts"
         elinewidth=0.7,
     )
     if len(used) <= 25:
-        for row in used.itertuples():
-            ax.annotate(
-                str(row.occupation),
-                (row.labor_pct_women, row.pct_women),
-                fontsize=6,
-                xytext=(2, 2),
-                textcoords="offset points",
-            )
+        label_points(
+            ax, ((str(r.occupation), r.labor_pct_women, r.pct_women) for r in used.itertuples())
+        )
     if used.empty:
         ax.text(
             50,
