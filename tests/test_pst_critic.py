@@ -214,5 +214,8 @@ def test_adapter_over_the_tiny_stable_diffusion_generator(tiny_sd, prompt, criti
     rounds = FairCritic(batch, critic, writer, rounds=2, images_per_round=1).run(prompt)
     assert rounds["biased"].isna().all() and (rounds["n_kept"] == 0).all()
     assert list(rounds["prompt_text"]) == [prompt.text, prompt.text]
-    assert json.loads(rounds["dropped"][0]) == {"no_face": 1}
+    # MediaPipe sees no face, or a face too small, in the 32 px noise: which one depends on the
+    # last bits of the CPU kernels (torch thread count), so either reason is right here
+    dropped = json.loads(rounds["dropped"][0])
+    assert sum(dropped.values()) == 1 and set(dropped) <= {"no_face", "small_face"}
     generator.close()
