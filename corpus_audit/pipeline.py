@@ -98,16 +98,17 @@ class StageStatus:
     note: str = ""  # config changed since the run; a skipped run's reason (its first message)
 
 
-def _note(study: Study, run: dict[str, Any]) -> str:
-    """Why a run was skipped (its first message), and whether the config it depends on has
-    changed since (then `corpus-audit run` redoes the stage)."""
+def _note(study: Study, run: dict[str, Any], fingerprints: dict[str, list[Any]]) -> str:
+    """Why a run was skipped (its first message), and whether the config or the input tables
+    it depends on have changed since (then `corpus-audit run` redoes the stage).
+    ``fingerprints`` caches the current table fingerprints across the stages of one status."""
     notes = []
     prov = run["provenance"]
-    changed = [
-        table
-        for table, recorded in (prov.get("inputs") or {}).items()
-        if study.fingerprint(table) != recorded
-    ]
+    recorded_inputs = prov.get("inputs") or {}
+    for table in recorded_inputs:
+        if table not in fingerprints:  # several stages read captions, mentions, ...: hash once
+            fingerprints[table] = study.fingerprint(table)
+    changed = [t for t, recorded in recorded_inputs.items() if fingerprints[t] != recorded]
     if changed:
         notes.append(f"inputs changed since this run ({', '.join(changed)}): rerun to update")
     sections = prov.get("config_sections")
@@ -129,6 +130,7 @@ def status(study: Study) -> list[StageStatus]:
     from corpus_audit.stage_state import stage_state
 
     out = []
+    fingerprints: dict[str, list[Any]] = {}
     kind_stages = set(RUN_ORDERS[study_kind(study.config)])
     for name in STAGE_NAMES:  # the study kind's stages, and any other that has run (recaption)
         state = stage_state(study, name)
@@ -153,7 +155,7 @@ def status(study: Study) -> list[StageStatus]:
                     last["rows_out"],
                     last["dropped"],
                     last["finished_at"],
-                    _note(study, last),
+                    _note(study, last, fingerprints),
                 )
             )
     return out

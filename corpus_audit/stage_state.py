@@ -106,11 +106,6 @@ def require_inputs(study: Study, name: str) -> None:
     require(study, *spec.needs, by=name, optional=spec.after)
 
 
-def upstream(name: str) -> tuple[str, ...]:
-    """The stages that run before ``name``."""
-    return tuple(STAGE_NAMES[: STAGE_NAMES.index(name)])
-
-
 # Which stage draws the samples of each strategy (the stage to rerun when they are stale).
 SAMPLE_OWNERS = {
     "keyword": "select",
@@ -118,7 +113,6 @@ SAMPLE_OWNERS = {
     "nn": "neighbors",
     "nn_no_indicators": "neighbors",
 }
-SAMPLE_STAGES = ("select", "indicators", "neighbors")  # the stages that write `samples`
 
 
 def require_sample_captions(study: Study, *, by: str) -> None:
