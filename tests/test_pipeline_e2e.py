@@ -248,7 +248,8 @@ def test_every_generated_image_went_through_the_face_filter(study):
     assert {kept for path, kept, _, _ in rows if path in painted} == {True}
     drawn = [(kept, reason) for path, kept, reason, _ in rows if path not in painted]
     assert len(drawn) == len(rows) // 4
-    assert {reason for kept, reason in drawn if not kept} <= {"no_face"}
+    # no face, or a "face" too small or not alone: which depends on the textures' last bits
+    assert {reason for kept, reason in drawn if not kept} <= {"no_face", "small_face", "many_faces"}
     for _, kept, reason, label in rows:  # labels exactly on the kept images
         assert (label is not None) == bool(kept) and (reason is None) == bool(kept)
 
