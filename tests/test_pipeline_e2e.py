@@ -8,13 +8,14 @@ by their row in the corpus file (`link = "row"`), `label` (MediaPipe + age-and-g
 `generate` with a tiny random-weight Stable Diffusion pipeline built offline, `label` again,
 `analyze` and `report`.
 
-A random-weight model draws no face, so every generated image would be dropped (`no_face`)
-and no amplification could be computed. The run is therefore made in two calls, as a user
+A random-weight model draws no face, so (nearly) every generated image would be dropped by
+the face filter and no amplification could be computed. The run is therefore made in two calls, as a user
 may make it: `run --until generate`, then `run`. In between, three of every four generated
 PNGs are painted over with real photos (scikit-image's astronaut and matplotlib's Grace
 Hopper, in a mix that changes from prompt to prompt), standing in for a trained model's output;
 their rows stay as `generate` wrote them, and the fourth image of each prompt stays as the
-model drew it (and must be dropped as `no_face`).
+model drew it (dropped by the face filter, or, when MediaPipe finds "a face" in the
+texture, labelled like any image).
 
 The amplification rows are then checked against values computed here, from the `samples`,
 `images`, `face_filter`, `labels` and `indicators` tables, with METHODS.md's rules walked in
