@@ -173,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         DiffusersGenerator,
         GenerationSettings,
         package_versions,
-        random_sd_pipeline,
         resolve_device,
     )
+    from corpus_audit.testing.diffusion import random_sd_pipeline
 
     if not (Path(args.tokenizer) / "vocab.json").is_file():
         from corpus_audit.testing.diffusion import write_clip_tokenizer_files

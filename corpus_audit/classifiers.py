@@ -293,6 +293,7 @@ class ClipClassifier:
         net.eval()
         self._torch = torch
         self._net = net
+        self._input_dtype = _image_input_dtype(net)
         self._preprocess = preprocess
         self._tokenizer = open_clip.get_tokenizer(name)
         with torch.inference_mode():
@@ -473,9 +474,8 @@ class ClipClassifier:
     def _features(self, batch):
         """L2-normalised float image features of a preprocessed ``(N, 3, S, S)`` batch."""
         torch = self._torch
-        dtype = next(self._net.parameters()).dtype
         with torch.inference_mode():
-            feats = self._net.encode_image(batch.to(self.device, dtype=dtype)).float()
+            feats = self._net.encode_image(batch.to(self.device, dtype=self._input_dtype)).float()
             return feats / feats.norm(dim=-1, keepdim=True)
 
     def state_dict(self) -> dict[str, Any]:
@@ -486,6 +486,18 @@ class ClipClassifier:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+
+
+def _image_input_dtype(net: Any) -> Any:
+    """The dtype the image tower's first convolution takes. open_clip's fp16/bf16 precisions
+    convert convolution and linear weights but keep embeddings (the first parameters) in
+    float32, so the first parameter's dtype is not the input's."""
+    import torch
+
+    for module in net.visual.modules():
+        if isinstance(module, torch.nn.Conv2d):
+            return module.weight.dtype
+    return next(net.visual.parameters()).dtype
 
 
 # -- registry -----------------------------------------------------------------------------------

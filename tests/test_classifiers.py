@@ -236,3 +236,14 @@ def test_clip_on_gpu_matches_cpu(tmp_path, tiny):
     assert np.allclose(
         gpu.p_female(images, [None] * 4), tiny.p_female(images, [None] * 4), atol=1e-4
     )
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_clip_half_precisions_run(precision):
+    """open_clip's half precisions keep the embeddings in float32 and convert the convolutions:
+    the image batch takes the convolution's dtype (it took the first parameter's and failed)."""
+    device = "cuda" if __import__("torch").cuda.is_available() else "cpu"
+    clf = ClipClassifier("ViT-B-32", "random", device=device, precision=precision)
+    p = clf.p_female([photo("astronaut"), photo("grace")], [None, None])
+    clf.close()
+    assert p.shape == (2,) and np.all((p >= 0) & (p <= 1))
