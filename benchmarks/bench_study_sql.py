@@ -31,8 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from corpus_audit.config import StudyConfig  # noqa: E402
-from corpus_audit.store import Study, sql_text  # noqa: E402
+from corpus_audit.core.config import StudyConfig  # noqa: E402
+from corpus_audit.core.store import Study, sql_text  # noqa: E402
 
 
 def fill(study: Study, occupations: int, rows: int) -> list[str]:

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from corpus_audit.analysis import analyze
-from corpus_audit.analysis.amplification import (
+from corpus_audit.core.errors import CorpusAuditError, StageOrderError
+from corpus_audit.core.metrics import METRICS, metric
+from corpus_audit.methods.amplification import (
     EXCLUDE_NO_GENERATED,
     EXCLUDE_NO_TRAINING,
     EXCLUDE_SWITCH,
@@ -22,17 +23,16 @@ from corpus_audit.analysis.amplification import (
     side,
     summarize,
 )
-from corpus_audit.analysis.correlation import indicator_correlation
-from corpus_audit.analysis.read import table3, table3_frame
-from corpus_audit.analysis.stats import (
+from corpus_audit.methods.correlation import indicator_correlation
+from corpus_audit.methods.stats import (
     bootstrap_percent,
     pearson,
     percentile_interval,
     ttest_zero,
     wilson_interval,
 )
-from corpus_audit.errors import CorpusAuditError, StageOrderError
-from corpus_audit.metrics import METRICS, metric
+from corpus_audit.stages.analyze import analyze
+from corpus_audit.stages.analyze.read import table3, table3_frame
 
 
 # -- stats ----------------------------------------------------------------------------------
@@ -493,7 +493,7 @@ def test_analyze_rerun_skips_and_changes_recompute(small_study):
 
 
 def test_analyze_threshold_relabels_from_probabilities(small_study):
-    from corpus_audit.config import write_config
+    from corpus_audit.core.config import write_config
 
     small_study.con.execute(
         "UPDATE labels SET p_female = 0.92 WHERE image_id = 'gen:m1:paper:1:teacher:0'"
@@ -539,7 +539,7 @@ def test_several_classifiers_need_a_choice(small_study):
 
 
 def test_failed_write_keeps_previous_tables(small_study, monkeypatch):
-    from corpus_audit.analysis import stage
+    import corpus_audit.stages.analyze as stage
 
     analyze(small_study, progress=False)
     before = _rows(small_study, "SELECT * FROM amplification ORDER BY ALL")

@@ -16,7 +16,7 @@ import pytest
 from image_fixtures import photo
 from PIL import Image
 
-from corpus_audit.preferences.battles import (
+from corpus_audit.methods.preferences.battles import (
     PAIR_COLUMNS,
     VOTE_COLUMNS,
     BattleError,
@@ -24,8 +24,8 @@ from corpus_audit.preferences.battles import (
     read_pairs,
     read_votes,
 )
-from corpus_audit.preferences.elo import elo_ratings
-from corpus_audit.preferences.page import export_page, render_page
+from corpus_audit.methods.preferences.elo import elo_ratings
+from corpus_audit.report.battles_page import export_page, render_page
 
 MODELS = ("sd14", "sd15", "flux")
 PROMPTS = ("nurse", "ceo", "plumber", "teacher")

@@ -14,14 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from corpus_audit.analysis.categories import (
+from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.methods.categories import (
     CATEGORY_COLUMNS,
     category_distribution,
     official_table,
 )
-from corpus_audit.errors import CorpusAuditError
-from corpus_audit.lexicon.official_stats import load_official_stats
-from corpus_audit.lexicon.prompt_sets import load_categories, load_occupation_prompts
+from corpus_audit.methods.lexicon.official_stats import load_official_stats
+from corpus_audit.methods.lexicon.prompt_sets import load_categories, load_occupation_prompts
 from corpus_audit.report.figures import save
 from corpus_audit.report.preference_figures import category_bars
 

@@ -15,7 +15,7 @@ from image_fixtures import (
     tiny_clip_dir,
 )
 
-from corpus_audit.classifiers import (
+from corpus_audit.backends.classifiers import (
     DEFAULT_TEXTS,
     ClipClassifier,
     build_classifier,
@@ -23,9 +23,9 @@ from corpus_audit.classifiers import (
     decide,
     face_crop,
 )
-from corpus_audit.config import LabelSection
-from corpus_audit.errors import ModelError
-from corpus_audit.faces import Face
+from corpus_audit.backends.faces import Face
+from corpus_audit.core.config import LabelSection
+from corpus_audit.core.errors import ModelError
 
 pytestmark = pytest.mark.filterwarnings("ignore:clip classifier .*random:UserWarning")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from corpus_audit.cli import build_parser, main
-from corpus_audit.config import StudyConfig, load_config
-from corpus_audit.config_help import field_comments, section_classes, stage_help
-from corpus_audit.stages import STAGE_NAMES, stage
+from corpus_audit.core.catalogue import STAGE_NAMES, stage
+from corpus_audit.core.config import StudyConfig, load_config
+from corpus_audit.core.config_help import field_comments, section_classes, stage_help
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_every_config_field_has_a_meaning() -> None:
 
 
 def test_meanings_are_the_comments_written_with_the_fields() -> None:
-    from corpus_audit.config import EngineSection, SelectSection
+    from corpus_audit.core.config import EngineSection, SelectSection
 
     engine = field_comments(EngineSection)
     assert engine["threads"] == "DuckDB threads, >= 1"  # trailing comment

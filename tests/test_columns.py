@@ -7,13 +7,13 @@ from importlib import resources
 
 import pytest
 
-from corpus_audit.metrics import COLUMNS, METRICS, arrow_legend, header
+from corpus_audit.core.metrics import COLUMNS, METRICS, arrow_legend, header
 
 TEMPLATES = [
     ("corpus_audit.report", "templates/report.html.j2"),
     ("corpus_audit.report", "templates/amplify.html.j2"),
-    ("corpus_audit", "templates/summary.html.j2"),
-    ("corpus_audit", "templates/neighbors.html.j2"),
+    ("corpus_audit.report", "templates/summary.html.j2"),
+    ("corpus_audit.report", "templates/neighbors.html.j2"),
 ]
 
 

@@ -13,14 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit.corpus import (
+from corpus_audit.backends.corpus import (
     CorpusFile,
     get_reader,
     read_file,
     resolve_columns,
     resolve_corpus,
 )
-from corpus_audit.errors import CorpusError
+from corpus_audit.core.errors import CorpusError
 
 
 def _read_all(path: Path | str, fmt: str | None = None, **columns: str):

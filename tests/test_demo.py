@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from corpus_audit.cli import main
-from corpus_audit.demo import DEMO_FILES, DEMO_SAMPLE_SIZE
+from corpus_audit.commands.demo import DEMO_FILES, DEMO_SAMPLE_SIZE
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "corpus_audit" / "demo_data"
 CAPTION_COLUMN = {"laion400m_sample_10k.parquet": "TEXT"}  # the others: caption

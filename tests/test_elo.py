@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from corpus_audit.preferences.elo import (
+from corpus_audit.methods.preferences.elo import (
     ELO_COLUMNS,
     RATING_COLUMNS,
     RatingError,

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_audit.cli import main
-from corpus_audit.config import ConfigError, load_config
-from corpus_audit.pipeline import init_study, run_all
-from corpus_audit.store import Study
+from corpus_audit.core.config import ConfigError, load_config
+from corpus_audit.core.pipeline import init_study, run_all
+from corpus_audit.core.store import Study
 
 # the tables select and indicators write, with the columns that identify a row
 TABLES = {

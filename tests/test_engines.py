@@ -26,17 +26,23 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit.corpus import CorpusFile, resolve_corpus
-from corpus_audit.engines import EngineError, engine_from_config, engine_names, open_engine
-from corpus_audit.engines.base import Resources
-from corpus_audit.engines.faults import FailFirstAttempt, FailingWorkerFactory, marker_name
-from corpus_audit.engines.indicator_tagging import TaggerSpec, tag_batches
-from corpus_audit.engines.local import LocalEngine, WorkerDiedError
-from corpus_audit.engines.select_scan import _scan_keyed, plan_units, scan_into, scan_units
-from corpus_audit.errors import CorpusError
-from corpus_audit.lexicon import load_occupations
-from corpus_audit.select import build_matcher, scan_corpus
-from corpus_audit.store import sql_text
+from corpus_audit.backends.corpus import CorpusFile, resolve_corpus
+from corpus_audit.backends.engines import EngineError, engine_from_config, engine_names, open_engine
+from corpus_audit.backends.engines.base import Resources
+from corpus_audit.backends.engines.faults import FailFirstAttempt, FailingWorkerFactory, marker_name
+from corpus_audit.backends.engines.local import LocalEngine, WorkerDiedError
+from corpus_audit.core.errors import CorpusError
+from corpus_audit.core.store import sql_text
+from corpus_audit.methods.lexicon import load_occupations
+from corpus_audit.methods.matching import build_matcher
+from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches
+from corpus_audit.stages.select.scan import (
+    _scan_keyed,
+    plan_units,
+    scan_corpus,
+    scan_into,
+    scan_units,
+)
 
 BATCH_ROWS = 1024  # small record batches: several per row group, as on a real corpus
 
@@ -274,9 +280,14 @@ def caption_batches(laion_path: Path, coco_path: Path) -> list[tuple[int, pa.Tab
 @pytest.fixture(scope="module")
 def expected_tags(caption_batches):
     """Today's in-process path: one IndicatorTagger, the stage's own table builder."""
-    from corpus_audit.gender_text import IndicatorTagger, NameFinder, WordMatcher, load_spacy
-    from corpus_audit.indicators import _batch_tables
-    from corpus_audit.lexicon import load_gender_terms
+    from corpus_audit.methods.gender_text import (
+        IndicatorTagger,
+        NameFinder,
+        WordMatcher,
+        load_spacy,
+    )
+    from corpus_audit.methods.lexicon import load_gender_terms
+    from corpus_audit.stages.indicators.tagging import batch_tables
 
     terms = load_gender_terms()
     tagger = IndicatorTagger(
@@ -285,7 +296,7 @@ def expected_tags(caption_batches):
     out = []
     for _, batch in caption_batches:
         result = tagger.tag(batch.column("text"))
-        out.append(_batch_tables(batch.column("caption_id"), result))
+        out.append(batch_tables(batch.column("caption_id"), result))
     return out
 
 

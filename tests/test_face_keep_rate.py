@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from image_fixtures import lfw, photo
 
-from corpus_audit.faces import MediaPipeFaceDetector, face_filter
+from corpus_audit.backends.faces import MediaPipeFaceDetector, face_filter
 
 
 def _lfw_portraits(size: int = 256) -> list[np.ndarray]:
@@ -90,7 +90,7 @@ def test_keep_rate_of_both_models_on_real_photos(kept, capsys):
 
 
 def test_the_default_is_the_short_range_model():
-    from corpus_audit.config import LabelSection
+    from corpus_audit.core.config import LabelSection
 
     assert LabelSection().face_model == "short_range"
     assert MediaPipeFaceDetector.__init__.__defaults__[0] == "short_range"

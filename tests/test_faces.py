@@ -7,14 +7,14 @@ import pytest
 import skimage.data
 from image_fixtures import lfw, photo, shared_detector, small_face, two_people
 
-from corpus_audit.errors import ModelError
-from corpus_audit.faces import (
+from corpus_audit.backends.faces import (
     Face,
     MediaPipeFaceDetector,
     face_filter,
     get_face_detector,
     resolve_face_model,
 )
+from corpus_audit.core.errors import ModelError
 
 
 @pytest.fixture(scope="module")

@@ -17,20 +17,25 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from corpus_audit.errors import ModelError, StageOrderError
-from corpus_audit.generate import generate, plan_jobs, prompt_specs, regenerate_image
-from corpus_audit.generators import (
+from corpus_audit.backends.fakes.diffusion import (
+    clip_tokenizer,
+    random_sd_pipeline,
+    write_clip_tokenizer_files,
+)
+from corpus_audit.backends.generators import (
     DiffusersGenerator,
     GenerationSettings,
     derive_seed,
     model_slug,
 )
-from corpus_audit.lexicon import load_occupations, load_prompt_set, pick_occupations, render_prompts
-from corpus_audit.testing.diffusion import (
-    clip_tokenizer,
-    random_sd_pipeline,
-    write_clip_tokenizer_files,
+from corpus_audit.core.errors import ModelError, StageOrderError
+from corpus_audit.methods.lexicon import (
+    load_occupations,
+    load_prompt_set,
+    pick_occupations,
+    render_prompts,
 )
+from corpus_audit.stages.generate import generate, plan_jobs, prompt_specs, regenerate_image
 
 OCCUPATIONS = ("nurse", "scientist")
 TINY = {"steps": 2, "height": 32, "width": 32}
@@ -165,7 +170,7 @@ def test_model_slug():
 
 
 def test_config_rejects_bad_generation_values(tmp_path):
-    from corpus_audit.config import ConfigError, config_from_dict
+    from corpus_audit.core.config import ConfigError, config_from_dict
 
     with pytest.raises(ConfigError, match="generate.height"):
         config_from_dict({"generate": {"height": 500}}, tmp_path)
@@ -281,7 +286,7 @@ def test_regenerate_command_writes_the_identical_image(gen_study, tmp_path, caps
 
 
 def test_killed_run_resumes_without_generating_twice(gen_study, monkeypatch):
-    import corpus_audit.generate as stage
+    import corpus_audit.stages.generate as stage
 
     made: list[int] = []
     original = DiffusersGenerator.generate
@@ -356,7 +361,7 @@ def test_captions_as_prompts_link_every_image_to_its_caption(make_study, laion_p
         assert "/captions/" in r["path"] and (study.root / r["path"]).is_file()
     assert len(_rows(study, "prompt_id IS NOT NULL")) == 2
     # The analysis join lists every subset an image belongs to.
-    from corpus_audit.store import sql_text
+    from corpus_audit.core.store import sql_text
 
     members = study.con.execute(sql_text("generate_caption_images.sql")).fetchall()
     assert {m[3] for m in members} == {"keyword", "no_indicators"}

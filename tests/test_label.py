@@ -18,11 +18,11 @@ from image_fixtures import (
     two_people,
 )
 
-import corpus_audit.label as label_module
-from corpus_audit.classifiers import decide
-from corpus_audit.errors import ModelError
-from corpus_audit.images import images
-from corpus_audit.label import label, pending_images
+import corpus_audit.stages.label as label_module
+from corpus_audit.backends.classifiers import decide
+from corpus_audit.core.errors import ModelError
+from corpus_audit.stages.images import images
+from corpus_audit.stages.label import label, pending_images
 
 pytestmark = pytest.mark.filterwarnings("ignore:clip classifier .*random:UserWarning")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus_audit.lexicon import (
+from corpus_audit.methods.lexicon import (
     LexiconError,
     indefinite_article,
     load_gender_terms,

@@ -15,16 +15,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit import neighbors as nb_module
-from corpus_audit.embeddings import (
+from corpus_audit.stages import neighbors as nb_module
+from corpus_audit.backends.embeddings import (
     EmbeddingCache,
     SbertEmbedder,
     embed_with_cache,
     load_embedder,
     text_key,
 )
-from corpus_audit.errors import ModelError, StageOrderError
-from corpus_audit.index import (
+from corpus_audit.backends.index import (
     IndexSpec,
     build_index,
     effective_kind,
@@ -35,9 +34,10 @@ from corpus_audit.index import (
     save_index,
     search,
 )
-from corpus_audit.neighbors import neighbors
-from corpus_audit.pipeline import init_study, stage_function
-from corpus_audit.store import Study
+from corpus_audit.core.errors import ModelError, StageOrderError
+from corpus_audit.core.pipeline import init_study, stage_function
+from corpus_audit.core.store import Study
+from corpus_audit.stages.neighbors import neighbors
 
 DEMO = Path(__file__).resolve().parents[1] / "corpus_audit" / "demo_data"
 DEMO_FILES = [DEMO / "laion400m_sample_10k.parquet", DEMO / "coco_val2017_captions.parquet"]
@@ -525,7 +525,7 @@ def test_ivf_study_falls_back_to_flat_for_small_occupations(small):
 
 def test_torch_exact_search_equals_numpy():
     """The GPU exact path, run on the CPU device here (same code, blocks of rows)."""
-    from corpus_audit.index import torch_exact_search
+    from corpus_audit.backends.index import torch_exact_search
 
     x, q = _unit(3000, seed=5), _unit(6, seed=6)
     ref = numpy_exact_search(x, q, 40)

@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 import test_generate as tg
 
-from corpus_audit import paraphrase as paraphrase_module
-from corpus_audit.errors import ModelError
-from corpus_audit.generate import generate
-from corpus_audit.lexicon import load_occupations
-from corpus_audit.paraphrase import (
+from corpus_audit.backends import paraphrasers as paraphrase_module
+from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
+from corpus_audit.backends.paraphrasers import (
     INSTRUCTION,
     PARAPHRASERS,
     TransformersParaphraser,
@@ -26,8 +24,10 @@ from corpus_audit.paraphrase import (
     keeps_occupation,
     load_paraphraser,
 )
-from corpus_audit.registry import Registry
-from corpus_audit.testing.paraphrasers import random_paraphraser_model
+from corpus_audit.core.errors import ModelError
+from corpus_audit.core.registry import Registry
+from corpus_audit.methods.lexicon import load_occupations
+from corpus_audit.stages.generate import generate
 
 # Fixtures and helpers shared with test_generate (the tiny SD pipeline, the CLIP tokenizer).
 tokenizer_dir = tg.tokenizer_dir

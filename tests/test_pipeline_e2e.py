@@ -37,8 +37,8 @@ import pytest
 from image_fixtures import encode, lfw, photo
 
 from corpus_audit.cli import main
-from corpus_audit.config import load_config, write_config
-from corpus_audit.stages import RUN_ORDER, STAGE_NAMES
+from corpus_audit.core.catalogue import RUN_ORDER, STAGE_NAMES
+from corpus_audit.core.config import load_config, write_config
 
 REPO = Path(__file__).resolve().parents[1]
 OCCUPATIONS = ("doctor", "teacher")
@@ -61,7 +61,7 @@ def _training_picture(row: int, faces: list, not_faces: list):
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from corpus_audit.testing.diffusion import random_sd_pipeline, write_clip_tokenizer_files
+    from corpus_audit.backends.fakes.diffusion import random_sd_pipeline, write_clip_tokenizer_files
 
     folder = tmp_path_factory.mktemp("e2e_models")
     tokenizer = write_clip_tokenizer_files(folder / "tokenizer")
@@ -74,7 +74,9 @@ def tiny_model(tmp_path_factory) -> Path:
 def study(tmp_path_factory, laion_path, tiny_model):
     """The finished study directory, with the stdout of both `run` calls."""
     root = tmp_path_factory.mktemp("e2e")
-    with (REPO / "corpus_audit/lexicon/data/occupations_en.csv").open(encoding="utf-8") as fh:
+    with (REPO / "corpus_audit/methods/lexicon/data/occupations_en.csv").open(
+        encoding="utf-8"
+    ) as fh:
         rows = [r for r in csv.DictReader(fh) if r["occupation"] in OCCUPATIONS]
     with (root / "occupations.csv").open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -326,8 +328,8 @@ def test_status_after_run_flags_nothing(study):
     """Every stage's declared config and inputs are as its latest run found them: no stage
     reads a table that a later stage of `run` rewrites (generate once declared
     `training_subsets`, which analyze writes after it, and showed stale after every run)."""
-    from corpus_audit.pipeline import status
-    from corpus_audit.store import Study
+    from corpus_audit.core.pipeline import status
+    from corpus_audit.core.store import Study
 
     with Study.open(study) as opened:
         rows = status(opened)

@@ -3,7 +3,7 @@ report, and `corpus-audit battles export / import` with the page clicked through
 
 One study (module scope): real LAION captions for `select`, ``lexicon.prompts`` = MAGBIG
 direct German + BAFIS direct (English and German) restricted to three occupations, two tiny
-random-weight Stable Diffusion pipelines built offline (``corpus_audit.testing.diffusion.random_sd_pipeline``, as
+random-weight Stable Diffusion pipelines built offline (``corpus_audit.backends.fakes.diffusion.random_sd_pipeline``, as
 tests/test_generate.py), and then every generated PNG replaced by a real photo of a woman
 (astronaut) or a man (camera) by a rule of the test, so the real MediaPipe detector and the real
 agegender classifier give labels the test knows. Expected shares, Wilson intervals and official
@@ -25,9 +25,9 @@ from image_fixtures import photo
 from PIL import Image
 
 from corpus_audit.cli import main
-from corpus_audit.errors import LexiconError
-from corpus_audit.pipeline import init_study, stage_function
-from corpus_audit.store import Study
+from corpus_audit.core.errors import LexiconError
+from corpus_audit.core.pipeline import init_study, stage_function
+from corpus_audit.core.store import Study
 
 OCCUPATIONS = ["nurse", "doctor", "carpenter"]
 PROMPTS = ["builtin:magbig/direct/de", "builtin:bafis/direct"]
@@ -67,7 +67,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> list[Path]:
-    from corpus_audit.testing.diffusion import random_sd_pipeline, write_clip_tokenizer_files
+    from corpus_audit.backends.fakes.diffusion import random_sd_pipeline, write_clip_tokenizer_files
 
     root = tmp_path_factory.mktemp("pref_models")
     first = root / "tiny-a"
@@ -80,7 +80,7 @@ def models(tmp_path_factory) -> list[Path]:
 
 def _replace_with_photos(study: Study, model_ids: list[str]) -> dict[str, str]:
     """Overwrite each generated PNG with the photo :data:`RULE` picks; image_id -> photo."""
-    from corpus_audit.label import resolve_image_path
+    from corpus_audit.stages.label import resolve_image_path
 
     rows = study.con.execute(
         "SELECT image_id, model_id, prompt_id, occupation, path FROM images "
@@ -434,9 +434,9 @@ def test_bad_vote_row_names_file_and_line_and_stores_nothing(built, voted, tmp_p
 
 
 def test_import_before_export_and_unknown_pair(make_study, laion_path, built, voted, tmp_path):
-    from corpus_audit.errors import StageOrderError
-    from corpus_audit.preferences.battles import BattleError
-    from corpus_audit.preferences.study import import_battles
+    from corpus_audit.commands.battles import import_battles
+    from corpus_audit.core.errors import StageOrderError
+    from corpus_audit.methods.preferences.battles import BattleError
 
     fresh = make_study([laion_path], name="fresh")
     with pytest.raises(StageOrderError, match="no exported battles"):
@@ -490,7 +490,7 @@ def test_worked_example_of_the_docs(built):
     ],
 )
 def test_bad_lexicon_settings_name_the_key(tmp_path, line, match):
-    from corpus_audit.config import ConfigError, load_config
+    from corpus_audit.core.config import ConfigError, load_config
 
     (tmp_path / "study.toml").write_text(f"[lexicon]\n{line}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=match):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from corpus_audit import preset as preset_module
+from corpus_audit.core import preset as preset_module
 from corpus_audit.cli import main
-from corpus_audit.config import load_config
-from corpus_audit.preset import load_preset, paper_differences, preset_names
+from corpus_audit.core.config import load_config
+from corpus_audit.core.preset import load_preset, paper_differences, preset_names
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER = tomllib.loads((REPO / "corpus_audit/presets/paper.toml").read_text(encoding="utf-8"))
+PAPER = tomllib.loads((REPO / "corpus_audit/core/presets/paper.toml").read_text(encoding="utf-8"))
 
 
 def test_init_with_the_paper_preset_writes_the_papers_settings(tmp_path, laion_path, capsys):
@@ -68,7 +68,7 @@ def test_preset_files_hold_only_known_keys():
     paper = load_preset("paper")
     assert paper.first_installed["indicators.spacy_model"][0] == "en_core_web_lg"
     # a default study differs from the paper in the classifier, the models and the spaCy model
-    from corpus_audit.config import StudyConfig
+    from corpus_audit.core.config import StudyConfig
 
     keys = {d["key"] for d in paper_differences(StudyConfig())}
     assert {"label.classifier", "generate.models", "indicators.spacy_model"} <= keys

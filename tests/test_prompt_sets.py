@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from corpus_audit.lexicon import LexiconError, load_labor_stats
-from corpus_audit.lexicon.official_stats import (
+from corpus_audit.methods.lexicon import LexiconError, load_labor_stats
+from corpus_audit.methods.lexicon.official_stats import (
     category_statistics,
     load_official_stats,
     occupation_statistics,
 )
-from corpus_audit.lexicon.prompt_sets import (
+from corpus_audit.methods.lexicon.prompt_sets import (
     available_prompt_sets,
     is_prompt_table_spec,
     load_categories,
@@ -26,7 +26,7 @@ from corpus_audit.lexicon.prompt_sets import (
     prompts_frame,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "corpus_audit" / "lexicon" / "data"
+DATA = Path(__file__).resolve().parents[1] / "corpus_audit" / "methods" / "lexicon" / "data"
 SIX = (
     "Administration & Office",
     "Business & Management",

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit.errors import CorpusError
-from corpus_audit.lexicon import load_gender_terms, load_labor_stats
-from corpus_audit.lexicon.pst import load_roles
-from corpus_audit.pst.captions import (
+from corpus_audit.core.errors import CorpusError
+from corpus_audit.methods.lexicon import load_gender_terms, load_labor_stats
+from corpus_audit.methods.lexicon.pst import load_roles
+from corpus_audit.methods.pst.captions import (
     CAPTION_ROLE_COLUMNS,
     MENTION_COLUMNS,
     ROLE_SCORE_COLUMNS,
@@ -22,7 +22,7 @@ from corpus_audit.pst.captions import (
     caption_scores,
     tag_corpus,
 )
-from corpus_audit.pst.score import Bootstrap
+from corpus_audit.methods.pst.score import Bootstrap
 
 CORPORA = {
     "laion": ("laion400m_sample_10k.parquet", "TEXT"),
@@ -257,7 +257,7 @@ def test_bad_input(tagger, tmp_path: Path):
 
 
 def test_user_roles_and_an_unknown_pipeline(tmp_path: Path):
-    from corpus_audit.errors import ModelError
+    from corpus_audit.core.errors import ModelError
 
     roles_csv = tmp_path / "roles.csv"
     roles_csv.write_text(

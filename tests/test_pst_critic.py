@@ -17,9 +17,10 @@ import test_generate as tg
 from image_fixtures import shared_agegender, shared_detector
 from pst_fixtures import LABEL_THRESHOLD, person, side_by_side
 
-from corpus_audit.generators import DiffusersGenerator, GenerationSettings
-from corpus_audit.lexicon.pst import load_prompts, load_roles, load_templates
-from corpus_audit.pst.critic import (
+from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
+from corpus_audit.backends.generators import DiffusersGenerator, GenerationSettings
+from corpus_audit.methods.lexicon.pst import load_prompts, load_roles, load_templates
+from corpus_audit.methods.pst.critic import (
     ROUND_COLUMNS,
     FairCritic,
     JsonlRoundStore,
@@ -31,7 +32,6 @@ from corpus_audit.pst.critic import (
     from_generator,
     transformers_completer,
 )
-from corpus_audit.testing.paraphrasers import random_paraphraser_model
 
 tokenizer_dir = tg.tokenizer_dir
 tiny_sd = tg.tiny_sd

@@ -11,10 +11,10 @@ import skimage.data
 from image_fixtures import photo, shared_agegender, shared_detector, small_face
 from pst_fixtures import LABEL_THRESHOLD, person, side_by_side
 
-from corpus_audit.faces import Face, face_filter
-from corpus_audit.lexicon.pst import load_prompts
-from corpus_audit.pst.persons import PERSON_COLUMNS, PstImage, classify_people, person_crop
-from corpus_audit.pst.positions import PAIR_COLUMNS, crop_box, pair_filter, pair_table
+from corpus_audit.backends.faces import Face, face_filter
+from corpus_audit.methods.lexicon.pst import load_prompts
+from corpus_audit.methods.pst.persons import PERSON_COLUMNS, PstImage, classify_people, person_crop
+from corpus_audit.methods.pst.positions import PAIR_COLUMNS, crop_box, pair_filter, pair_table
 
 
 def box(x: float, w: float, y: float = 10.0, score: float = 0.9) -> Face:

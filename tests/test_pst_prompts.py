@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus_audit.lexicon import LexiconError
-from corpus_audit.lexicon.pst import (
+from corpus_audit.methods.lexicon import LexiconError
+from corpus_audit.methods.lexicon.pst import (
     PROMPT_COLUMNS,
     expand_prompts,
     load_prompts,

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from corpus_audit.pst.figures import labor_scatter
-from corpus_audit.pst.score import (
+from corpus_audit.methods.pst.score import (
     BOTH_ANY_COLUMNS,
     GAP_COLUMNS,
     LABOR_COLUMNS,
@@ -27,6 +26,7 @@ from corpus_audit.pst.score import (
     stereotype_score,
     unit_totals,
 )
+from corpus_audit.report.pst_figures import labor_scatter
 
 STEREOTYPE = {"carpenter": "male", "editor": "female", "manager": "male", "intern": "female"}
 

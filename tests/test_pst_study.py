@@ -26,9 +26,9 @@ import test_pst_critic as tc
 from PIL import Image
 from pst_fixtures import LABEL_THRESHOLD, person, side_by_side
 
+from corpus_audit.backends.generators import GENERATORS
 from corpus_audit.cli import main
-from corpus_audit.generators import GENERATORS
-from corpus_audit.lexicon.pst import load_templates
+from corpus_audit.methods.lexicon.pst import load_templates
 
 tokenizer_dir = tg.tokenizer_dir
 tiny_sd = tg.tiny_sd
@@ -39,7 +39,7 @@ PAIRED_PROMPT = "pst:paired:plain:carpenter:editor"
 
 
 def _roles_file(path: Path) -> Path:
-    builtin = Path(__file__).parents[1] / "corpus_audit/lexicon/data/pst/roles_en.csv"
+    builtin = Path(__file__).parents[1] / "corpus_audit/methods/lexicon/data/pst/roles_en.csv"
     lines = builtin.read_text(encoding="utf-8").splitlines()
     keep = [lines[0]] + [x for x in lines[1:] if x.split(",")[0] in ROLES]
     path.write_text("\n".join(keep) + "\n", encoding="utf-8")
@@ -211,7 +211,10 @@ def test_pst_label_redoes_only_what_a_killed_run_lost(photo_study: Path):
 
 
 def _labor_stats() -> dict[str, float]:
-    path = Path(__file__).parents[1] / "corpus_audit/lexicon/data/labor_stats_us_bls2024_pst.csv"
+    path = (
+        Path(__file__).parents[1]
+        / "corpus_audit/methods/lexicon/data/labor_stats_us_bls2024_pst.csv"
+    )
     with path.open(encoding="utf-8") as fh:
         return {
             r["occupation"]: float(r["percent_female"])

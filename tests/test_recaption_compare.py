@@ -1,4 +1,4 @@
-"""Caption variants compared (corpus_audit.recaption.compare): a hand-worked example, the real
+"""Caption variants compared (corpus_audit.methods.recaption.compare): a hand-worked example, the real
 COCO captions (caption 1 vs caption 2 of each image, real indicator rules and occupation
 matcher) checked against counts made here with plain loops, the paired bootstrap against a
 plain resampling loop, McNemar's exact test against the binomial sum, and bad input."""
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from corpus_audit.recaption.compare import (
+from corpus_audit.methods.recaption.compare import (
     CHANGE_COLUMNS,
     DIFFERENCE_COLUMNS,
     EXAMPLE_COLUMNS,
@@ -334,9 +334,9 @@ def mcnemar_by_hand(n10: int, n01: int) -> float:
 def coco_variants(coco_path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Caption 1 and 2 of each COCO val2017 image (its two lowest caption_ids), labelled with
     the real indicator rules (words and pronouns) and matched with the select matcher."""
-    from corpus_audit.gender_text import IndicatorTagger, WordMatcher, readable
-    from corpus_audit.lexicon import load_gender_terms
-    from corpus_audit.texts.mentions import find_mentions
+    from corpus_audit.methods.gender_text import IndicatorTagger, WordMatcher, readable
+    from corpus_audit.methods.lexicon import load_gender_terms
+    from corpus_audit.methods.texts.mentions import find_mentions
 
     coco = pd.read_parquet(coco_path, columns=["caption_id", "image_id", "caption"])
     per_image = defaultdict(list)
@@ -483,9 +483,9 @@ def test_coco_paired_differences_match_loops(coco_variants, coco_result):
 
 # -- caption-prompt similarity with the real SBERT ------------------------------------------------
 def test_coco_caption_prompt_similarity(coco_variants):
-    from corpus_audit.embeddings import load_embedder
-    from corpus_audit.lexicon import load_occupations, load_prompt_set, render_prompts
-    from corpus_audit.recaption.similarity import (
+    from corpus_audit.backends.embeddings import load_embedder
+    from corpus_audit.methods.lexicon import load_occupations, load_prompt_set, render_prompts
+    from corpus_audit.methods.recaption.similarity import (
         PAIR_COLUMNS,
         caption_prompt_similarity,
         similarity_inputs,

@@ -1,4 +1,4 @@
-"""The recaption driver (corpus_audit.recaption.driver): real photo files and broken files
+"""The recaption driver (corpus_audit.stages.recaption.driver): real photo files and broken files
 through the safe decoder and a tiny BLIP, batches to a sink, resuming from a done set, a
 failing sink, the text-only kind, and kill -9 of a run writing to a DuckDB table (the rerun
 writes every image exactly once)."""
@@ -20,9 +20,9 @@ import pytest
 import test_recaption_models as trm
 from image_fixtures import bad_files, encode, lfw, photo
 
-from corpus_audit.imagefile import read_rgb
-from corpus_audit.recaption.driver import RECAPTION_COLUMNS, recaption
-from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_captioner
+from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
+from corpus_audit.core.imagefile import read_rgb
+from corpus_audit.stages.recaption.driver import RECAPTION_COLUMNS, recaption
 
 REPO = Path(__file__).resolve().parents[1]
 tiny_captioners = trm.tiny_captioners  # the session fixture: both tiny models
@@ -148,7 +148,7 @@ def test_a_failing_sink_stops_the_run_and_the_rerun_completes(blip):
 
 
 def test_text_kind_through_the_driver(tmp_path):
-    from corpus_audit.testing.paraphrasers import random_paraphraser_model
+    from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
 
     model = random_paraphraser_model(tmp_path / "t5", "t5")
     rewrite = load_captioner(f"paraphrase:{model}", CaptionSettings(max_new_tokens=8))
@@ -175,8 +175,8 @@ CHILD = textwrap.dedent(
     import duckdb
     import torch
 
-    from corpus_audit.recaption.driver import recaption
-    from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.stages.recaption.driver import recaption
+    from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
 
     model, db, folder = sys.argv[1:4]
     torch.set_num_threads(1)

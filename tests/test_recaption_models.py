@@ -1,4 +1,4 @@
-"""Captioning backends (corpus_audit.recaption.models) with tiny random-weight BLIP and GIT
+"""Captioning backends (corpus_audit.backends.captioners) with tiny random-weight BLIP and GIT
 models built offline from configs (real BERT WordPiece vocabulary), real photos, and the
 paraphraser's tiny T5 for the text-only rewrite. The captions are gibberish: these tests check
 loading, batching, determinism, prompts, provenance and errors, not caption quality."""
@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from image_fixtures import lfw, photo
 
-from corpus_audit.errors import ModelError
-from corpus_audit.recaption.models import (
+from corpus_audit.backends.captioners import (
     CAPTIONERS,
     CaptionInput,
     CaptionSettings,
     directory_digest,
     load_captioner,
 )
-from corpus_audit.testing.captioners import tiny_blip, tiny_git
+from corpus_audit.backends.fakes.captioners import tiny_blip, tiny_git
+from corpus_audit.core.errors import ModelError
 
 FAMILIES = {"blip": tiny_blip, "git": tiny_git}
 SHORT = CaptionSettings(max_new_tokens=8)
@@ -187,13 +187,13 @@ def test_gpu_float16_captions(tiny_captioners, photos):
 # -- the text-only rewrite ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_t5(tmp_path_factory) -> Path:
-    from corpus_audit.testing.paraphrasers import random_paraphraser_model
+    from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
 
     return random_paraphraser_model(tmp_path_factory.mktemp("rewrite") / "t5", "t5")
 
 
 def test_rewrite_kind_wraps_the_paraphraser(tiny_t5):
-    from corpus_audit.paraphrase import TransformersParaphraser
+    from corpus_audit.backends.paraphrasers import TransformersParaphraser
 
     with pytest.raises(ModelError, match="no model given"):
         load_captioner("paraphrase:")

@@ -22,8 +22,8 @@ import test_recaption_models as trm
 from image_fixtures import encode, lfw
 from test_variants import _cli, coco_wide
 
-from corpus_audit.pipeline import init_study, status
-from corpus_audit.store import Study
+from corpus_audit.core.pipeline import init_study, status
+from corpus_audit.core.store import Study
 
 REPO = Path(__file__).resolve().parents[1]
 tiny_captioners = trm.tiny_captioners  # the session fixture: both tiny models
@@ -38,7 +38,7 @@ DRIVER = textwrap.dedent(
 
     import torch
 
-    import corpus_audit.recaption.models as models
+    import corpus_audit.backends.captioners as models
     from corpus_audit.cli import main
 
     torch.set_num_threads(1)
@@ -131,8 +131,8 @@ def _kill_after(root: Path, model: Path, at_least: int, tmp: Path) -> int:
 
 
 def test_kill_9_then_rerun_writes_every_image_once(study_dir, tiny_captioners, tmp_path):
-    from corpus_audit.recaption.driver import recaption
-    from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.stages.recaption.driver import recaption
 
     model = tiny_captioners["blip"]
     code = _kill_after(study_dir, model, 2 * BATCH, tmp_path)
@@ -169,8 +169,8 @@ def test_kill_9_then_rerun_writes_every_image_once(study_dir, tiny_captioners, t
 def test_variants_compare_the_recaptions_with_the_original_captions(study_dir, tiny_captioners):
     from collections import Counter
 
-    from corpus_audit.gender_text import IndicatorTagger, WordMatcher
-    from corpus_audit.lexicon import load_gender_terms
+    from corpus_audit.methods.gender_text import IndicatorTagger, WordMatcher
+    from corpus_audit.methods.lexicon import load_gender_terms
 
     if len(_recaptions(study_dir)) < 10:  # run alone: caption first
         model = str(tiny_captioners["blip"])
@@ -231,8 +231,8 @@ def test_no_model_and_changed_settings_are_one_line_errors(study_dir, tiny_capti
 
 
 def test_the_text_rewrite_kind_writes_its_own_variant(study_dir, tmp_path):
-    from corpus_audit.recaption.models import CaptionInput, CaptionSettings, load_captioner
-    from corpus_audit.testing.paraphrasers import random_paraphraser_model
+    from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
 
     model = random_paraphraser_model(tmp_path / "t5", "t5")
     toml = study_dir / "study.toml"

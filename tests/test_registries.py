@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit import classifiers, corpus, embeddings, faces
-from corpus_audit.config import CONFIG_NAME, config_from_dict, load_config
-from corpus_audit.corpus import FileInfo, read_file, resolve_corpus
-from corpus_audit.errors import ConfigError
-from corpus_audit.image_sources import SOURCES, parse_source
-from corpus_audit.image_sources.hf import HfOptions
-from corpus_audit.registry import Registry
+from corpus_audit.backends import classifiers, corpus, embeddings, faces
+from corpus_audit.backends.corpus import FileInfo, read_file, resolve_corpus
+from corpus_audit.backends.image_sources import SOURCES, parse_source
+from corpus_audit.backends.image_sources.hf import HfOptions
+from corpus_audit.core.config import CONFIG_NAME, config_from_dict, load_config
+from corpus_audit.core.errors import ConfigError
+from corpus_audit.core.registry import Registry
 
 
 def _with(module, attr: str, monkeypatch, name: str, entry) -> Registry:
@@ -95,10 +95,10 @@ def test_backend_names_come_from_the_registries(
 
 def test_registry_modules_import_no_model_library():
     code = (
-        "import sys; import corpus_audit.config, corpus_audit.corpus, corpus_audit.embeddings,"
-        " corpus_audit.generators, corpus_audit.paraphrase, corpus_audit.classifiers,"
-        " corpus_audit.faces, corpus_audit.image_sources;"
-        " corpus_audit.config.config_from_dict({'label': {'classifier': 'clip'},"
+        "import sys; import corpus_audit.core.config, corpus_audit.backends.corpus, corpus_audit.backends.embeddings,"
+        " corpus_audit.backends.generators, corpus_audit.backends.paraphrasers, corpus_audit.backends.classifiers,"
+        " corpus_audit.backends.faces, corpus_audit.backends.image_sources;"
+        " corpus_audit.core.config.config_from_dict({'label': {'classifier': 'clip'},"
         " 'images': {'sources': [{'kind': 'hf', 'path': 'x'}]}}, '.');"
         " print(sorted(m for m in ('torch', 'spacy', 'mediapipe', 'diffusers', 'transformers',"
         " 'datasets', 'open_clip', 'PIL') if m in sys.modules))"

@@ -36,10 +36,10 @@ import pytest
 from image_fixtures import encode, photo, seed_captions
 
 from corpus_audit.cli import main
-from corpus_audit.config import ConfigError, load_config, write_config
-from corpus_audit.errors import CorpusError, StageOrderError
-from corpus_audit.pipeline import init_study, run_all, status
-from corpus_audit.store import Study
+from corpus_audit.core.config import ConfigError, load_config, write_config
+from corpus_audit.core.errors import CorpusError, StageOrderError
+from corpus_audit.core.pipeline import init_study, run_all, status
+from corpus_audit.core.store import Study
 
 REPO = Path(__file__).resolve().parents[1]
 ESC = "\x1b"
@@ -50,8 +50,8 @@ import sys
 import time
 
 if __name__ == "__main__":
-    import corpus_audit.gender_text as gender_text
-    import corpus_audit.neighbors as neighbors
+    import corpus_audit.methods.gender_text as gender_text
+    import corpus_audit.stages.neighbors as neighbors
     from corpus_audit.cli import main
 
     gender_text.NER_PROCESS_MIN_TEXTS = 1  # NER in worker processes even for small batches
@@ -240,7 +240,7 @@ def test_reselect_that_renumbers_captions_redraws_every_nn_sample(laion_template
         ids = study.con.execute("SELECT DISTINCT caption_id >> 40 FROM captions").fetchall()
         assert ids == [(1,)]  # every caption was renumbered
         assert study.con.execute(STALE_SAMPLES).fetchone()[0] == 0  # was 336 nn + 192 nn_no_ind.
-        from corpus_audit.neighbors import progress
+        from corpus_audit.stages.neighbors import progress
 
         done = progress(study)
         assert done.done == done.total == 62  # every occupation matches its new inputs
@@ -358,7 +358,7 @@ def test_memory_limit_with_sql_in_it_is_refused_when_the_config_loads(tmp_path, 
     ],
 )
 def test_memory_limit_values(tmp_path, value, ok):
-    from corpus_audit.config import config_from_dict
+    from corpus_audit.core.config import config_from_dict
 
     data = {"engine": {"memory_limit": value}}
     if ok:
@@ -440,7 +440,7 @@ def test_killed_neighbors_is_partial_and_refused_downstream(laion_templates, tmp
 def test_a_run_that_fails_before_committing_leaves_no_partial_mark(make_study, laion_path):
     study = make_study([laion_path])
     with pytest.raises(StageOrderError):
-        from corpus_audit.neighbors import neighbors
+        from corpus_audit.stages.neighbors import neighbors
 
         neighbors(study, progress=False)  # select has not run
     assert study.unfinished("neighbors") is None
@@ -452,7 +452,7 @@ HOSTILE = f"{ESC}]0;pwned{chr(7)}{ESC}[2J{ESC}[31mred\u202egnp.exe\r"
 
 
 def test_printable_escapes_control_characters():
-    from corpus_audit.errors import printable
+    from corpus_audit.core.errors import printable
 
     assert printable(HOSTILE) == "\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mred\\u202egnp.exe\\r"
     assert printable("un café, 😀, ünïcode") == "un café, 😀, ünïcode"  # text stays text
@@ -480,7 +480,7 @@ def test_control_characters_in_a_corpus_header_are_escaped(tmp_path):
 
 def test_control_characters_in_stage_output_are_escaped(capsys):
     from corpus_audit.cli import _print_run
-    from corpus_audit.store import StageRun
+    from corpus_audit.core.store import StageRun
 
     run = StageRun("select", rows_in=1, rows_out=1)
     run.summary = [{"occupation": HOSTILE, HOSTILE: 1}]
@@ -512,7 +512,7 @@ def test_integer_caption_column_is_an_error_naming_it(tmp_path, capsys):
     root = tmp_path / "s"
     init_study(root, [str(corpus)]).close()
     with Study.open(root) as study:
-        from corpus_audit.select import select
+        from corpus_audit.stages.select import select
 
         with pytest.raises(
             CorpusError, match=r"ids\.parquet: the caption column 'TEXT' holds int64"
@@ -536,7 +536,7 @@ def test_truncated_database_is_one_line_saying_how_to_recover(laion_templates, t
 
 def _image_study(make_study, laion_path, tmp_path, photos: dict[str, bytes], **overrides):
     """A study whose first captions have ``photos`` as training images (dir source)."""
-    from corpus_audit.images import images
+    from corpus_audit.stages.images import images
 
     study = make_study([laion_path], **overrides)
     seeded = seed_captions(study, laion_path, n=len(photos))
@@ -553,7 +553,7 @@ def _image_study(make_study, laion_path, tmp_path, photos: dict[str, bytes], **o
 
 
 def test_changing_max_pixels_is_noticed_by_label_and_status(make_study, laion_path, tmp_path):
-    from corpus_audit.label import label
+    from corpus_audit.stages.label import label
 
     photos = {n: encode(photo(n), "PNG") for n in ("astronaut", "camera", "grace")}
     study, names = _image_study(
@@ -664,7 +664,7 @@ def test_label_decodes_a_large_jpeg_within_a_bounded_peak(
 def test_decode_budget_bounds_the_full_size_pixels_decoded_at_once(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from corpus_audit.imagefile import DecodeBudget, decode
+    from corpus_audit.core.imagefile import DecodeBudget, decode
 
     paths = []
     for i in range(6):

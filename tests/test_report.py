@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from study_builder import HREF_PREFIX, SCRIPT_CAPTION, build_reported
 
-from corpus_audit.store import Study
+from corpus_audit.core.store import Study
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -202,9 +202,9 @@ def test_caption_only_report_says_which_image_stages_did_not_run(caption_report:
 def test_report_stage_records_and_skips(tmp_path: Path, shared_data: Path):
     from study_builder import build
 
-    from corpus_audit.analysis import analyze
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
     from corpus_audit.report import report
+    from corpus_audit.stages.analyze import analyze
 
     corpus = [shared_data / "laion400m_sample_10k.parquet"]
     study = init_study(
@@ -312,7 +312,9 @@ def test_header_lists_the_settings_that_differ_from_the_paper(full_report: Path)
     """Expected: the paper preset file and the study's study.toml, compared here key by key."""
     import tomllib
 
-    paper = tomllib.loads((REPO / "corpus_audit/presets/paper.toml").read_text(encoding="utf-8"))
+    paper = tomllib.loads(
+        (REPO / "corpus_audit/core/presets/paper.toml").read_text(encoding="utf-8")
+    )
     paper.pop("preset")
     study = tomllib.loads((full_report.parents[1] / "study.toml").read_text(encoding="utf-8"))
     differ = [

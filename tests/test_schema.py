@@ -7,8 +7,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from corpus_audit.config import StudyConfig, write_config
-from corpus_audit.store import DB_NAME, Study, StudyError, migrations, schema_version
+from corpus_audit.core.config import StudyConfig, write_config
+from corpus_audit.core.store import DB_NAME, Study, StudyError, migrations, schema_version
 
 V0_SCHEMA = Path(__file__).parent / "data" / "schema_v0.sql"
 
@@ -98,13 +98,13 @@ def test_sql_wrong_parameters_name_the_file(study: Study):
 
 # -- migrations ------------------------------------------------------------------------------
 def test_migrations_are_numbered_and_cover_every_declared_table():
-    from corpus_audit.stages import STAGES
+    from corpus_audit.core.catalogue import STAGES
 
     steps = migrations()
     assert [v for v, _ in steps] == list(range(1, len(steps) + 1))
     assert schema_version() == len(steps)
     con = duckdb.connect()
-    from corpus_audit.store import sql_text
+    from corpus_audit.core.store import sql_text
 
     for _, files in steps:
         for name in files:

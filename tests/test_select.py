@@ -10,10 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit.errors import CorpusError
-from corpus_audit.lexicon import LexiconError, load_occupations
-from corpus_audit.pipeline import init_study
-from corpus_audit.select import build_matcher, select
+from corpus_audit.core.errors import CorpusError
+from corpus_audit.core.pipeline import init_study
+from corpus_audit.methods.lexicon import LexiconError, load_occupations
+from corpus_audit.methods.matching import build_matcher
+from corpus_audit.stages.select import select
 
 TABLES = ("corpus_files", "captions", "mentions", "samples", "prompts", "stage_runs")
 
@@ -218,7 +219,7 @@ def test_captions_unit_keeps_the_first_n_of_the_same_ranking(real_study, tmp_pat
 def test_two_files_with_one_name_get_distinct_sample_keys(tmp_path, laion_path) -> None:
     """Same file name in two folders: the keys tell them apart (the same row of two copies
     gets two ranks), and moving the corpus folder keeps the sample."""
-    from corpus_audit.select import sample_keys
+    from corpus_audit.stages.select import sample_keys
 
     assert sample_keys(["/x/a/part.parquet", "/x/b/part.parquet", "/x/c/other.parquet"]) == {
         "/x/a/part.parquet": "a/part.parquet",
@@ -564,7 +565,7 @@ def test_progress_bar_goes_to_stderr(tmp_path, laion_path, capsys) -> None:
 
 
 def test_memory_limit_is_restored_and_parsed(tmp_path, laion_path) -> None:
-    from corpus_audit.select import parse_bytes
+    from corpus_audit.stages.select import parse_bytes
 
     assert parse_bytes("2GB") == 2 * 10**9 and parse_bytes("1.5GiB") == 3 * 2**29
     assert parse_bytes("lots") is None

@@ -1,4 +1,4 @@
-"""The stage skeleton: the catalogue (corpus_audit/stages.py) is consistent with the schema,
+"""The stage skeleton: the catalogue (corpus_audit/core/catalogue.py) is consistent with the schema,
 the config classes and the code, and `status` flags a stage whose config or inputs changed.
 
 The catalogue checks read the schema files and the config dataclasses here, with their own
@@ -19,10 +19,7 @@ from pathlib import Path
 import pytest
 
 from corpus_audit.cli import main
-from corpus_audit.config import StudyConfig, load_config, write_config
-from corpus_audit.errors import ConfigError, CorpusAuditError
-from corpus_audit.registry import Registry
-from corpus_audit.stages import (
+from corpus_audit.core.catalogue import (
     ON_DEMAND,
     OTHER_WRITERS,
     RUN_ORDERS,
@@ -30,6 +27,9 @@ from corpus_audit.stages import (
     STAGES,
     data_flow,
 )
+from corpus_audit.core.config import StudyConfig, load_config, write_config
+from corpus_audit.core.errors import ConfigError, CorpusAuditError
+from corpus_audit.core.registry import Registry
 
 REPO = Path(__file__).resolve().parents[1]
 DECLARATIONS = [spec for _, spec in STAGES.items()]
@@ -168,12 +168,14 @@ def test_registry_names_the_known_entries():
 
 
 def test_architecture_page_shows_the_current_data_flow():
-    """The picture in docs/architecture.md is `python -m corpus_audit.stages`'s output."""
+    """The picture in docs/architecture.md is `python -m corpus_audit.core.catalogue`'s output."""
     page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     start = page.index("<!-- data-flow: start -->")
     block = page[start : page.index("<!-- data-flow: end -->")]
     body = block.split("```text\n", 1)[1].split("```", 1)[0]
-    assert body == data_flow(), "run `python -m corpus_audit.stages` and paste it into the page"
+    assert body == data_flow(), (
+        "run `python -m corpus_audit.core.catalogue` and paste it into the page"
+    )
     for spec in DECLARATIONS:  # every stage and every table it writes is in the picture
         assert re.search(rf"^{spec.name} +─", body, re.M), spec.name
         for table in spec.writes:
@@ -191,7 +193,7 @@ def study_dir(tmp_path_factory, laion_path, coco_path) -> Path:
     import duckdb
 
     root = tmp_path_factory.mktemp("stages")
-    builtin = REPO / "corpus_audit/lexicon/data/occupations_en.csv"
+    builtin = REPO / "corpus_audit/methods/lexicon/data/occupations_en.csv"
     with builtin.open(encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["occupation"] in OCCUPATIONS]
     with (root / "occupations.csv").open("w", encoding="utf-8", newline="") as fh:
@@ -217,8 +219,8 @@ def study_dir(tmp_path_factory, laion_path, coco_path) -> Path:
 
 
 def _notes(study: Path) -> dict[str, str]:
-    from corpus_audit.pipeline import status
-    from corpus_audit.store import Study
+    from corpus_audit.core.pipeline import status
+    from corpus_audit.core.store import Study
 
     with Study.open(study) as s:
         return {row.stage: row.note for row in status(s)}
@@ -332,12 +334,12 @@ def test_the_architecture_page_s_example_stage_runs(study_dir, tmp_path, monkeyp
     import sys
     import types
 
-    import corpus_audit.pipeline as pipeline
-    import corpus_audit.stage_state as stage_state
-    import corpus_audit.stages as catalogue
-    from corpus_audit.pipeline import stage_function, status
-    from corpus_audit.stages import Stage
-    from corpus_audit.store import Study
+    import corpus_audit.core.catalogue as catalogue
+    import corpus_audit.core.pipeline as pipeline
+    import corpus_audit.core.stage_state as stage_state
+    from corpus_audit.core.catalogue import Stage
+    from corpus_audit.core.pipeline import stage_function, status
+    from corpus_audit.core.store import Study
 
     page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     start = page.index("<!-- example-stage: start -->")

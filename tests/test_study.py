@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from corpus_audit.cli import main
-from corpus_audit.config import ConfigError, StudyConfig, load_config, write_config
-from corpus_audit.pipeline import STAGE_NAMES, init_study, status
-from corpus_audit.stages import RUN_ORDER
-from corpus_audit.store import Study, StudyError
+from corpus_audit.core.catalogue import RUN_ORDER
+from corpus_audit.core.config import ConfigError, StudyConfig, load_config, write_config
+from corpus_audit.core.pipeline import STAGE_NAMES, init_study, status
+from corpus_audit.core.store import Study, StudyError
 
 
 def test_init_writes_config_and_database(make_study, laion_path: Path):
@@ -147,7 +147,7 @@ def test_help_is_fast_and_imports_no_heavy_library():
 
 
 def test_open_accepts_the_study_toml_path(make_study, laion_path: Path):
-    from corpus_audit.store import Study
+    from corpus_audit.core.store import Study
 
     study = make_study([laion_path])
     root = study.root
@@ -157,9 +157,9 @@ def test_open_accepts_the_study_toml_path(make_study, laion_path: Path):
 
 
 def test_status_flags_a_stage_whose_config_changed(make_study, laion_path: Path):
-    from corpus_audit.config import write_config
-    from corpus_audit.pipeline import stage_function, status
-    from corpus_audit.store import Study
+    from corpus_audit.core.config import write_config
+    from corpus_audit.core.pipeline import stage_function, status
+    from corpus_audit.core.store import Study
 
     study = make_study([laion_path], select={"sample_size": 5})
     stage_function("select")(study, progress=False)
@@ -190,7 +190,7 @@ def test_confidence_at_the_edge_is_refused_by_the_cli(tmp_path: Path, laion_path
 
 
 def test_candidates_per_subset():
-    from corpus_audit.config import SelectSection
+    from corpus_audit.core.config import SelectSection
 
     assert SelectSection(sample_size=500).candidates(500) == 4000  # overdraw 8
     assert SelectSection(sample_size=4, overdraw=2.5).candidates(4) == 10

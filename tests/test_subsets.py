@@ -21,7 +21,7 @@ import pytest
 from image_fixtures import encode, lfw, photo
 
 from corpus_audit.cli import main
-from corpus_audit.pipeline import init_study, run_all, stage_function
+from corpus_audit.core.pipeline import init_study, run_all, stage_function
 
 OCCUPATIONS = ("doctor", "nurse", "photographer", "president", "student", "teacher")
 N = 4
@@ -54,7 +54,9 @@ def _write_images(study, folder: Path) -> None:
 @pytest.fixture(scope="module")
 def study(tmp_path_factory, laion_path):
     root = tmp_path_factory.mktemp("subsets")
-    builtin = Path(__file__).resolve().parents[1] / "corpus_audit/lexicon/data/occupations_en.csv"
+    builtin = (
+        Path(__file__).resolve().parents[1] / "corpus_audit/methods/lexicon/data/occupations_en.csv"
+    )
     with builtin.open(encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["occupation"] in OCCUPATIONS]
     lexicon = root / "occupations.csv"
@@ -290,8 +292,8 @@ def test_captions_unit_is_the_first_n_captions(study):
 def test_captions_as_prompts_are_the_subsets_labelled_captions(study):
     """generate's caption pool: the members with a labelled training image (default), or
     every member ("all"); under the captions unit "labelled" skips the unlabelled ones."""
-    from corpus_audit.generate import caption_pool, caption_specs
-    from corpus_audit.store import StageRun
+    from corpus_audit.core.store import StageRun
+    from corpus_audit.stages.generate import caption_pool, caption_specs
 
     expected = _expected(study)
     strategies = ["keyword", "no_indicators"]

@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from corpus_audit.errors import CorpusError
-from corpus_audit.lexicon import LexiconError, load_association_terms
-from corpus_audit.texts import (
+from corpus_audit.core.errors import CorpusError
+from corpus_audit.methods.lexicon import LexiconError, load_association_terms
+from corpus_audit.methods.texts import (
     MarkedWordsSettings,
     agreement,
     associate,
@@ -31,7 +31,7 @@ from corpus_audit.texts import (
     subset_similarity,
     welch,
 )
-from corpus_audit.texts.tokens import clean_texts, text_array, vocabulary_mask, words_of
+from corpus_audit.methods.texts.tokens import clean_texts, text_array, vocabulary_mask, words_of
 
 COUNTS = [
     "female_pronouns",
@@ -457,7 +457,7 @@ def test_marked_words_bad_input():
         MarkedWordsSettings(corpus_weight=1.5)
     with pytest.raises(ValueError, match="z_threshold"):
         MarkedWordsSettings(z_threshold=0)
-    from corpus_audit.errors import ModelError
+    from corpus_audit.core.errors import ModelError
 
     with pytest.raises(ModelError, match="no word list for language 'xx'"):
         marked_words(["a"], ["x"], ["female"], settings=MarkedWordsSettings(language="xx"))
@@ -623,7 +623,7 @@ def test_decile_edges(female, male, decile):
 
 
 def test_figures_draw_the_tables():
-    from corpus_audit.texts.figures import decile_figure, who_scatter
+    from corpus_audit.report.who_how_figures import decile_figure, who_scatter
 
     occ = ["nurse"] * 10 + ["ceo"] * 10
     lab = ["female"] * 8 + ["male"] * 2 + ["female"] * 3 + ["male"] * 7
@@ -643,7 +643,7 @@ def test_figures_draw_the_tables():
 
 # -- mentions -------------------------------------------------------------------------------------
 def test_find_mentions_and_occupation_words():
-    from corpus_audit.texts.mentions import find_mentions, occupation_words
+    from corpus_audit.methods.texts.mentions import find_mentions, occupation_words
 
     found = find_mentions(
         [

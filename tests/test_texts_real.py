@@ -21,15 +21,15 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit.gender_text import WordMatcher, clean_markup, label_of
-from corpus_audit.lexicon import (
+from corpus_audit.methods.gender_text import WordMatcher, clean_markup, label_of
+from corpus_audit.methods.lexicon import (
     AssociationTerms,
     GenderTerms,
     load_association_terms,
     load_gender_terms,
     load_labor_stats,
 )
-from corpus_audit.texts import (
+from corpus_audit.methods.texts import (
     agreement,
     associate,
     decile_counts,
@@ -39,8 +39,8 @@ from corpus_audit.texts import (
     percent_women,
     welch,
 )
-from corpus_audit.texts.mentions import find_mentions
-from corpus_audit.texts.tokens import clean_texts, words_of
+from corpus_audit.methods.texts.mentions import find_mentions
+from corpus_audit.methods.texts.tokens import clean_texts, words_of
 
 CORPORA = (
     ("laion400m_sample_10k.parquet", "TEXT"),
@@ -66,9 +66,9 @@ def captions(shared_data: Path) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def occupation_rows(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """(caption_id, occupation, text, label, file, row) of a real select + indicators run."""
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
-    from corpus_audit.select import select
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
+    from corpus_audit.stages.select import select
 
     root = tmp_path_factory.mktemp("texts_real") / "study"
     study = init_study(
@@ -156,7 +156,7 @@ def py_marked_words(
 ) -> tuple[dict[str, tuple[float, int, int]], tuple[int, int], set[str]]:
     """Pooled calibrated marked words written out with Counter and math (default settings):
     word -> (z, count female, count male), the two sides' word totals, the corpus top 20."""
-    from corpus_audit.texts.marked_words import general_frequencies
+    from corpus_audit.methods.texts.marked_words import general_frequencies
 
     drop = set(drop_words)
     side_counts = {"female": Counter(), "male": Counter()}

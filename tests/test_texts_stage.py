@@ -26,8 +26,8 @@ import pytest
 from test_texts_real import CORPORA, py_association, py_marked_words, py_words
 
 from corpus_audit.cli import main
-from corpus_audit.lexicon import load_association_terms, load_gender_terms, load_occupations
-from corpus_audit.store import Study
+from corpus_audit.core.store import Study
+from corpus_audit.methods.lexicon import load_association_terms, load_gender_terms, load_occupations
 
 
 def cli(*argv: str) -> int:
@@ -36,9 +36,9 @@ def cli(*argv: str) -> int:
 
 @pytest.fixture(scope="module")
 def caption_study(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
-    from corpus_audit.select import select
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
+    from corpus_audit.stages.select import select
 
     root = tmp_path_factory.mktemp("who_how") / "study"
     study = init_study(
@@ -157,9 +157,10 @@ def test_caption_rerun_is_skipped_and_a_report_shows_the_section(caption_study):
 
 def test_killed_association_resumes_where_it_stopped(laion_path, make_study, monkeypatch):
     """Batches of 50; the third batch is interrupted; the rerun does only the rest."""
-    from corpus_audit.indicators import indicators
-    from corpus_audit.select import select
-    from corpus_audit.texts import association, stage
+    import corpus_audit.stages.who_how as stage
+    from corpus_audit.methods.texts import association
+    from corpus_audit.stages.indicators import indicators
+    from corpus_audit.stages.select import select
 
     study = make_study(
         [laion_path], indicators={"use_names": False}, texts={"batch_size": 50, "srbs": False}
@@ -181,7 +182,7 @@ def test_killed_association_resumes_where_it_stopped(laion_path, make_study, mon
     total = study.count("captions")
     assert total > 150 and study.count("texts_associations") == 100
     assert str(stage.progress(study)) == f"100/{total} texts"
-    from corpus_audit.stage_state import stage_state
+    from corpus_audit.core.stage_state import stage_state
 
     assert stage_state(study, "who_how").state == "partial"
     monkeypatch.setattr(association.AssociationCounter, "count", real)
@@ -258,7 +259,7 @@ def test_texts_command_pooled_marked_words_equal_a_counter_computation(
 def test_texts_command_srbs_equals_a_numpy_and_scipy_computation(corpus_study):
     from scipy.stats import ttest_ind
 
-    from corpus_audit.texts import embed_words
+    from corpus_audit.methods.texts import embed_words
 
     words = query(
         corpus_study,
@@ -402,8 +403,8 @@ def test_texts_refuses_a_caption_study(caption_study, corpus_file, capsys):
     ],
 )
 def test_bad_texts_settings_name_the_key(tmp_path, key, value, message):
-    from corpus_audit.config import config_from_dict
-    from corpus_audit.errors import ConfigError
+    from corpus_audit.core.config import config_from_dict
+    from corpus_audit.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         config_from_dict({"texts": {key: value}}, tmp_path, "study.toml")

@@ -8,17 +8,17 @@ import re
 import pytest
 from image_fixtures import encode, lfw, photo, seed_captions
 
-from corpus_audit.images import images
-from corpus_audit.label import label
-from corpus_audit.validate import (
+from corpus_audit.methods.stats import allocate
+from corpus_audit.commands.validate import (
     ValidationError,
-    allocate,
     export_sheet,
     import_labels,
     majority,
     reliability,
     summary_dict,
 )
+from corpus_audit.stages.images import images
+from corpus_audit.stages.label import label
 
 EVIL_ID = 'gen:m:<script>alert("x")</script>&:0'
 
@@ -27,7 +27,7 @@ EVIL_ID = 'gen:m:<script>alert("x")</script>&:0'
 def labelled(tmp_path_factory, laion_path):
     """A study labelled by the real models: 3 portraits + 40 LFW faces (training) and one
     generated image whose id carries HTML."""
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
 
     root = tmp_path_factory.mktemp("validate")
     study = init_study(root / "study", [str(laion_path)])

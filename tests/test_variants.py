@@ -28,9 +28,9 @@ import pytest
 from scipy.stats import binomtest
 
 from corpus_audit.cli import main
-from corpus_audit.pipeline import init_study, status
-from corpus_audit.stages import stage
-from corpus_audit.store import Study
+from corpus_audit.core.catalogue import stage
+from corpus_audit.core.pipeline import init_study, status
+from corpus_audit.core.store import Study
 
 LABELS = ("male", "female", "both", "none")
 
@@ -104,8 +104,8 @@ def _mentions(db: Path) -> dict[int, set[str]]:
 @pytest.fixture(scope="module")
 def expected(coco):
     """Union set, texts, labels and mentions per variant, without the stage's code."""
-    from corpus_audit.gender_text import IndicatorTagger, WordMatcher
-    from corpus_audit.lexicon import load_gender_terms
+    from corpus_audit.methods.gender_text import IndicatorTagger, WordMatcher
+    from corpus_audit.methods.lexicon import load_gender_terms
 
     root, wide, _ = coco
     m1 = _mentions(root / "study" / "study.duckdb")  # select on caption1
@@ -292,8 +292,8 @@ def test_status_and_provenance(coco):
 # -- existing studies, bad input ---------------------------------------------------------------
 def test_an_existing_study_opens_unchanged_and_variants_skips(make_study, laion_path):
     study = make_study([laion_path], select={"sample_size": 20})
-    from corpus_audit.select import select
-    from corpus_audit.variants import variants
+    from corpus_audit.stages.select import select
+    from corpus_audit.stages.variants import variants
 
     select(study, progress=False)
     for table in ("caption_variants", "variant_mentions", "recaptions", "variant_differences"):

@@ -14,9 +14,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from corpus_audit.analysis.amplification import strategy_sort_key
-from corpus_audit.analysis.read import amplification_pairs, rows, table3
-from corpus_audit.metrics import METRICS
+from corpus_audit.core.catalogue import STAGE_NAMES
+from corpus_audit.core.metrics import METRICS
+from corpus_audit.core.store import Study, dicts
+from corpus_audit.methods.amplification import strategy_sort_key
 from corpus_audit.report import figures as figs
 from corpus_audit.report.preference_section import (
     categories_section,
@@ -25,8 +26,7 @@ from corpus_audit.report.preference_section import (
 )
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
 from corpus_audit.report.variants_section import variants_section
-from corpus_audit.stages import STAGE_NAMES
-from corpus_audit.store import Study, dicts
+from corpus_audit.stages.analyze.read import amplification_pairs, rows, table3
 
 IMAGE_STAGES = ("images", "generate", "label")
 TOP_NEIGHBOR_OCCUPATIONS = 4
@@ -65,7 +65,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["variants"] = variants_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
-    from corpus_audit.texts.page import who_how_section
+    from corpus_audit.report.who_how import who_how_section
 
     ctx["who_how"] = who_how_section(study, figures_dir)
     ctx["provenance"] = provenance_section(study)
@@ -76,9 +76,9 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
 def comparability_section(study: Study) -> dict[str, Any]:
     """Settings that differ from the paper's, labels from untrained weights, how the training
     subsets were drawn and cut, and the subsets that fall short of N."""
-    from corpus_audit.analysis.stage import untrained_classifiers
-    from corpus_audit.preset import paper_differences
-    from corpus_audit.subsets import SHORTFALL_TEXT
+    from corpus_audit.core.preset import paper_differences
+    from corpus_audit.stages.analyze import untrained_classifiers
+    from corpus_audit.stages.subsets import SHORTFALL_TEXT
 
     cfg = study.config
     short = dicts(study.sql("report_shortfall"))
@@ -214,7 +214,7 @@ def image_funnel(study: Study, analysis_prov: dict[str, Any]) -> list[dict[str, 
 # -- results --------------------------------------------------------------------------------
 def analysis_section(study: Study, run: dict[str, Any] | None) -> dict[str, Any]:
     """How the analysis was run and whether it is current."""
-    from corpus_audit.analysis.stage import input_fingerprint
+    from corpus_audit.stages.analyze import input_fingerprint
 
     if run is None:
         return {"ran": False, "stale": False, "provenance": {}}
@@ -307,7 +307,7 @@ def similarity_section(study: Study) -> dict[str, Any]:
     detail = dicts(study.sql("report_similarity_detail"))
     summary = dicts(study.sql("report_similarity_summary"))
     summary.sort(key=lambda r: strategy_sort_key(r["strategy"]))
-    from corpus_audit.analysis.image_similarity import summary as image_summary
+    from corpus_audit.stages.analyze.image_similarity import summary as image_summary
 
     images = image_summary(rows(study, "SELECT * FROM image_similarity"))
     caption_means = {r["strategy"]: r["mean_similarity"] for r in summary}
@@ -493,7 +493,7 @@ def _group(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 # -- provenance -----------------------------------------------------------------------------
 def provenance_section(study: Study) -> dict[str, Any]:
     """Config (as TOML), per-stage provenance (JSON), versions, seeds, models."""
-    from corpus_audit.config import dump_toml
+    from corpus_audit.core.config import dump_toml
 
     stages = []
     versions: dict[str, Any] = {}

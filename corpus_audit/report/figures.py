@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.analysis.amplification import PARITY, strategy_sort_key
+from corpus_audit.methods.amplification import PARITY, strategy_sort_key
 
 AMP_COLOR = "#d62728"
 DEAMP_COLOR = "#1f77b4"

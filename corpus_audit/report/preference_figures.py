@@ -48,7 +48,7 @@ def _panels(data: Any) -> list[tuple[Any, str]]:
 
 def category_bars(rows: Any, language: str) -> Any:
     """Grouped bars of one language, one panel per (prompt family, variant); ``rows`` is the
-    :func:`corpus_audit.analysis.categories.category_distribution` frame."""
+    :func:`corpus_audit.methods.categories.category_distribution` frame."""
     import numpy as np
 
     data = rows[rows["language"] == language]
@@ -110,7 +110,7 @@ def category_bars(rows: Any, language: str) -> Any:
 
 def rating_intervals(ratings: Any) -> Any:
     """One panel per aspect; ``ratings`` is the
-    :func:`corpus_audit.preferences.elo.preference_ratings` frame."""
+    :func:`corpus_audit.methods.preferences.elo.preference_ratings` frame."""
     aspects = sorted(ratings["aspect"].unique())
     n_models = max(1, ratings["model_id"].nunique())
     fig = _figure(4.2 * max(1, len(aspects)), 0.45 * n_models + 1.6)
@@ -155,7 +155,7 @@ def rating_intervals(ratings: Any) -> Any:
 
 def win_rate_heatmap(pairs: Any, aspect: str) -> Any:
     """Score of the row model against the column model (0-1) with battle counts; ``pairs`` is
-    the :func:`corpus_audit.preferences.elo.pair_matrix` frame."""
+    the :func:`corpus_audit.methods.preferences.elo.pair_matrix` frame."""
     import numpy as np
 
     part = pairs[pairs["aspect"] == aspect]

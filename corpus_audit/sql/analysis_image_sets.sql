@@ -1,6 +1,6 @@
 -- Images of the CLIP image-image similarity diagnostic (METHODS 1.5 diagnostics), one row per
 -- (set, image): the labelled (female/male) images behind each T and G. Needs the temp tables
--- analysis_labelled and subset_members. Owner: corpus_audit/analysis/image_similarity.py
+-- analysis_labelled and subset_members. Owner: corpus_audit/stages/analyze/image_similarity.py
 --   side 'training':  a training subset after the cut (strategy, occupation, prompt_id NULL
 --                     for per-occupation strategies);
 --   side 'generated': a generated set of a prompt of `prompts` (model_id, occupation,

@@ -1,5 +1,5 @@
 -- Images that passed the filters, with the binary perceived-gender label the analysis uses
--- (METHODS 1.4). Owner: corpus_audit/analysis/percent.py
+-- (METHODS 1.4). Owner: corpus_audit/stages/analyze/percent.py
 --
 -- An image counts when it has a label from classifier $classifier and its face_filter row
 -- (if any; the label stage labels only kept images) says kept. $threshold = 0 uses the stored

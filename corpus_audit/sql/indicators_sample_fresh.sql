@@ -9,7 +9,7 @@
 -- (When corpus.key_column is set, select orders by that key, which `captions` does not keep;
 -- this sample then still uses file key and row.)
 -- Creates the temp table indicators_sample_new (read by indicators_sample_diff.sql and
--- indicators_sample_write.sql; corpus_audit/indicators.py drops it).
+-- indicators_sample_write.sql; corpus_audit/stages/indicators/__init__.py drops it).
 CREATE OR REPLACE TEMP TABLE indicators_sample_new AS
 SELECT
     'no_indicators' AS strategy,

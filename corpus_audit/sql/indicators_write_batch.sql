@@ -1,5 +1,5 @@
 -- Store one labelled batch of the indicators stage, inside the caller's transaction.
--- Reads the Arrow tables corpus_audit/indicators.py registers for the batch: _indicators_batch
+-- Reads the Arrow tables corpus_audit/stages/indicators/__init__.py registers for the batch: _indicators_batch
 -- (caption_id, label, triggers), _indicator_triggers_batch (caption_id, kind, token, gender,
 -- guess) and _indicator_texts_batch (caption_id, text: the text each label was made from).
 INSERT INTO indicators (caption_id, label, triggers)

@@ -1,6 +1,6 @@
 -- neighbors, step 1: every distinct text the stage needs a vector for: each caption in
 -- `mentions` (all keyword captions, not only the sampled ones) and each prompt.
--- key = md5 of the exact UTF-8 text: the cache key (corpus_audit/embeddings.py:text_key).
+-- key = md5 of the exact UTF-8 text: the cache key (corpus_audit/backends/embeddings.py:text_key).
 CREATE OR REPLACE TEMP TABLE _nb_texts AS
 SELECT md5(text) AS key, any_value(text) AS text
 FROM (

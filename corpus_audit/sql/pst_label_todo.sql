@@ -1,6 +1,6 @@
 -- Generated images of PST prompts that `pst_label` still has to work on: filtered by `label`
 -- (a face_filter row) and without a pst_face_filter row, or kept there without a person row
--- from the configured classifier ($cid). Columns are what corpus_audit/pst/label_stage.py reads.
+-- from the configured classifier ($cid). Columns are what corpus_audit/stages/pst_label.py reads.
 SELECT i.image_id, i.path, i.prompt_id, p.kind,
        f.n_faces, f.kept AS one_face_kept, f.reason AS one_face_reason, f.kept_face,
        f.image_width, f.image_height

@@ -1,4 +1,4 @@
--- Bookkeeping tables every stage uses (corpus_audit/store.py). Public interface: documented in
+-- Bookkeeping tables every stage uses (corpus_audit/core/store.py). Public interface: documented in
 -- README.md ("The study database").
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.

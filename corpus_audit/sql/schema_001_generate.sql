@@ -1,10 +1,10 @@
 -- Tables of the `generate` stage beside its `images` rows (schema_001_images.sql).
--- Owner: corpus_audit/generate.py
+-- Owner: corpus_audit/stages/generate.py
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
 
 -- Paraphrased captions used as prompts. One row per (caption, occupation, paraphraser): the
--- instruction names the occupation word to keep. Owner: corpus_audit/generate.py
+-- instruction names the occupation word to keep. Owner: corpus_audit/stages/generate.py
 CREATE TABLE IF NOT EXISTS paraphrases (
     caption_id   BIGINT NOT NULL,
     paraphraser  VARCHAR NOT NULL,           -- '<backend>:<model>', e.g. 'transformers:google/flan-t5-large'
@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS paraphrases (
 );
 
 -- The settings a set of generated images was made with. With images.prompt_text and
--- images.seed they regenerate one image exactly (corpus_audit.generate.regenerate_image).
+-- images.seed they regenerate one image exactly (corpus_audit.stages.generate.regenerate_image).
 CREATE TABLE IF NOT EXISTS generation_settings (
     settings_id    VARCHAR PRIMARY KEY,      -- 16 hex digits of sha256(details)
     model_id       VARCHAR NOT NULL,         -- as configured (hub id or local path)

@@ -1,6 +1,6 @@
--- Tables of the `neighbors` stage (SBERT + FAISS). Owner: corpus_audit/neighbors.py
+-- Tables of the `neighbors` stage (SBERT + FAISS). Owner: corpus_audit/stages/neighbors.py
 -- model_id everywhere is the embedder fingerprint, e.g. 'all-MiniLM-L6-v2-bf16-3f9c0a1b2c4d'
--- (model identity + precision + max_seq_length; see corpus_audit/embeddings.py).
+-- (model identity + precision + max_seq_length; see corpus_audit/backends/embeddings.py).
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
 

@@ -1,4 +1,4 @@
--- Tables of `corpus-audit validate` (human labels; not a stage). Owner: corpus_audit/validate.py
+-- Tables of `corpus-audit validate` (human labels; not a stage). Owner: corpus_audit/commands/validate.py
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
 

@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS battles (
     PRIMARY KEY (pair_id, aspect, annotator)
 );
 
--- Ratings per aspect and model from all battles (corpus_audit.preferences.elo.RATING_COLUMNS).
+-- Ratings per aspect and model from all battles (corpus_audit.methods.preferences.elo.RATING_COLUMNS).
 CREATE TABLE IF NOT EXISTS preference_ratings (
     aspect       VARCHAR NOT NULL,
     model_id     VARCHAR NOT NULL,

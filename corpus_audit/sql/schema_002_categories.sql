@@ -1,11 +1,11 @@
 -- Human preference and official statistics (METHODS §3; docs/preferences.md).
--- Owners: corpus_audit/analysis/category_stage.py (category_distribution) and
--- corpus_audit/preferences/study.py (battle_pairs, battles, preference_ratings, preference_pairs).
+-- Owners: corpus_audit/stages/categories.py (category_distribution) and
+-- corpus_audit/commands/battles.py (battle_pairs, battles, preference_ratings, preference_pairs).
 -- Percentages are 0-100, gaps in percentage points, ratings in Elo points.
 
 -- Per model x prompt family x language x variant x category: shares of the labelled generated
 -- images of the prompt-table prompts, against the official %female of the category
--- (columns as corpus_audit.analysis.categories.CATEGORY_COLUMNS). Rewritten by `categories`.
+-- (columns as corpus_audit.methods.categories.CATEGORY_COLUMNS). Rewritten by `categories`.
 CREATE TABLE IF NOT EXISTS category_distribution (
     model_id     VARCHAR NOT NULL,
     prompt_set   VARCHAR,                    -- the prompt-table family: magbig | bafis | ...

@@ -1,11 +1,11 @@
 -- Tables of the Paired Stereotype Test (METHODS 2; docs/pst.md "The study tables").
--- Owners: corpus_audit/pst/prompt_stage.py (pst_prompts), label_stage.py (pst_face_filter,
+-- Owners: corpus_audit/stages/pst_prompts.py (pst_prompts), label_stage.py (pst_face_filter,
 -- pst_people), critic_stage.py (pst_rounds), caption_stage.py (pst_caption_*),
 -- analyze_stage.py (pst_scores, pst_gap, pst_both_any, pst_labor, pst_labor_correlation,
--- pst_caption_roles). Columns named `group`/`order` in the DataFrames of corpus_audit.pst are
+-- pst_caption_roles). Columns named `group`/`order` in the DataFrames of corpus_audit.methods.pst are
 -- `group_name`/`role_order` here (SQL keywords).
 
--- The PST prompts (corpus_audit.lexicon.pst.PROMPT_COLUMNS); `generate` reads them in a PST study.
+-- The PST prompts (corpus_audit.methods.lexicon.pst.PROMPT_COLUMNS); `generate` reads them in a PST study.
 CREATE TABLE IF NOT EXISTS pst_prompts (
     prompt_id         VARCHAR PRIMARY KEY,   -- 'pst:paired:plain:carpenter:editor'
     prompt_set        VARCHAR NOT NULL,      -- the templates file's name
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS pst_prompts (
 );
 
 -- The face rule of each generated PST image: two large faces for paired/power prompts
--- (corpus_audit.pst.positions), the one-face rule of `label` for single prompts.
+-- (corpus_audit.methods.pst.positions), the one-face rule of `label` for single prompts.
 CREATE TABLE IF NOT EXISTS pst_face_filter (
     image_id     VARCHAR PRIMARY KEY,
     prompt_id    VARCHAR NOT NULL,
@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS pst_face_filter (
     right_face   INTEGER                     -- faces.face_index of the right person (NULL for single)
 );
 
--- One row per classified person (corpus_audit.pst.persons.PERSON_COLUMNS).
+-- One row per classified person (corpus_audit.methods.pst.persons.PERSON_COLUMNS).
 CREATE TABLE IF NOT EXISTS pst_people (
     image_id     VARCHAR NOT NULL,
     prompt_id    VARCHAR NOT NULL,
@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS pst_people (
     PRIMARY KEY (image_id, side, classifier)
 );
 
--- FairCritic: one row per (model, prompt, round) (corpus_audit.pst.critic.ROUND_COLUMNS).
+-- FairCritic: one row per (model, prompt, round) (corpus_audit.methods.pst.critic.ROUND_COLUMNS).
 CREATE TABLE IF NOT EXISTS pst_rounds (
     model_id           VARCHAR NOT NULL,     -- generate.models entry that drew the images
     prompt_id          VARCHAR NOT NULL,
@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS pst_rounds (
     PRIMARY KEY (model_id, prompt_id, round)
 );
 
--- Caption side: the corpus files read and the role mentions found (corpus_audit.pst.captions).
+-- Caption side: the corpus files read and the role mentions found (corpus_audit.methods.pst.captions).
 CREATE TABLE IF NOT EXISTS pst_caption_files (
     file         VARCHAR NOT NULL,           -- file name
     rows         BIGINT NOT NULL,            -- captions read
@@ -111,7 +111,7 @@ CREATE TABLE IF NOT EXISTS pst_caption_roles (
     labor_percent_female  DOUBLE             -- BLS 2024 % women (NULL: no statistic)
 );
 
--- Scores (corpus_audit.pst.score); side = image (generated images, unit = image) or caption
+-- Scores (corpus_audit.methods.pst.score); side = image (generated images, unit = image) or caption
 -- (the corpus, unit = caption). Intervals: percentile bootstrap over units at
 -- analysis.confidence with analysis.bootstrap replicates, seed study.seed.
 CREATE TABLE IF NOT EXISTS pst_scores (

@@ -1,4 +1,4 @@
--- Prompt tables (MAGBIG, BAFIS; corpus_audit/lexicon/study_prompts.py): the language, variant
+-- Prompt tables (MAGBIG, BAFIS; corpus_audit/methods/lexicon/study_prompts.py): the language, variant
 -- and occupational category of each of their prompts, written by `select` next to `prompts`.
 -- Prompts of templated sets have no row here.
 CREATE TABLE IF NOT EXISTS prompt_categories (

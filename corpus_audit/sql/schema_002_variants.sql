@@ -1,6 +1,6 @@
 -- Caption variants (issue 17, docs/recaptioning.md): several captions of the same corpus rows,
--- compared side by side. Owners: corpus_audit/variants.py (stage `variants`) and
--- corpus_audit/recaption/stage.py (stage `recaption`, table `recaptions`).
+-- compared side by side. Owners: corpus_audit/stages/variants/__init__.py (stage `variants`) and
+-- corpus_audit/stages/recaption/__init__.py (stage `recaption`, table `recaptions`).
 --
 -- The tables of `select` and `indicators` (captions, mentions, indicators) stay as they are:
 -- they hold the variant 'original', and a study without variants never touches these tables.
@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS recaptions (
 );
 
 -- The comparison tables of the `variants` stage, one block per (baseline, variant) pair:
--- the columns of corpus_audit.recaption.compare (documented there and in
+-- the columns of corpus_audit.methods.recaption.compare (documented there and in
 -- docs/recaptioning.md), with variant_a = the baseline and variant_b = the other variant.
 -- image_key is caption_id; example_keys is a '; '-joined list of caption ids.
 CREATE TABLE IF NOT EXISTS variant_rates (

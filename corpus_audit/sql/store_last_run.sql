@@ -1,5 +1,5 @@
 -- The latest finished run of stage $stage (Study.last_run). Reads `stage_runs`.
--- Owner: corpus_audit/store.py
+-- Owner: corpus_audit/core/store.py
 SELECT *
 FROM stage_runs
 WHERE stage = $stage
