@@ -75,7 +75,7 @@ def _fresh_con(threads: int, memory_limit: str) -> Any:
     con = duckdb.connect()
     con.execute(f"SET threads = {int(threads)}")
     con.execute("SET memory_limit = ?", [memory_limit])
-    con.execute(sql_text("select_05_work_tables.sql"))
+    con.execute(sql_text("select/05_work_tables.sql"))
     return con
 
 

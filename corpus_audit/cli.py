@@ -219,7 +219,8 @@ def _out_path(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_amplify(args: argparse.Namespace) -> int:
-    from corpus_audit.commands.amplify import TableError, amplify_tables, amplify_wide
+    from corpus_audit.commands.amplify import amplify_tables, amplify_wide
+    from corpus_audit.core.errors import TableError
 
     options = {
         "out_dir": _out_path(args),

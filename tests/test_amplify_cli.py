@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from corpus_audit.cli import main
-from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.commands.amplify import amplify_tables
+from corpus_audit.core.errors import CorpusAuditError
 
 TRAINING = "occupation,percent_female,n\nnurse,80,50\nEngineer,20,40\nteacher,50,30\npilot,30,20\n"
 # prompt 1: A = 10, 10, 10, pilot switches sides (excluded); prompt 2: A = -10, -10, 0, 10.

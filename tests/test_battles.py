@@ -16,10 +16,10 @@ import pytest
 from image_fixtures import photo
 from PIL import Image
 
+from corpus_audit.core.errors import BattleError
 from corpus_audit.methods.preferences.battles import (
     PAIR_COLUMNS,
     VOTE_COLUMNS,
-    BattleError,
     draw_battles,
     read_pairs,
     read_votes,

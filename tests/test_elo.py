@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from corpus_audit.core.errors import RatingError
 from corpus_audit.methods.preferences.elo import (
     ELO_COLUMNS,
     RATING_COLUMNS,
-    RatingError,
     bradley_terry,
     bt_fit,
     bt_fit_many,

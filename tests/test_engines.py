@@ -27,11 +27,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus_audit.backends.corpus import CorpusFile, resolve_corpus
-from corpus_audit.backends.engines import EngineError, engine_from_config, engine_names, open_engine
+from corpus_audit.backends.engines import engine_from_config, engine_names, open_engine
 from corpus_audit.backends.engines.base import Resources
 from corpus_audit.backends.engines.faults import FailFirstAttempt, FailingWorkerFactory, marker_name
-from corpus_audit.backends.engines.local import LocalEngine, WorkerDiedError
-from corpus_audit.core.errors import CorpusError
+from corpus_audit.backends.engines.local import LocalEngine
+from corpus_audit.core.errors import CorpusError, EngineError, WorkerDiedError
 from corpus_audit.core.store import sql_text
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.matching import build_matcher
@@ -88,7 +88,7 @@ def local_scans(corpus, matcher):
 
 def _candidates_con() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    con.execute(sql_text("select_05_work_tables.sql"))
+    con.execute(sql_text("select/05_work_tables.sql"))
     return con
 
 

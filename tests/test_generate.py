@@ -363,7 +363,7 @@ def test_captions_as_prompts_link_every_image_to_its_caption(make_study, laion_p
     # The analysis join lists every subset an image belongs to.
     from corpus_audit.core.store import sql_text
 
-    members = study.con.execute(sql_text("generate_caption_images.sql")).fetchall()
+    members = study.con.execute(sql_text("generate/caption_images.sql")).fetchall()
     assert {m[3] for m in members} == {"keyword", "no_indicators"}
     assert run.provenance["prompts"] == {"prompt": 2, "caption": len(texts), "paraphrase": 0}
 

@@ -618,8 +618,8 @@ def test_sample_is_reproducible_and_depends_on_the_seed(labelled, tmp_path, laio
 def test_killed_run_resumes_without_duplicates(
     labelled, tmp_path, laion_path, coco_path, monkeypatch
 ):
-    from corpus_audit.methods import gender_text
     from corpus_audit.core.pipeline import init_study
+    from corpus_audit.methods import gender_text
     from corpus_audit.stages.indicators import indicators
 
     clean, _ = labelled

@@ -152,8 +152,7 @@ def test_the_graph_sees_function_level_and_lazy_imports(tmp_path: Path) -> None:
     for init in (pkg, pkg / "core", pkg / "stages"):
         (init / "__init__.py").write_text("")
     (pkg / "core" / "a.py").write_text(
-        "def f():\n    from corpus_audit.stages import b\n"
-        "LAZY = 'corpus_audit.stages.b:run'\n"
+        "def f():\n    from corpus_audit.stages import b\nLAZY = 'corpus_audit.stages.b:run'\n"
     )
     (pkg / "stages" / "b.py").write_text("from corpus_audit.core import a\n")
     graph = import_graph(tmp_path)
@@ -162,7 +161,8 @@ def test_the_graph_sees_function_level_and_lazy_imports(tmp_path: Path) -> None:
     assert upward_imports(graph) == ["corpus_audit.core.a -> corpus_audit.stages.b"]
 
 
-if __name__ == "__main__":  # print the graph's findings for any checkout: python tests/test_layers.py DIR
+# print the findings for any checkout: python tests/test_layers.py DIR
+if __name__ == "__main__":
     where = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT
     graph = import_graph(where)
     print(f"{len(graph)} modules, {sum(len(t) for t in graph.values())} import edges")

@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_audit.stages import neighbors as nb_module
 from corpus_audit.backends.embeddings import (
     EmbeddingCache,
     SbertEmbedder,
@@ -37,6 +36,7 @@ from corpus_audit.backends.index import (
 from corpus_audit.core.errors import ModelError, StageOrderError
 from corpus_audit.core.pipeline import init_study, stage_function
 from corpus_audit.core.store import Study
+from corpus_audit.stages import neighbors as nb_module
 from corpus_audit.stages.neighbors import neighbors
 
 DEMO = Path(__file__).resolve().parents[1] / "corpus_audit" / "demo_data"

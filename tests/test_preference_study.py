@@ -435,8 +435,7 @@ def test_bad_vote_row_names_file_and_line_and_stores_nothing(built, voted, tmp_p
 
 def test_import_before_export_and_unknown_pair(make_study, laion_path, built, voted, tmp_path):
     from corpus_audit.commands.battles import import_battles
-    from corpus_audit.core.errors import StageOrderError
-    from corpus_audit.methods.preferences.battles import BattleError
+    from corpus_audit.core.errors import BattleError, StageOrderError
 
     fresh = make_study([laion_path], name="fresh")
     with pytest.raises(StageOrderError, match="no exported battles"):

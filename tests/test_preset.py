@@ -5,8 +5,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from corpus_audit.core import preset as preset_module
 from corpus_audit.cli import main
+from corpus_audit.core import preset as preset_module
 from corpus_audit.core.config import load_config
 from corpus_audit.core.preset import load_preset, paper_differences, preset_names
 

@@ -43,17 +43,17 @@ def test_sql_binds_named_parameters_without_formatting_them(study: Study):
         "INSERT INTO samples VALUES ('keyword', 'nurse', NULL, 1, 1, NULL), "
         "('no_indicators', 'nurse', NULL, 2, 1, NULL)"
     )
-    rows = study.sql("select_50_summary", occupations=[tricky, "nurse", "pilot"]).fetchall()
+    rows = study.sql("select/50_summary", occupations=[tricky, "nurse", "pilot"]).fetchall()
     # in the order given; mentions counted per occupation, the keyword sample only
     assert rows == [(tricky, 1, 0), ("nurse", 2, 1), ("pilot", 0, 0)]
     assert study.table_exists("mentions")
     # ".sql" may be given too; the same file runs
-    again = study.sql("select_50_summary.sql", occupations=["nurse"]).fetchall()
+    again = study.sql("select/50_summary.sql", occupations=["nurse"]).fetchall()
     assert again == [("nurse", 2, 1)]
 
 
 def test_sql_binds_each_statement_of_a_multi_statement_file(study: Study):
-    """subsets_cut.sql: two statements, each naming its own parameters (no splitter)."""
+    """subsets/cut.sql: two statements, each naming its own parameters (no splitter)."""
     study.con.execute(
         "INSERT INTO samples SELECT 'keyword', 'nurse', NULL, r, r::INTEGER, NULL "
         "FROM range(1, 6) t(r)"
@@ -66,8 +66,8 @@ def test_sql_binds_each_statement_of_a_multi_statement_file(study: Study):
         "INSERT INTO labels VALUES ('train:1', 'agegender', 0.9, 'female', 0.5), "
         "('train:3', 'agegender', 0.1, 'male', 0.5), ('train:4', 'agegender', 0.8, 'female', 0.5)"
     )
-    study.sql("analysis_labelled", classifier="agegender", threshold=0.5)
-    study.sql("subsets_cut", n_occupation=2, n_prompt=9, unit="labelled_images", split=False)
+    study.sql("analyze/labelled", classifier="agegender", threshold=0.5)
+    study.sql("subsets/cut", n_occupation=2, n_prompt=9, unit="labelled_images", split=False)
     members = study.con.execute(
         "SELECT caption_id FROM subset_members WHERE member ORDER BY caption_id"
     ).fetchall()
@@ -75,7 +75,7 @@ def test_sql_binds_each_statement_of_a_multi_statement_file(study: Study):
     assert members == [(1,), (3,)]
     targets = study.con.execute("SELECT DISTINCT target FROM subset_members").fetchall()
     assert targets == [(2,)]  # $n_occupation reached the first statement
-    study.sql("subsets_cut", n_occupation=2, n_prompt=9, unit="captions", split=False)
+    study.sql("subsets/cut", n_occupation=2, n_prompt=9, unit="captions", split=False)
     members = study.con.execute(
         "SELECT caption_id FROM subset_members WHERE member ORDER BY caption_id"
     ).fetchall()
@@ -88,12 +88,12 @@ def test_sql_unknown_file_names_it(study: Study):
 
 
 def test_sql_wrong_parameters_name_the_file(study: Study):
-    with pytest.raises(ValueError, match=r"corpus_audit/sql/select_50_summary\.sql.*missing.*occ"):
-        study.sql("select_50_summary")
+    with pytest.raises(ValueError, match=r"corpus_audit/sql/select/50_summary\.sql.*missing.*occ"):
+        study.sql("select/50_summary")
     with pytest.raises(
-        ValueError, match=r"select_50_summary\.sql: parameters not in the file.*'n'"
+        ValueError, match=r"select/50_summary\.sql: parameters not in the file.*'n'"
     ):
-        study.sql("select_50_summary", occupations=["nurse"], n=3)
+        study.sql("select/50_summary", occupations=["nurse"], n=3)
 
 
 # -- migrations ------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ def test_migrations_are_numbered_and_cover_every_declared_table():
 def test_new_study_is_at_the_current_version(study: Study):
     rows = study.con.execute("SELECT version, files FROM schema_version").fetchall()
     assert [r[0] for r in rows] == list(range(1, schema_version() + 1))
-    assert "schema_001_select.sql" in rows[0][1]
+    assert "schema/001_select.sql" in rows[0][1]
     assert study.migrate() == []  # nothing left to do on reopening
     study.close()
     again = Study.open(study.root)

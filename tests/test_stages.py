@@ -38,7 +38,7 @@ DECLARATIONS = [spec for _, spec in STAGES.items()]
 def _schema_tables() -> set[str]:
     """Every table the schema files create, read from the files themselves."""
     tables = set()
-    for path in sorted((REPO / "corpus_audit" / "sql").glob("schema*.sql")):
+    for path in sorted((REPO / "corpus_audit" / "sql" / "schema").glob("*.sql")):
         text = path.read_text(encoding="utf-8")
         tables |= set(re.findall(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", text, re.I))
     return tables

@@ -8,15 +8,15 @@ import re
 import pytest
 from image_fixtures import encode, lfw, photo, seed_captions
 
-from corpus_audit.methods.stats import allocate
 from corpus_audit.commands.validate import (
-    ValidationError,
     export_sheet,
     import_labels,
     majority,
     reliability,
     summary_dict,
 )
+from corpus_audit.core.errors import ValidationError
+from corpus_audit.methods.stats import allocate
 from corpus_audit.stages.images import images
 from corpus_audit.stages.label import label
 

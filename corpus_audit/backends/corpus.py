@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_audit.core.errors import CorpusError, printable
+from corpus_audit.core.errors import CorpusError, NotTextError, printable
 from corpus_audit.core.registry import Registry
 
 TEXT_ALIASES = ("TEXT", "caption", "text")
@@ -202,15 +202,6 @@ def check_text_column(path: str | Path, column: str, dtype: pa.DataType | str) -
             "values, not text; set corpus.text_column (--text-column) to the column with the "
             "captions"
         )
-
-
-class NotTextError(ValueError):
-    """The caption column of a batch holds no text (see :func:`check_text_column`)."""
-
-    def __init__(self, column: str, dtype: pa.DataType | str) -> None:
-        super().__init__(column, dtype)
-        self.column = column
-        self.dtype = dtype
 
 
 def clean_batch(

@@ -33,7 +33,7 @@ import csv
 import math
 from pathlib import Path
 
-from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.core.errors import TableError
 from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.metrics import metric
 from corpus_audit.core.store import StageRun
@@ -48,10 +48,6 @@ from corpus_audit.methods.amplification import (
 )
 
 DEFAULT_OUT = Path("amplify_results")
-
-
-class TableError(CorpusAuditError):
-    """A %female table (CSV) that cannot be used; the message names the file and line."""
 
 
 def _norm(name: str) -> str:

@@ -51,7 +51,7 @@ def export_battles(
     from corpus_audit.report.battles_page import export_page
 
     with study.stage("battles_export", "study") as run:
-        images = _frame(study, sql_text("battles_images.sql"))
+        images = _frame(study, sql_text("battles/images.sql"))
         if images.empty:
             raise StageOrderError(
                 f"{study.root}: no generated images of the study's prompts to draw battles from "
@@ -64,7 +64,7 @@ def export_battles(
         page = export_page(pairs, out, aspects=tuple(aspects), root=study.root, title=title)
         with study.transaction() as con:
             con.register("_battle_pairs_in", pairs[list(PAIR_COLUMNS)])
-            con.execute(sql_text("battles_store_pairs.sql"))
+            con.execute(sql_text("battles/store_pairs.sql"))
             con.unregister("_battle_pairs_in")
         run.rows_in, run.rows_out = len(images), len(pairs)
         run.summary = [
@@ -99,7 +99,7 @@ def import_battles(
         seed = study.config.study.seed if seed is None else seed
         with study.transaction() as con:
             con.register("_battle_votes_in", votes)
-            con.execute(sql_text("battles_store_votes.sql"))
+            con.execute(sql_text("battles/store_votes.sql"))
             con.unregister("_battle_votes_in")
             stored = _frame(study, "SELECT * FROM battles ORDER BY source_file, line, aspect")
             counts = _store_ratings(study, stored, rounds, seed)
@@ -132,4 +132,4 @@ def _store_ratings(study: Study, stored: Any, rounds: int, seed: int) -> dict[st
 
 
 def _rating_summary(study: Study) -> list[dict[str, Any]]:
-    return dicts(study.sql("battles_rating_summary"))
+    return dicts(study.sql("battles/rating_summary"))

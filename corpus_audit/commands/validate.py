@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus_audit.core.errors import CorpusAuditError, StageOrderError
+from corpus_audit.core.errors import CorpusAuditError, StageOrderError, ValidationError
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.stats import allocate
 
@@ -51,10 +51,6 @@ ALIASES = {
     "unknown": "unsure",
     "ambiguous": "unsure",
 }
-
-
-class ValidationError(CorpusAuditError):
-    """An annotation file that cannot be imported (names the file and line)."""
 
 
 # -- export ---------------------------------------------------------------------------------------
@@ -85,7 +81,7 @@ def draw_sample(study: Study, cid: str, n: int) -> list[tuple[str, str, str]]:
     def rank(image_id: str) -> str:
         return hashlib.sha256(f"{seed}:{image_id}".encode()).hexdigest()
 
-    rows = study.sql("validate_strata", classifier=cid).fetchall()
+    rows = study.sql("validate/strata", classifier=cid).fetchall()
     by_stratum: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     for image_id, path, stratum in sorted(rows, key=lambda r: (r[2], rank(r[0]))):
         by_stratum[stratum].append((image_id, path, stratum))

@@ -54,6 +54,43 @@ class StageOrderError(CorpusAuditError):
     whose last run did not finish."""
 
 
+class RatingError(CorpusAuditError):
+    """Battles that cannot be rated (missing columns, a model against itself)."""
+
+
+class BattleError(CorpusAuditError):
+    """Battle input that cannot be used; the message names the file and line."""
+
+
+class EngineError(CorpusAuditError):
+    """An unknown engine name, or an engine whose package is not installed."""
+
+
+class RayEngineError(CorpusAuditError):
+    """The Ray cluster cannot be reached, or a unit failed after every retry."""
+
+
+class WorkerDiedError(CorpusAuditError):
+    """A local worker process died (killed, out of memory) while serving a unit."""
+
+
+class NotTextError(CorpusError, ValueError):
+    """The caption column of a batch holds no text (see :func:`corpus_audit.backends.corpus.check_text_column`)."""
+
+    def __init__(self, column: str, dtype: object) -> None:
+        super().__init__(column, dtype)
+        self.column = column
+        self.dtype = dtype
+
+
+class ValidationError(CorpusAuditError):
+    """An annotation file that cannot be imported (names the file and line)."""
+
+
+class TableError(CorpusAuditError):
+    """A %female table (CSV) that cannot be used; the message names the file and line."""
+
+
 def printable(text: object, *, keep_newlines: bool = False) -> str:
     """``text`` with every control character written as an escape (``\\x1b``, ``\\n``,
     ``\\u202e``), so it prints as inert characters on one line.

@@ -36,7 +36,10 @@ def load(spec: str) -> Any:
 class Registry(Generic[T]):
     """Named entries of one kind, in registration order.
 
-    ``kind`` is the noun used in messages ("corpus reader", "face detector").
+    ``kind`` is the noun used in messages ("corpus reader", "face detector"). An entry may be
+    *lazy*: the string ``"package.module:attribute"``, imported by :meth:`get` on first use
+    (:func:`load`), so a registry can name a backend whose module imports a heavy library
+    (the ``ray`` engine) without importing it; :meth:`names` never imports.
     """
 
     def __init__(self, kind: str) -> None:
@@ -59,12 +62,17 @@ class Registry(Generic[T]):
         return lambda entry: self.register(name, entry)
 
     def get(self, name: str) -> T:
-        """The entry named ``name``; :class:`ConfigError` naming the known ones otherwise."""
+        """The entry named ``name`` (a lazy one imported now, and kept); :class:`ConfigError`
+        naming the known ones otherwise. A lazy entry whose module is missing raises
+        :class:`ModuleNotFoundError` for the caller to explain."""
         try:
-            return self._entries[name]
+            entry = self._entries[name]
         except KeyError:
             known = ", ".join(self._entries) or "none"
             raise ConfigError(f"unknown {self.kind} {name!r} (known: {known})") from None
+        if isinstance(entry, str):
+            entry = self._entries[name] = load(entry)
+        return entry
 
     def names(self) -> tuple[str, ...]:
         """The registered names, in registration order."""

@@ -1,13 +1,13 @@
 """The study database (``study.duckdb``): open, migrate, stage bookkeeping.
 
 Every table a stage writes lives in this one embedded DuckDB file. Its schema is a list of
-ordered migrations, ``corpus_audit/sql/schema_<NNN>_<owner>.sql`` (migration ``NNN``, one file
+ordered migrations, ``corpus_audit/sql/schema/<NNN>_<owner>.sql`` (migration ``NNN``, one file
 per stage that owns the tables; see :func:`migrations`). The table ``schema_version`` records
 the migrations a study has had; opening a study applies the ones it lacks in one transaction,
 and refuses a study made by a newer version (see :meth:`Study.migrate`). A study without
 ``schema_version`` (made before it existed) is version 0 and gets every migration.
 
-Every query of more than one line lives in ``corpus_audit/sql/<name>.sql`` and runs through
+Every query of more than one line lives in ``corpus_audit/sql/<stage>/<step>.sql`` and runs through
 :meth:`Study.sql` with named parameters (``$name``), bound by DuckDB.
 
 Stage bookkeeping: :meth:`Study.stage` is a context manager that records one row in
@@ -51,18 +51,21 @@ RECOVERY_HINT = (
 )
 
 
-_SCHEMA_FILE = re.compile(r"schema_(\d{3})_\w+\.sql")
+_SCHEMA_FILE = re.compile(r"(\d{3})_\w+\.sql")  # in sql/schema/
 
 
 @cache
 def sql_text(name: str) -> str:
     """The text of ``corpus_audit/sql/<name>`` (queries live in files, with their comments).
 
-    ``name`` is the file name, ``.sql`` included; an unknown one is a :class:`ValueError`
-    naming the file. Run a file with :meth:`Study.sql`, which reads it here.
+    ``name`` is the path under ``sql/``, ``.sql`` included: ``<stage>/<step>.sql`` for a
+    stage's query (``select/10_candidates.sql``), ``schema/<NNN>_<stage>.sql`` for a
+    migration; an unknown one is a :class:`ValueError` naming the file. Run a file with
+    :meth:`Study.sql`, which reads it here.
     """
     try:
-        return resources.files("corpus_audit").joinpath("sql", name).read_text(encoding="utf-8")
+        folder = resources.files("corpus_audit").joinpath("sql")
+        return folder.joinpath(*name.split("/")).read_text(encoding="utf-8")
     except (FileNotFoundError, IsADirectoryError):
         raise ValueError(f"corpus_audit/sql/{name}: no such SQL file") from None
 
@@ -70,20 +73,20 @@ def sql_text(name: str) -> str:
 def migrations() -> list[tuple[int, list[str]]]:
     """The schema migrations in order: ``(version, files)``, versions 1, 2, ... without gaps.
 
-    Migration ``N`` is every file ``schema_<NNN>_<owner>.sql`` (``<owner>``: the stage, or
+    Migration ``N`` is every file ``schema/<NNN>_<owner>.sql`` (``<owner>``: the stage, or
     ``core``, whose tables the file holds). The files of one migration do not depend on each
     other and run in name order. Each file is idempotent, so a half-migrated old study (one
     that already has some of the tables) still migrates.
     """
-    folder = resources.files("corpus_audit").joinpath("sql")
+    folder = resources.files("corpus_audit").joinpath("sql", "schema")
     found: dict[int, list[str]] = {}
     for p in folder.iterdir():
         m = _SCHEMA_FILE.fullmatch(p.name)
         if m:
-            found.setdefault(int(m.group(1)), []).append(p.name)
+            found.setdefault(int(m.group(1)), []).append(f"schema/{p.name}")
     versions = sorted(found)
     if versions != list(range(1, len(versions) + 1)):
-        raise RuntimeError(f"corpus_audit/sql: schema migrations are not 1..N: {versions}")
+        raise RuntimeError(f"corpus_audit/sql/schema: migrations are not 1..N: {versions}")
     return [(v, sorted(found[v])) for v in versions]
 
 
@@ -276,7 +279,7 @@ class Study:
         if not pending:
             return []
         with self.transaction():
-            self.sql("schema_version")
+            self.sql("schema/version")
             for version, files in pending:
                 for name in files:
                     self.sql(name)
@@ -440,7 +443,7 @@ class Study:
 
     def last_run(self, name: str) -> dict[str, Any] | None:
         """The latest finished run of stage ``name`` as a dict, or None."""
-        cur = self.sql("store_last_run", stage=name)
+        cur = self.sql("store/last_run", stage=name)
         rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
         if not rows:
             return None

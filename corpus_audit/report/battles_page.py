@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.core.errors import BattleError
 from corpus_audit.core.fileio import write_text_atomic
-from corpus_audit.methods.preferences.battles import ASPECT_TEXT, ASPECTS, BattleError, write_pairs
+from corpus_audit.methods.preferences.battles import ASPECT_TEXT, ASPECTS, write_pairs
 
 TEMPLATE = "battles.html.j2"
 THUMBNAIL_PX = 384

@@ -29,8 +29,8 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
 
     if not study.table_exists("texts_associations") or not study.count("texts_associations"):
         return {"ran": False}
-    words = _rows(study, sql_text("texts_60_report_words.sql"), [WORDS_SHOWN])
-    groups = _rows(study, sql_text("texts_61_report_groups.sql"), [OCCUPATIONS_SHOWN])
+    words = _rows(study, sql_text("who_how/60_report_words.sql"), [WORDS_SHOWN])
+    groups = _rows(study, sql_text("who_how/61_report_groups.sql"), [OCCUPATIONS_SHOWN])
     for group in groups:
         mine = [
             w

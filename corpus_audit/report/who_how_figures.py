@@ -22,7 +22,7 @@ MALE_COLOR = "#4c72b0"
 NONE_COLOR = "#b0b0b0"
 
 
-def _figure(width: float, height: float) -> Any:
+def new_figure(width: float, height: float) -> Any:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
@@ -31,7 +31,7 @@ def _figure(width: float, height: float) -> Any:
 def decile_figure(deciles: pd.DataFrame, title: str = "texts") -> Any:
     """Stacked bars, one per decile of % women (``decile_counts`` table): female-dominated,
     male-dominated and no-statistic occupations. ``title`` names what was counted."""
-    fig = _figure(6.4, 3.4)
+    fig = new_figure(6.4, 3.4)
     ax = fig.subplots()
     x = deciles["decile"].to_numpy()
     bottom = [0] * len(x)
@@ -66,7 +66,7 @@ def who_scatter(who: pd.DataFrame, min_associated: int = 1, title: str = "texts"
         & who["pct_women"].notna()
         & who["labor_pct_women"].notna()
     ]
-    fig = _figure(4.8, 4.4)
+    fig = new_figure(4.8, 4.4)
     ax = fig.subplots()
     ax.plot([0, 100], [0, 100], color="black", lw=0.6, ls="--")
     y = used["pct_women"].to_numpy(dtype=float)

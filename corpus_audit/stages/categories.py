@@ -34,7 +34,7 @@ def _labelled(study: Study) -> tuple[Any, str | None]:
     classifier = choose_classifier(study)
     prepare_labels(study, classifier, study.config.analysis.threshold)
     try:
-        cur = study.sql("categories_labels")
+        cur = study.sql("categories/labels")
         columns = [d[0] for d in cur.description]
         frame = pd.DataFrame(cur.fetchall(), columns=columns)
     finally:

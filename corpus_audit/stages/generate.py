@@ -7,7 +7,7 @@ For each model in ``generate.models`` (several side by side, e.g. SD 1.4 and SD 
 * with ``generate.captions_as_prompts = ["keyword", ...]`` the captions of those training
   subsets are prompts themselves, ``images_per_caption`` images each (10 in the paper), linked
   by caption_id; a caption in several subsets is generated once (see
-  ``sql/generate_caption_images.sql``). The captions are the subsets' members after the cut
+  ``sql/generate/caption_images.sql``). The captions are the subsets' members after the cut
   (:mod:`corpus_audit.stages.subsets`), and with ``generate.caption_prompts = "labelled"`` (default,
   the paper's P_o = S_o) only those whose training image got a confident label, so the
   lower bound compares T and G over the same captions; ``"all"`` takes every member. This
@@ -208,7 +208,7 @@ def caption_pool(study: Study, run: StageRun, strategies: Sequence[str]) -> None
         _check_strategies(study, mine, f"generate.{key}")
     cut_study(study)
     try:
-        study.sql("generate_caption_pool", strategies=list(strategies), which=which)
+        study.sql("generate/caption_pool", strategies=list(strategies), which=which)
         status = status_rows(study, CutRule.from_config(study.config))
     finally:
         drop(study.con)
@@ -246,7 +246,7 @@ def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
     if not strategies:
         return []
     n = study.config.generate.images_per_caption
-    rows = study.sql("generate_caption_prompts", strategies=list(strategies)).fetchall()
+    rows = study.sql("generate/caption_prompts", strategies=list(strategies)).fetchall()
     return [
         PromptSpec(f"caption:{cid}", text, n, "caption", occ, caption_id=cid, strategy=strategy)
         for cid, text, strategy, occ in rows
@@ -274,7 +274,7 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     cfg = study.config.generate
     strategies = list(cfg.paraphrase_strategies)
     name = _paraphraser_name(cfg.paraphraser)
-    todo = study.sql("generate_paraphrase_todo", strategies=strategies, paraphraser=name).fetchall()
+    todo = study.sql("generate/paraphrase_todo", strategies=strategies, paraphraser=name).fetchall()
     run.provenance["paraphraser"] = {"name": name, "strategies": strategies}
     if not todo:
         return
@@ -343,7 +343,7 @@ def paraphrase_specs(study: Study, run: StageRun) -> list[PromptSpec]:
     name = _paraphraser_name(cfg.paraphraser)
     tag = hashlib.sha256(name.encode()).hexdigest()[:8]
     rows = study.sql(
-        "generate_paraphrase_prompts",
+        "generate/paraphrase_prompts",
         strategies=list(cfg.paraphrase_strategies),
         paraphraser=name,
     ).fetchall()
@@ -519,7 +519,7 @@ def _record_model(
 ) -> None:
     """The model's summary row, provenance counts and truncation notes (all its images)."""
     slug = model_slug(model)
-    stats = study.sql("generate_model_stats", model=model).fetchone()
+    stats = study.sql("generate/model_stats", model=model).fetchone()
     total, nsfw, truncated = (int(x or 0) for x in stats)
     run.provenance["truncated_prompts"][model] = truncated
     run.provenance["nsfw_images"][model] = nsfw
@@ -642,13 +642,13 @@ def regenerate_image(
     alone: the same picture within rounding (pixel values within 1-2 levels).
     Pass ``generator`` to reuse a loaded model (it must have the recorded settings).
     """
-    row = study.sql("generate_regenerate_image", image_id=image_id).fetchone()
+    row = study.sql("generate/regenerate_image", image_id=image_id).fetchone()
     if row is None:
         raise StageOrderError(f"{study.root}: no generated image '{image_id}' in this study")
     model, text, seed, details, batch_id, batch_pos = row
     prompts, seeds, pick = [text], [int(seed)], 0
     if exact and batch_id is not None:
-        batch = study.sql("generate_regenerate_batch", batch_id=batch_id).fetchall()
+        batch = study.sql("generate/regenerate_batch", batch_id=batch_id).fetchall()
         prompts, seeds, pick = [b[0] for b in batch], [int(b[1]) for b in batch], int(batch_pos)
     recorded = json.loads(details)["settings"]
     recorded["device"] = study.config.engine.device

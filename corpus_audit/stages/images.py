@@ -85,7 +85,7 @@ class SourceCounts:
 # -- link ------------------------------------------------------------------------------------
 def wanted_captions(study: Study, scope: str) -> Wanted:
     """caption_id -> (url, occupation when the caption is sampled for exactly one)."""
-    query = "images_wanted_samples.sql" if scope == "samples" else "images_wanted_captions.sql"
+    query = "images/wanted_samples.sql" if scope == "samples" else "images/wanted_captions.sql"
     rows = study.con.execute(sql_text(query)).fetchall()
     return {int(cid): (url, occ) for cid, url, occ in rows}
 
@@ -98,7 +98,7 @@ def _row_index(study: Study, index: int, corpus_file: str) -> dict[int, int]:
             "the keys number the rows of)"
         )
     target = study.config.resolve(corpus_file).resolve()
-    rows = study.con.execute(sql_text("images_caption_rows.sql")).fetchall()
+    rows = study.con.execute(sql_text("images/caption_rows.sql")).fetchall()
     exact = [(r, c) for f, r, c in rows if Path(f).resolve() == target]
     if not exact:
         exact = [(r, c) for f, r, c in rows if Path(f).name == target.name]
@@ -158,9 +158,9 @@ class ImageWriter:
         self.study = study
         self.wanted = wanted
         con = study.con
-        registered = con.execute(sql_text("images_registered.sql")).fetchall()
+        registered = con.execute(sql_text("images/registered.sql")).fetchall()
         self.registered = {int(cid) for (cid,) in registered}
-        done = con.execute(sql_text("images_done_shards.sql")).fetchall()
+        done = con.execute(sql_text("images/done_shards.sql")).fetchall()
         self.done = {(source, shard) for source, shard in done}
         self.rows: list[tuple] = []
         self.skips: list[tuple] = []
@@ -207,19 +207,19 @@ class ImageWriter:
             return
         with self.study.transaction() as con:
             if self.rows:
-                con.executemany(sql_text("images_insert.sql"), self.rows)
+                con.executemany(sql_text("images/insert.sql"), self.rows)
             if self.skips:
-                con.executemany(sql_text("images_insert_skip.sql"), self.skips)
+                con.executemany(sql_text("images/insert_skip.sql"), self.skips)
             if finished is not None:
-                con.execute(sql_text("images_insert_shard.sql"), list(finished))
+                con.execute(sql_text("images/insert_shard.sql"), list(finished))
         self.rows, self.skips = [], []
 
     def download_stats(self, source: str, stats: list[dict[str, Any]]) -> None:
         keys = ("shard", "count", "successes", "failed_to_download", "failed_to_resize")
         rows = [(source, *(s[k] for k in keys), s["status_dict"]) for s in stats]
         with self.study.transaction() as con:
-            con.execute(sql_text("images_clear_download_stats.sql"), [source])
-            con.executemany(sql_text("images_insert_download_stats.sql"), rows)
+            con.execute(sql_text("images/clear_download_stats.sql"), [source])
+            con.executemany(sql_text("images/insert_download_stats.sql"), rows)
 
 
 # -- read -> link -> write -------------------------------------------------------------------

@@ -412,5 +412,5 @@ def _record(
 
 def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     """Per image source: images, kept by the face filter, and labels of ``cid`` by value."""
-    rows = study.sql("label_summary", classifier=cid)
+    rows = study.sql("label/summary", classifier=cid)
     return dicts(rows)

@@ -119,8 +119,8 @@ def progress(study: Study) -> Progress | None:
     if not rows:
         return None
     model = rows[0][0]
-    study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
-    ((done, total),) = study.sql("neighbors_55_progress").fetchall()
+    study.sql("neighbors/50_inputs", model=model, config=_config_signature(study, model))
+    ((done, total),) = study.sql("neighbors/55_progress").fetchall()
     return Progress(int(done), int(total), "occupations")
 
 
@@ -157,7 +157,7 @@ class _EmbedState:
 def _find_cached(study: Study, cache: EmbeddingCache) -> None:
     files = [str(p) for p in cache.key_files()]
     if files:
-        study.sql("neighbors_20_found", files=files)
+        study.sql("neighbors/20_found", files=files)
     else:
         study.con.execute(
             'CREATE OR REPLACE TEMP TABLE _nb_found (key VARCHAR, path VARCHAR, "row" INTEGER)'
@@ -170,9 +170,9 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
 
     con = study.con
     cfg = study.config.neighbors
-    study.sql("neighbors_10_texts")
+    study.sql("neighbors/10_texts")
     _find_cached(study, state.cache)
-    study.sql("neighbors_30_missing")
+    study.sql("neighbors/30_missing")
     n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
     embedded = 0
     if n_missing:
@@ -180,7 +180,7 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
         embedder = state.embedder()
         if state.fingerprint != before:  # fell back to another precision: look up again
             _find_cached(study, state.cache)
-            study.sql("neighbors_30_missing")
+            study.sql("neighbors/30_missing")
             n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
         state.cache.ensure(embedder.provenance())
         bar = tqdm(
@@ -214,10 +214,10 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
             f"{state.cache.dir}: {n_unfound} embedded texts are missing from the cache"
         )
     with study.transaction():
-        study.sql("neighbors_40_caption_map", model=state.fingerprint)
-        study.sql("neighbors_41_prompt_map", model=state.fingerprint)
+        study.sql("neighbors/40_caption_map", model=state.fingerprint)
+        study.sql("neighbors/41_prompt_map", model=state.fingerprint)
         parts = _parts_in_use(study, state)
-        study.sql("neighbors_42_files", model=state.fingerprint, parts=parts)
+        study.sql("neighbors/42_files", model=state.fingerprint, parts=parts)
     run.provenance["embedded"] = embedded
     run.provenance["texts"] = int(con.execute("SELECT count(*) FROM _nb_texts").fetchone()[0])
     run.provenance["cache_dir"] = str(state.cache.dir)
@@ -226,7 +226,7 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
 
 
 def _parts_in_use(study: Study, state: _EmbedState) -> list[dict[str, Any]]:
-    paths = [r[0] for r in study.sql("neighbors_43_parts", model=state.fingerprint).fetchall()]
+    paths = [r[0] for r in study.sql("neighbors/43_parts", model=state.fingerprint).fetchall()]
     parts = []
     for p in paths:
         arr = np.load(p, mmap_mode="r")
@@ -278,11 +278,11 @@ def _process_occupations(
         ef_search=cfg.ef_search,
         seed=study.config.study.seed,
     )
-    study.sql("neighbors_50_inputs", model=model, config=_config_signature(study, model))
+    study.sql("neighbors/50_inputs", model=model, config=_config_signature(study, model))
     inputs = dicts(con.execute("SELECT * FROM _nb_inputs ORDER BY occupation"))
     done = dict(con.execute("SELECT occupation, signature FROM neighbors_progress").fetchall())
     with study.transaction():
-        study.sql("neighbors_80_stale")
+        study.sql("neighbors/80_stale")
     todo = [o for o in inputs if done.get(o["occupation"]) != o["signature"]]
     index_dir = (
         study.config.resolve(cfg.index_dir) if cfg.index_dir else study.root / "indexes"
@@ -420,9 +420,9 @@ def _one_occupation(
     k = study.config.neighbors.k
     k_ranked = study.config.select.candidates(k)  # candidates kept per prompt
     name = occ["occupation"]
-    caps = study.sql("neighbors_60_captions", occupation=name, model=model).fetchnumpy()
-    prompts = study.sql("neighbors_61_prompts", occupation=name, model=model).fetchall()
-    samples = study.sql("neighbors_62_samples", occupation=name).fetchall()
+    caps = study.sql("neighbors/60_captions", occupation=name, model=model).fetchnumpy()
+    prompts = study.sql("neighbors/61_prompts", occupation=name, model=model).fetchall()
+    samples = study.sql("neighbors/62_samples", occupation=name).fetchall()
 
     ids = np.asarray(caps["caption_id"], dtype=np.int64)
     labels = np.asarray(caps["label"], dtype=object)
@@ -544,7 +544,7 @@ def _write(
     try:
         with study.transaction():
             study.sql(
-                "neighbors_70_write",
+                "neighbors/70_write",
                 occupation=occ["occupation"],
                 model=model,
                 signature=occ["signature"],
@@ -565,7 +565,7 @@ def _write(
 def _report(study: Study, run: StageRun, inputs: list[dict[str, Any]], model: str) -> None:
     """Summary table (per-strategy averages) and messages about short or empty occupations."""
     k = study.config.neighbors.k
-    cur = study.sql("neighbors_90_summary")
+    cur = study.sql("neighbors/90_summary")
     run.summary = dicts(cur)
     for row in run.summary:
         ref = PAPER_LAION.get(row["strategy"])

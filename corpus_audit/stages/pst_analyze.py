@@ -98,4 +98,4 @@ def pst_analyze(study: Study, *, progress: bool = True) -> StageRun:
 
 def overall_rows(study: Study) -> list[dict[str, Any]]:
     """The overall SS of each side, kind and variant (the stage's printed summary)."""
-    return dicts(study.sql("pst_analyze_summary"))
+    return dicts(study.sql("pst_analyze/summary"))

@@ -49,7 +49,7 @@ def pst_label(study: Study, *, progress: bool = True) -> StageRun:
     with study.stage(NAME) as run:
         require_inputs(study, NAME)
         cid = classifier_id(cfg)
-        todo = study.con.execute(sql_text("pst_label_todo.sql"), {"cid": cid}).df()
+        todo = study.con.execute(sql_text("pst_label/todo.sql"), {"cid": cid}).df()
         waiting = study.count(
             "images i JOIN pst_prompts p ON p.prompt_id = i.prompt_id",
             "NOT EXISTS (SELECT 1 FROM face_filter f WHERE f.image_id = i.image_id)",
@@ -85,7 +85,7 @@ def pst_label(study: Study, *, progress: bool = True) -> StageRun:
 
 
 def face_rule_rows(batch: pd.DataFrame, faces: pd.DataFrame, cfg: Any) -> pd.DataFrame:
-    """``pst_face_filter`` rows of ``batch`` (rows of ``pst_label_todo.sql``): the two-face
+    """``pst_face_filter`` rows of ``batch`` (rows of ``pst_label/todo.sql``): the two-face
     rule for paired/power prompts, ``label``'s one-face rule for single prompts."""
     import pandas as pd
 
@@ -180,7 +180,7 @@ def write_batch(study: Study, filters: pd.DataFrame, people: pd.DataFrame, cid: 
 
 
 def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
-    cur = study.con.execute(sql_text("pst_label_summary.sql"), {"cid": cid})
+    cur = study.con.execute(sql_text("pst_label/summary.sql"), {"cid": cid})
     return dicts(cur)
 
 

@@ -6,7 +6,7 @@ face-rule funnel, SS overall and per stereotype, the single-vs-paired gap, PST-B
 per role beside the corpus's own (caption-side) %female and SS, the labour-statistics scatter
 and correlation, SS per power occupation and the FairCritic rounds. Long tables show their
 first :data:`MAX_ROWS` rows; the CSVs in ``report/pst/`` (one per table of
-``sql/schema_002_pst.sql``, written whole and replaced atomically) hold every row.
+``sql/schema/002_pst.sql``, written whole and replaced atomically) hold every row.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ CSV_TABLES = (
 )  # fmt: skip
 # (id, title, query: a sql/ file name or one line of SQL, note)
 SECTIONS = (
-    ("funnel", "Images and the face rule", "pst_report_funnel.sql",
+    ("funnel", "Images and the face rule", "pst_report/funnel.sql",
      "Paired and power images need exactly two large faces; single images the one-face rule."),
     ("overall", "Stereotype Score", "SELECT side, kind, variant, scope, group_name, n_units, "
      "n_classified, n_stereotyped, ss, ci_low, ci_high FROM pst_scores WHERE scope IN "
@@ -38,7 +38,7 @@ SECTIONS = (
     ("gap", "Single vs paired", "SELECT * FROM pst_gap WHERE scope <> 'role' "
      "ORDER BY side DESC, kind, variant, scope, group_name", "Per-role gaps are in pst_gap.csv."),
     ("both", "PST-Both and PST-Any", "SELECT * FROM pst_both_any ORDER BY side DESC, kind, variant", ""),
-    ("roles", "Per role: generated images beside the corpus", "pst_report_roles.sql",
+    ("roles", "Per role: generated images beside the corpus", "pst_report/roles.sql",
      "caption_*: the corpus's own captions that attach a gender to the role (pst_captions)."),
     ("corpus_roles", "Per role in the corpus captions", "SELECT * FROM pst_caption_roles "
      "ORDER BY stereotype DESC, role", "Captions whose parse attaches a gender to the role; "

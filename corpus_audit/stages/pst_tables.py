@@ -1,4 +1,4 @@
-"""Between the PST DataFrames and the study tables (``sql/schema_002_pst.sql``).
+"""Between the PST DataFrames and the study tables (``sql/schema/002_pst.sql``).
 
 The DataFrames of :mod:`corpus_audit.methods.pst` name two columns after SQL keywords; the tables call
 them ``group_name`` (``group``) and ``role_order`` (``order``). Frames are inserted by column

@@ -23,7 +23,7 @@ of its own among indicator-free captions, cut at ``k`` like ``nn``.
 
 "Labelled" uses the labels the analysis uses (``analysis.classifier``, relabelled at
 ``analysis.threshold`` when set; :func:`corpus_audit.stages.analyze.percent.prepare_labels`). The
-SQL is ``sql/subsets_cut.sql`` and ``sql/subsets_status.sql``; the ``analyze`` stage stores
+SQL is ``sql/subsets/cut.sql`` and ``sql/subsets/status.sql``; the ``analyze`` stage stores
 the members in the table ``training_subsets``, ``generate`` takes the captions used as prompts
 from them, ``status`` and the report show the shortfall.
 """
@@ -73,9 +73,9 @@ class CutRule:
 
 def cut(study: Study, rule: CutRule) -> None:
     """Create the temp tables ``subset_candidates`` and ``subset_members`` (needs the temp
-    table ``analysis_labelled``; see ``sql/subsets_cut.sql``)."""
+    table ``analysis_labelled``; see ``sql/subsets/cut.sql``)."""
     study.sql(
-        "subsets_cut",
+        "subsets/cut",
         n_occupation=rule.n_occupation,
         n_prompt=rule.n_prompt,
         unit=rule.unit,
@@ -101,8 +101,8 @@ def drop(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def status_rows(study: Study, rule: CutRule) -> list[dict[str, Any]]:
-    """One row per subset (needs :func:`cut` first); see ``sql/subsets_status.sql``."""
-    return dicts(study.sql("subsets_status", unit=rule.unit))
+    """One row per subset (needs :func:`cut` first); see ``sql/subsets/status.sql``."""
+    return dicts(study.sql("subsets/status", unit=rule.unit))
 
 
 def shortfall_lines(

@@ -17,13 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from corpus_audit.backends.engines.base import ActorSpec, Engine, Progress, Resources, Worker
-from corpus_audit.core.errors import CorpusAuditError
-from corpus_audit.core.registry import load
+from corpus_audit.core.errors import EngineError
+from corpus_audit.core.registry import Registry
 
 __all__ = [
     "ActorSpec",
     "Engine",
-    "EngineError",
     "Progress",
     "Resources",
     "Worker",
@@ -34,39 +33,33 @@ __all__ = [
 ]
 
 
-class EngineError(CorpusAuditError):
-    """An unknown engine name, or an engine whose package is not installed."""
-
-
 EngineFactory = Callable[..., Engine]
-# name -> "module:attribute" (imported on first use) or a factory registered at run time
-_ENGINES: dict[str, str | EngineFactory] = {
-    "local": "corpus_audit.backends.engines.local:LocalEngine",
-    "ray": "corpus_audit.backends.engines.ray_backend:RayEngine",
-}
+# name -> lazy "module:attribute" (imported on first use) or a factory registered at run time
+ENGINES: Registry[EngineFactory] = Registry("engine")
+ENGINES.register("local", "corpus_audit.backends.engines.local:LocalEngine")  # type: ignore[arg-type]
+ENGINES.register("ray", "corpus_audit.backends.engines.ray_backend:RayEngine")  # type: ignore[arg-type]
 _EXTRAS = {"ray": "ray"}  # engine -> the pip extra that installs its package
 
 
 def register_engine(name: str, factory: str | EngineFactory) -> None:
     """Add (or replace) an engine: a factory, or ``"module:attribute"`` imported lazily."""
-    _ENGINES[name] = factory
+    if name in ENGINES:
+        ENGINES.unregister(name)
+    ENGINES.register(name, factory)  # type: ignore[arg-type]
 
 
 def engine_names() -> list[str]:
     """The registered engine names, sorted."""
-    return sorted(_ENGINES)
+    return sorted(ENGINES.names())
 
 
 def _factory(name: str) -> EngineFactory:
-    entry = _ENGINES.get(name)
-    if entry is None:
+    if name not in ENGINES:
         raise EngineError(
             f"engine.engine: unknown engine {name!r} (known: {', '.join(engine_names())})"
         )
-    if not isinstance(entry, str):
-        return entry
     try:
-        return load(entry)
+        return ENGINES.get(name)
     except ModuleNotFoundError as exc:
         extra = _EXTRAS.get(name)
         hint = f"; install it with pip install 'corpus_audit[{extra}]'" if extra else ""

@@ -30,14 +30,10 @@ from corpus_audit.backends.engines.base import (
     Resources,
     close_worker,
 )
-from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.core.errors import WorkerDiedError
 
 if TYPE_CHECKING:  # annotations only
     from corpus_audit.backends.engines.base import ActorSpec
-
-
-class WorkerDiedError(CorpusAuditError):
-    """A local worker process died (killed, out of memory) while serving a unit."""
 
 
 class _FuturePool:

@@ -48,7 +48,7 @@ from corpus_audit.backends.engines.base import (
     Resources,
     close_worker,
 )
-from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.core.errors import CorpusAuditError, RayEngineError
 
 if TYPE_CHECKING:  # annotations only
     from corpus_audit.backends.engines.base import ActorSpec
@@ -61,10 +61,6 @@ _QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no usage report over the network (no hidden network)
     "RAY_DEDUP_LOGS": "1",
 }
-
-
-class RayEngineError(CorpusAuditError):
-    """The Ray cluster cannot be reached, or a unit failed after every retry."""
 
 
 def _call(fn: Callable[[Any], Any], payload: Any) -> Any:

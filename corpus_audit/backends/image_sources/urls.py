@@ -53,7 +53,7 @@ def export_url_list(study: Any, wanted: dict[int, tuple[str | None, str | None]]
     from corpus_audit.core.store import sql_text
 
     ids = sorted(cid for cid, (url, _) in wanted.items() if url)
-    texts = dict(study.con.execute(sql_text("images_caption_texts.sql"), [ids]).fetchall())
+    texts = dict(study.con.execute(sql_text("images/caption_texts.sql"), [ids]).fetchall())
     table = pa.table(
         {
             "caption_id": pa.array(ids, pa.int64()),

@@ -129,7 +129,7 @@ def indefinite_article(phrase: str) -> str:
 
 
 # -- occupations ----------------------------------------------------------------------------
-def _expand_forms(forms: list[str]) -> tuple[str, ...]:
+def expand_forms(forms: list[str]) -> tuple[str, ...]:
     """Lower-case forms plus hyphen/space variants of multi-word forms, without duplicates."""
     out: list[str] = []
     for form in forms:
@@ -180,7 +180,7 @@ def load_occupations(
         if article not in {"a", "an", ""}:
             raise LexiconError(f"{path}:{lineno}: article '{article}' is not 'a' or 'an'")
         raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
-        forms = _expand_forms([name, *raw_forms])
+        forms = expand_forms([name, *raw_forms])
         for form in forms:
             owner = form_owner.get(form)
             if owner is not None and owner != name:
@@ -207,7 +207,7 @@ def pick_occupations(all_occupations: list[Occupation], names: list[str]) -> lis
 def load_prompt_set(spec: str = "builtin:prompts_en.toml", base: Path | None = None) -> PromptSet:
     """Read a prompt-set TOML (``name`` and ``[[template]]`` tables with ``id`` and ``text``)."""
     path = resolve_path(spec, base)
-    data = _read_toml(path)
+    data = read_toml(path)
     templates = data.get("template")
     if not isinstance(templates, list) or not templates:
         raise LexiconError(f"{path}: needs at least one [[template]] with id and text")
@@ -246,7 +246,7 @@ def load_gender_terms(
 ) -> GenderTerms:
     """Read gender words, pronouns and the name-guess mapping."""
     path = resolve_path(spec, base)
-    data = _read_toml(path)
+    data = read_toml(path)
     parts: dict[str, dict[str, tuple[str, ...]]] = {}
     for table in ("words", "pronouns", "names"):
         section = data.get(table)
@@ -279,7 +279,7 @@ def load_association_terms(
     term.
     """
     path = resolve_path(spec, base)
-    data = _read_toml(path)
+    data = read_toml(path)
     parts: dict[str, dict[str, tuple[str, ...]]] = {}
     owner: dict[str, str] = {}
     for table, keys in ASSOCIATION_SECTIONS.items():
@@ -367,7 +367,7 @@ def load_labor_stats(
     return values
 
 
-def _read_toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

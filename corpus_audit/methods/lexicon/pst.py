@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corpus_audit.methods.lexicon import LexiconError, _expand_forms, _read_toml, resolve_path
+from corpus_audit.methods.lexicon import LexiconError, expand_forms, read_toml, resolve_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,7 +160,7 @@ def _gendered(path: Path, lineno: int, row: dict[str, str | None]) -> dict[str, 
     for gender in GENDERS:
         raw = [f for f in (row.get(f"{gender}_forms") or "").split("|") if f.strip()]
         if raw:
-            out[gender] = _expand_forms(raw)
+            out[gender] = expand_forms(raw)
     return out
 
 
@@ -219,7 +219,7 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
                 f"{path}:{lineno}: '{name}' is neither an occupation nor a power role"
             )
         raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
-        forms = _expand_forms([name, *raw_forms])
+        forms = expand_forms([name, *raw_forms])
         gendered = _gendered(path, lineno, row)
         for form in forms + tuple(f for fs in gendered.values() for f in fs):
             if owner.get(form, name) != name:
@@ -234,7 +234,7 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
                 "or as both genders"
             )
         display = (row.get("display") or "").strip() or name
-        not_forms = _expand_forms([f for f in (row.get("not_forms") or "").split("|") if f.strip()])
+        not_forms = expand_forms([f for f in (row.get("not_forms") or "").split("|") if f.strip()])
         if set(not_forms) & set(owner):
             raise LexiconError(f"{path}:{lineno}: a not_forms phrase of '{name}' is also a form")
         roles.append(
@@ -285,7 +285,7 @@ def load_templates(
 ) -> PstTemplates:
     """Read a PST templates TOML (see the module docstring); errors name the file and key."""
     path = resolve_path(spec, base)
-    data = _read_toml(path)
+    data = read_toml(path)
     plain_table = data.get("templates")
     if not isinstance(plain_table, dict):
         raise LexiconError(f"{path}: needs a [templates] table with single, paired and power")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.core.errors import BattleError
 from corpus_audit.core.fileio import atomic_path
 
 ASPECTS = ("bias", "image_quality", "prompt_alignment")
@@ -67,10 +67,6 @@ VOTE_COLUMNS = (
     "line",
 )
 SHEET_COLUMNS = ("item", "pair_id", "prompt_id", "aspect", "vote", "annotator")
-
-
-class BattleError(CorpusAuditError):
-    """Battle input that cannot be used; the message names the file and line."""
 
 
 def _rank(seed: int, *parts: object) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.core.errors import RatingError
 
 K, SCALE, BASE, INITIAL = 4.0, 400.0, 10.0, 1000.0
 DEFAULT_ASPECT = "all"
@@ -69,10 +69,6 @@ PAIR_MATRIX_COLUMNS = (
 # aspect, model_id, n_battles, elo, elo_median, elo_ci_low, elo_ci_high, bt_rating,
 # bt_ci_low, bt_ci_high, rank, rounds, method
 RATING_COLUMNS = (*ELO_COLUMNS[:7], *BT_COLUMNS[3:6], "rank", "rounds", "method")
-
-
-class RatingError(CorpusAuditError):
-    """Battles that cannot be rated (missing columns, a model against itself)."""
 
 
 def score_a(votes: Any) -> np.ndarray:

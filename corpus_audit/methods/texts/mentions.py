@@ -2,8 +2,8 @@
 
 The ``select`` stage's own matcher (:func:`corpus_audit.methods.matching.build_matcher`: every surface
 form of the lexicon, longest first, case-insensitive, word-boundary guarded) finds the
-mentions, and each match maps to its occupation as in ``sql/select_20_found.sql`` to
-``select_22_edges.sql`` (white space collapsed; a consumed guard character at a non-ASCII
+mentions, and each match maps to its occupation as in ``sql/select/20_found.sql`` to
+``select/22_edges.sql`` (white space collapsed; a consumed guard character at a non-ASCII
 edge stripped). A text that mentions two occupations gives a row for each; a text that
 mentions one twice gives one row. Texts are matched as given (markup included), as the
 stage matches them.

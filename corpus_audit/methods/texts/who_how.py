@@ -2,7 +2,7 @@
 
 The ``who_how`` stage (:mod:`corpus_audit.stages.who_how`) reads its inputs into a frame with
 one row per (text, occupation) and hands it to :func:`who_how_tables`; what comes back is one
-DataFrame per table of ``sql/schema_002_who_how.sql`` (columns in the table's order except the
+DataFrame per table of ``sql/schema/002_who_how.sql`` (columns in the table's order except the
 association counts, which the stage writes batch by batch). Pure, so it is tested on its own.
 
 Two labels per text:

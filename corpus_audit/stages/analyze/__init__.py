@@ -2,7 +2,7 @@
 
 Reads ``samples``, ``prompts``, ``images``, ``face_filter``, ``labels``, ``mentions`` and
 ``indicators`` (whatever of them earlier stages filled) and rewrites the tables of
-``sql/schema_001_analyze.sql`` in one transaction. Works with only the caption side done
+``sql/schema/001_analyze.sql`` in one transaction. Works with only the caption side done
 (the demo: no images): then the amplification tables stay empty and the stage says why.
 
 Idempotent and resumable: the run records a fingerprint of its inputs (row counts and an
@@ -205,7 +205,7 @@ def _write_tables(study: Study, rows: dict[str, list[dict]]) -> None:
     con = study.con
     for table in ANALYSIS_TABLES:
         con.execute(f"DELETE FROM {table}")
-    study.sql("analysis_write_subsets")
+    study.sql("analyze/write_subsets")
     drop(con)
     con.execute("DROP TABLE IF EXISTS analysis_labelled")
     for table, table_rows in rows.items():
@@ -390,7 +390,7 @@ def summary_rows(study: Study) -> list[dict]:
                     line[col] = _cell_text(cell)
                 out.append(line)
         return out
-    return dicts(study.sql("analysis_indicator_summary"))
+    return dicts(study.sql("analyze/indicator_summary"))
 
 
 def _cell_text(cell: dict | None) -> str | None:
@@ -407,7 +407,7 @@ def untrained_classifiers(study: Study) -> list[str]:
     untrained (random) weights."""
     from corpus_audit.backends.classifiers import is_untrained
 
-    ids = study.sql("analysis_model_ids").fetchall()
+    ids = study.sql("analyze/model_ids").fetchall()
     return [i for (i,) in ids if is_untrained(i)]
 
 

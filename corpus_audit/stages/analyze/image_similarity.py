@@ -55,7 +55,7 @@ def image_similarity_rows(
     from corpus_audit.backends.classifiers import ClipClassifier
     from corpus_audit.report.thumbs import resolve
 
-    images = dicts(study.sql("analysis_image_sets"))
+    images = dicts(study.sql("analyze/image_sets"))
     if not images:
         return [], {"images": 0}
     label = study.config.label

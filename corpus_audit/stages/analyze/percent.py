@@ -137,7 +137,7 @@ def choose_classifier(study: Study) -> str | None:
 
 def prepare_labels(study: Study, classifier: str | None, threshold: float) -> int:
     """Create the temp table ``analysis_labelled``; returns how many images it holds."""
-    study.sql("analysis_labelled", classifier=classifier or "", threshold=float(threshold))
+    study.sql("analyze/labelled", classifier=classifier or "", threshold=float(threshold))
     return study.count("analysis_labelled")
 
 
@@ -153,7 +153,7 @@ def training_sets(study: Study, shortfall: dict[tuple, str | None] | None = None
             **{k: r[k] for k in _TRAINING_FIELDS},
             shortfall=short.get((r["strategy"], r["occupation"], r["prompt_id"])),
         )
-        for r in dicts(study.sql("analysis_percent_training"))
+        for r in dicts(study.sql("analyze/percent_training"))
     ]
 
 
@@ -178,7 +178,7 @@ def generated_sets(study: Study) -> list[ImageSet]:
             prompt_id=r["prompt_id"],
             template_id=r["template_id"],
         )
-        for r in dicts(study.sql("analysis_percent_generated"))
+        for r in dicts(study.sql("analyze/percent_generated"))
     ]
 
 
@@ -187,7 +187,7 @@ def caption_prompt_sets(study: Study) -> list[tuple[ImageSet, ImageSet]]:
     as prompts, both over the same captions: those with a labelled training image and
     generated images (needs :func:`prepare_labels` and the cut first)."""
     out = []
-    for r in dicts(study.sql("analysis_caption_prompts")):
+    for r in dicts(study.sql("analyze/caption_prompts")):
         common = {
             "model_id": r["model_id"],
             "strategy": r["strategy"],
@@ -206,7 +206,7 @@ def indicator_match_rows(study: Study, confidence: float) -> list[dict]:
     Wilson interval. Two references: ``indicator`` (the caption's indicator; group = the
     indicator) and ``training_image`` (the paper's: the perceived gender of the caption's own
     training image, for captions whose training image is labelled; group = that label)."""
-    rows = dicts(study.sql("analysis_indicator_match"))
+    rows = dicts(study.sql("analyze/indicator_match"))
     out: list[dict] = []
     for model, kind, reference in sorted(
         {(r["model_id"], r["kind"], r["reference"]) for r in rows}
@@ -242,9 +242,9 @@ def indicator_match_rows(study: Study, confidence: float) -> list[dict]:
 def occupation_indicator_rows(study: Study, strategy: str = "keyword") -> list[dict]:
     """Per occupation: caption-side indicator shares and, where training images are labelled,
     the image-side shares (rows of ``occupation_indicators``)."""
-    captions = {r["occupation"]: r for r in dicts(study.sql("analysis_occupation_indicators"))}
+    captions = {r["occupation"]: r for r in dicts(study.sql("analyze/occupation_indicators"))}
     images = {
-        r["occupation"]: r for r in dicts(study.sql("analysis_image_indicators", strategy=strategy))
+        r["occupation"]: r for r in dicts(study.sql("analyze/image_indicators", strategy=strategy))
     }
     out = []
     for occ in sorted(set(captions) | set(images)):

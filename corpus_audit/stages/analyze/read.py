@@ -24,7 +24,7 @@ def summary_table(study: Study) -> list[dict[str, Any]]:
 
 def table3(study: Study) -> dict[str, list[dict[str, Any]]]:
     """The paper's Table 3 layout: ``{model: [strategy row, ...]}`` (see ``paper_layout``)."""
-    templates = [r["template_id"] for r in dicts(study.sql("analysis_templates"))]
+    templates = [r["template_id"] for r in dicts(study.sql("analyze/templates"))]
     return paper_layout(summary_table(study), templates=templates or (1, 2, 3, 4))
 
 

@@ -41,7 +41,7 @@ from corpus_audit.stages.indicators.tagging import batch_tables
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"
-# one batch of captions to label (sql/indicators_batch.sql), as the tagger reads it
+# one batch of captions to label (sql/indicators/batch.sql), as the tagger reads it
 _BATCH_SCHEMA = pa.schema([("caption_id", pa.int64()), ("text", pa.string())])
 # % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et al.)
 PAPER_LAION_SHARE = 59.5
@@ -74,7 +74,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
             study, run, cleanup, terms, words, settings, fingerprint
         )
         con = study.con
-        study.sql("indicators_todo")
+        study.sql("indicators/todo")
         todo = study.count("indicators_todo")
         labelled_now = 0
         stats = {"distinct_texts": 0, "ner_texts": 0}
@@ -189,7 +189,7 @@ def indicator_summary(study: Study) -> list[dict[str, Any]]:
             f"{study.root}: {share['unlabelled']} captions in mentions have no indicator label "
             "yet; run `corpus-audit indicators` first"
         )
-    return dicts(study.sql("indicators_summary"))
+    return dicts(study.sql("indicators/summary"))
 
 
 def corpus_share(study: Study) -> dict[str, Any]:
@@ -286,7 +286,7 @@ def _update_settings(
             for table in ("indicator_triggers", "indicators", "indicator_texts"):
                 con.execute(f"DELETE FROM {table}")
         elif before:
-            study.sql("indicators_orphans")
+            study.sql("indicators/orphans")
         con.execute("DELETE FROM indicator_settings")
         con.execute(
             "INSERT INTO indicator_settings VALUES (?, ?, ?)",
@@ -353,7 +353,7 @@ def _todo_batches(study: Study, todo: int) -> Iterator[tuple[int, pa.Table]]:
     it is asked for."""
     batch = study.config.indicators.batch_size
     for lo in range(0, todo, batch):
-        cols = study.sql("indicators_batch", lo=lo, hi=lo + batch).fetchnumpy()
+        cols = study.sql("indicators/batch", lo=lo, hi=lo + batch).fetchnumpy()
         yield lo, pa.table(cols, schema=_BATCH_SCHEMA)
 
 
@@ -392,7 +392,7 @@ def _write_batch(study: Study, table: pa.Table, labels: pa.Table, triggers: pa.T
         con.register("_indicator_triggers_batch", triggers)
         con.register("_indicator_texts_batch", table)
         try:
-            study.sql("indicators_write_batch")
+            study.sql("indicators/write_batch")
         finally:
             for name in ("_indicators_batch", "_indicator_triggers_batch"):
                 con.unregister(name)
@@ -410,22 +410,22 @@ def _write_no_indicator_samples(study: Study) -> tuple[int, bool]:
     they were rewritten)."""
     select = study.config.select
     if study.config.indicators.no_indicator_sample == "split":
-        study.sql("indicators_sample_split")
+        study.sql("indicators/sample_split")
     else:
         n = select.candidates(select.sample_size)
-        study.sql("indicators_sample_fresh", seed=_sample_seed(study), n=n)
-    diff = study.sql("indicators_sample_diff").fetchall()[0][0]
+        study.sql("indicators/sample_fresh", seed=_sample_seed(study), n=n)
+    diff = study.sql("indicators/sample_diff").fetchall()[0][0]
     rows = study.count("indicators_sample_new")
     if diff:
         with study.transaction():
-            study.sql("indicators_sample_write")
+            study.sql("indicators/sample_write")
     study.con.execute("DROP TABLE IF EXISTS indicators_sample_new")
     return rows, bool(diff)
 
 
 def _share(study: Study) -> dict[str, Any]:
     ((captions, with_indicator, unlabelled, mean_occ, occupations),) = study.sql(
-        "indicators_share"
+        "indicators/share"
     ).fetchall()
     labelled = captions - unlabelled
     pct = round(100.0 * with_indicator / labelled, 1) if labelled else None

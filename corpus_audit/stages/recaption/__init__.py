@@ -90,7 +90,7 @@ def training_items(study: Study) -> list[Any]:
     from corpus_audit.backends.captioners import CaptionInput
     from corpus_audit.stages.label import resolve_image_path
 
-    rows = study.con.execute(sql_text("recaption_items.sql")).fetchall()
+    rows = study.con.execute(sql_text("recaption/items.sql")).fetchall()
     if not rows:
         raise StudyError(
             "recaption: the study has no training images (run `corpus-audit images` first)"

@@ -69,16 +69,16 @@ from corpus_audit.stages.select.scan import ScanStats, scan_on_engine
 
 STAGE = "select"
 SQL_FILES = (
-    "select_00_clear.sql",
-    "select_05_work_tables.sql",
-    "select_10_candidates.sql",
-    "select_20_found.sql",
-    "select_21_spaces.sql",
-    "select_22_edges.sql",
-    "select_25_mentions.sql",
-    "select_30_captions.sql",
-    "select_40_samples.sql",
-    "select_50_summary.sql",
+    "select/00_clear.sql",
+    "select/05_work_tables.sql",
+    "select/10_candidates.sql",
+    "select/20_found.sql",
+    "select/21_spaces.sql",
+    "select/22_edges.sql",
+    "select/25_mentions.sql",
+    "select/30_captions.sql",
+    "select/40_samples.sql",
+    "select/50_summary.sql",
 )
 
 
@@ -133,7 +133,7 @@ def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
 
 def summary_rows(study: Study, occupations: tuple[str, ...]) -> list[dict[str, Any]]:
     """Per occupation (lexicon order): captions mentioning it and its keyword sample size."""
-    cur = study.sql("select_50_summary", occupations=list(occupations))
+    cur = study.sql("select/50_summary", occupations=list(occupations))
     return [{"occupation": o, "captions": int(c), "sample": int(s)} for o, c, s in cur.fetchall()]
 
 
@@ -160,8 +160,8 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
 
     headroom = _arrow_headroom(study, cfg.engine.threads, cfg.select.batch_rows)
     with headroom, study.transaction(), study.stage(STAGE) as run:
-        study.sql("select_00_clear")
-        study.sql("select_05_work_tables")
+        study.sql("select/00_clear")
+        study.sql("select/05_work_tables")
         stats = _scan(study, files, matcher, run, progress=progress)
         _write_corpus_files(study, files, stats)
         derived = _derive_tables(study, matcher, prompt_sets)
@@ -237,17 +237,17 @@ def _derive_tables(study: Study, matcher: Matcher, prompt_sets: Any) -> dict:
         timings[name] = round(now - step, 3)
         step = now
 
-    study.sql("select_20_found", pattern=matcher.pattern)
-    study.sql("select_21_spaces")
-    study.sql("select_22_edges")
+    study.sql("select/20_found", pattern=matcher.pattern)
+    study.sql("select/21_spaces")
+    study.sql("select/22_edges")
     unmapped = study.count("_select_found", "occupation IS NULL")
     lap("extract")
-    study.sql("select_25_mentions")
+    study.sql("select/25_mentions")
     lap("mentions")
-    study.sql("select_30_captions")
+    study.sql("select/30_captions")
     lap("captions")
     candidates_n = cfg.select.candidates(cfg.select.sample_size)
-    study.sql("select_40_samples", seed=cfg.study.seed, n=candidates_n)
+    study.sql("select/40_samples", seed=cfg.study.seed, n=candidates_n)
     lap("samples")
     prompts = prompt_sets.prompts
     for table, rows in (("prompts", prompts), ("prompt_categories", prompt_sets.categories)):

@@ -6,7 +6,7 @@ any row is read, naming the file), :func:`scan_unit` reads one unit with the sam
 the same RE2 prefilter and the same arrow batches (:func:`scan_pieces`) and returns its
 candidate rows as one table, and :func:`scan_units` runs all units through an engine and
 yields them in unit order. :func:`scan_into` is the driver side: it inserts each unit's
-candidates into ``_select_candidates`` with the stage's own SQL (``select_10_candidates.sql``),
+candidates into ``_select_candidates`` with the stage's own SQL (``select/10_candidates.sql``),
 unit after unit, so the study database is written in the same order by every engine.
 
 Unit keys are ``(file_id, unit_index)``, ``unit_index`` counting the file's non-empty units
@@ -293,7 +293,7 @@ def _plan_units(
 
 class CandidateBuffer:
     """Candidate rows on their way into ``_select_candidates``: inserted (checked again by
-    ``sql/select_10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end.
+    ``sql/select/10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end.
     Used by :func:`scan_corpus` and by the engine path (``engines.select_scan.scan_into``)."""
 
     def __init__(self, con: Any, prefilter: bool, pattern: str) -> None:
@@ -314,7 +314,7 @@ class CandidateBuffer:
         self.con.register("_select_batch", pa.concat_tables(self.tables))
         try:
             execute_sql(
-                self.con, "select_10_candidates", prefiltered=self.prefilter, pattern=self.pattern
+                self.con, "select/10_candidates", prefiltered=self.prefilter, pattern=self.pattern
             )
         finally:
             self.con.unregister("_select_batch")
@@ -377,7 +377,7 @@ def plan_units(
 
 
 def scan_unit(work: Work, pattern: str, prefilter: bool, batch_rows: int, index: int) -> UnitScan:
-    """Read one unit (``select._scan_unit``: reader, cleaning, RE2 prefilter) into one result."""
+    """Read one unit (:func:`scan_pieces`: reader, cleaning, RE2 prefilter) into one result."""
     t0 = time.perf_counter()
     counts = FileCounts()
     tables = []

@@ -225,13 +225,13 @@ def _column_batches(
 def recaption_variants(study: Study) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The captions of the ``recaptions`` variants and the ``original`` text of their rows."""
     con = study.con
-    recaps = con.execute(sql_text("variants_recaptions.sql")).df()
+    recaps = con.execute(sql_text("variants/recaptions.sql")).df()
     if recaps.empty:
         return _empty()
     ids = pd.DataFrame({"caption_id": recaps["caption_id"].unique()})
     con.register("_variant_ids", ids)
     try:
-        originals = con.execute(sql_text("variants_originals.sql")).df()
+        originals = con.execute(sql_text("variants/originals.sql")).df()
     finally:
         con.unregister("_variant_ids")
     texts = pd.concat([originals, recaps], ignore_index=True)[TEXT_COLUMNS]

@@ -5,7 +5,7 @@ baseline against every other variant (image key = ``caption_id``; bootstrap seed
 ``study.seed`` at ``analysis.confidence``; caption-prompt similarity with the study's
 embedder, ``neighbors.model``, against the study's ``prompts``, unless
 ``variants.similarity = false``). :func:`write_comparisons` replaces the ``variant_*`` tables
-(``sql/schema_002_variants.sql``) and writes each as ``<study>/report/variants/<table>.csv``
+(``sql/schema/002_variants.sql``) and writes each as ``<study>/report/variants/<table>.csv``
 (every pair in one file, told apart by ``variant_a`` / ``variant_b``).
 """
 

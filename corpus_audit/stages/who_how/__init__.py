@@ -4,11 +4,11 @@ Inputs (``texts.source``):
 
 - ``captions`` (default): the study's occupation captions (``select``: ``captions``,
   ``mentions``) and, when ``indicators`` ran, the gender each caption specifies through its
-  indicator words and names (``sql/texts_10_views_captions.sql``);
+  indicator words and names (``sql/who_how/10_views_captions.sql``);
 - ``corpus``: the files of ``corpus.paths`` read as a text corpus into ``texts_documents``
   (:mod:`corpus_audit.stages.who_how.inputs`; what ``corpus-audit texts FILE --out DIR`` sets up).
 
-Steps, each written to the tables of ``sql/schema_002_who_how.sql``:
+Steps, each written to the tables of ``sql/schema/002_who_how.sql``:
 
 1. **association** of every text (:class:`~corpus_audit.methods.texts.association.AssociationCounter`)
    in batches of ``texts.batch_size``, each committed: a killed run loses at most the batch
@@ -61,12 +61,12 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
         read = False
         if cfg.source == "captions":
             require(study, "select", by=STAGE, optional=("indicators",))
-            study.con.execute(sql_text("texts_10_views_captions.sql"))
+            study.con.execute(sql_text("who_how/10_views_captions.sql"))
         else:
             from corpus_audit.stages.who_how.inputs import read_documents
 
             read = read_documents(study, run, progress=progress)
-            study.con.execute(sql_text("texts_11_views_corpus.sql"))
+            study.con.execute(sql_text("who_how/11_views_corpus.sql"))
         terms = load_association_terms(cfg.association_terms, base=study.root)
         counted = associate_all(study, terms, progress=progress)
         wrote = write_tables(study, terms, run, progress=progress)
@@ -98,8 +98,8 @@ def associate_all(study: Study, terms: Any, *, progress: bool = True) -> int:
         if _stored(study, "associations") != fingerprint:
             con.execute("DELETE FROM texts_associations")
             _store(study, "associations", fingerprint, settings)
-        con.execute(sql_text("texts_20_stale.sql"))
-    todo = con.execute(sql_text("texts_31_todo.sql")).fetchnumpy()["text_id"]
+        con.execute(sql_text("who_how/20_stale.sql"))
+    todo = con.execute(sql_text("who_how/31_todo.sql")).fetchnumpy()["text_id"]
     counter = AssociationCounter(terms)
     size = study.config.texts.batch_size
     bar = tqdm(total=len(todo), desc="who_how association", unit="text", disable=not progress)
@@ -107,7 +107,7 @@ def associate_all(study: Study, terms: Any, *, progress: bool = True) -> int:
         for lo in range(0, len(todo), size):
             ids = todo[lo : lo + size]
             batch = con.execute(
-                sql_text("texts_30_batch.sql"), {"lo": int(ids[0]), "hi": int(ids[-1])}
+                sql_text("who_how/30_batch.sql"), {"lo": int(ids[0]), "hi": int(ids[-1])}
             ).df()
             counts = counter.count(batch["text"], source="texts")
             counts.insert(0, "text_id", batch["text_id"].to_numpy())
@@ -121,7 +121,7 @@ def _insert_associations(study: Study, counts: pd.DataFrame) -> None:
     with study.transaction():
         con.register("texts_batch", counts)
         try:
-            con.execute(sql_text("texts_32_insert.sql"))
+            con.execute(sql_text("who_how/32_insert.sql"))
         finally:
             con.unregister("texts_batch")
 
@@ -141,7 +141,7 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
     fingerprint = _fingerprint({"inputs": inputs, "settings": config})
     if _stored(study, "analysis") == fingerprint:
         return False
-    texts = study.con.execute(sql_text("texts_40_frame.sql")).df()
+    texts = study.con.execute(sql_text("who_how/40_frame.sql")).df()
     occupations = study.con.execute("SELECT * FROM texts_occ ORDER BY text_id, occupation").df()
     labels = {"gender column": "specified"}
     if cfg.source == "captions":
@@ -251,7 +251,7 @@ def summary_rows(study: Study) -> list[dict[str, Any]]:
     """Per occupation compared: texts and the top marked words of each side."""
     from corpus_audit.stages.analyze.read import rows
 
-    return rows(study, sql_text("texts_50_summary.sql"))
+    return rows(study, sql_text("who_how/50_summary.sql"))
 
 
 def messages(study: Study) -> list[str]:

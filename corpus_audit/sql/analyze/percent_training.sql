@@ -1,5 +1,5 @@
 -- %female inputs per training subset after the cut (temp table subset_members,
--- sql/subsets_cut.sql): each (strategy, occupation, prompt_id) subset, the training images of
+-- sql/subsets/cut.sql): each (strategy, occupation, prompt_id) subset, the training images of
 -- the candidates the cut went through (n_images), its captions (n_captions) and how many of
 -- its images are labelled female / male. prompt_id (and so template_id) is NULL for
 -- per-occupation strategies (keyword, no_indicators). n_target is the N the subset is cut at

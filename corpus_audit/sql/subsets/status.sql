@@ -1,4 +1,4 @@
--- Per training subset after the cut (needs subsets_cut.sql first): what it holds and, when it
+-- Per training subset after the cut (needs subsets/cut.sql first): what it holds and, when it
 -- holds fewer than N, why. Owner: corpus_audit/stages/subsets.py
 --   candidates: captions ranked (samples rows); available: captions the strategy could rank
 --   (the occupation's captions; labelled 'none' for the no-indicator strategies);

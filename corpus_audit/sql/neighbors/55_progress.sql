@@ -1,4 +1,4 @@
--- For `status`: occupations of the temp table _nb_inputs (neighbors_50_inputs.sql) finished
+-- For `status`: occupations of the temp table _nb_inputs (neighbors/50_inputs.sql) finished
 -- with their current signature, and all of them. Reads `neighbors_progress`.
 -- Owner: corpus_audit/stages/neighbors.py
 SELECT count(p.occupation), count(*)

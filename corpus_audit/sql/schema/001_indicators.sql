@@ -1,5 +1,5 @@
 -- Tables of the `indicators` stage. Owner: corpus_audit/stages/indicators/__init__.py (its sample rows go in
--- `samples`, schema_001_select.sql).
+-- `samples`, schema/001_select.sql).
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
 

@@ -1,6 +1,6 @@
 -- Captions that may be used as prompts (captions as prompts, paraphrased captions): the
 -- members of the training subsets of $strategies after the cut (temp table subset_members,
--- sql/subsets_cut.sql). $which = 'labelled' (generate.caption_prompts, default; the paper's
+-- sql/subsets/cut.sql). $which = 'labelled' (generate.caption_prompts, default; the paper's
 -- P_o = S_o) keeps those whose training image got a female/male label, 'all' every member.
 -- A subset whose cut is not settled yet (a candidate it went through still waits for the
 -- face filter or a label) gives no prompt: its members can still change.

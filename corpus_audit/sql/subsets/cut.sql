@@ -1,7 +1,7 @@
 -- The training subsets after the cut (METHODS 1.5). Owner: corpus_audit/stages/subsets.py
 -- Reads `samples` (the ranked candidates of every subset), the training `images`, `face_filter`,
 -- `indicators` and the temp table `analysis_labelled` (image_id, label: the labels the
--- analysis uses, sql/analysis_labelled.sql). Writes two temp tables:
+-- analysis uses, sql/analyze/labelled.sql). Writes two temp tables:
 --
 -- subset_candidates: every ranked candidate with the state of its training image:
 --   female | male (passed the face filter, confident label) | ambiguous (label below the

@@ -1,5 +1,5 @@
 -- Report: up to $n generated images of $occupation per model, labelled ones first, in a fixed
--- pseudo-random order; label as in report_thumbs_training.sql ($classifier).
+-- pseudo-random order; label as in report/thumbs_training.sql ($classifier).
 -- Reads `images`, `prompts`, `labels`, `face_filter`. Owner: corpus_audit/report/context.py
 SELECT * FROM (
     SELECT i.image_id, i.path, coalesce(i.model_id, 'unknown') AS model_id,

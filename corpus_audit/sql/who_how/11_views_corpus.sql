@@ -1,5 +1,5 @@
 -- who_how on a text corpus (texts.source = 'corpus', `corpus-audit texts`): the same three
--- views as texts_10_views_captions.sql, over texts_documents and texts_occupations. The
+-- views as who_how/10_views_captions.sql, over texts_documents and texts_occupations. The
 -- specified gender is the corpus's gender column; there is no indicator label.
 CREATE OR REPLACE TEMP VIEW texts_text AS
 SELECT text_id, text FROM texts_documents;

@@ -1,6 +1,6 @@
 -- Captions used as prompts (METHODS 1.5, "captions as prompts"): one row per caption of the
 -- training subsets of the strategies in $strategies (a list, in priority order), after the cut:
--- the temp table subset_prompt_captions (sql/generate_caption_pool.sql). A caption chosen by
+-- the temp table subset_prompt_captions (sql/generate/caption_pool.sql). A caption chosen by
 -- several strategies or occupations is generated once; `strategy` and `occupation` are those of
 -- its first subset row (strategy order of $strategies, then occupation, then rank). Which
 -- subsets an image belongs to is a join of images.caption_id with the subsets.

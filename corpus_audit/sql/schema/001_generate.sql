@@ -1,4 +1,4 @@
--- Tables of the `generate` stage beside its `images` rows (schema_001_images.sql).
+-- Tables of the `generate` stage beside its `images` rows (schema/001_images.sql).
 -- Owner: corpus_audit/stages/generate.py
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.

@@ -1,6 +1,6 @@
 -- categories stage: one row per labelled generated image of a prompt-table prompt, with the
 -- prompt's family, language, variant and category (needs the temp table analysis_labelled,
--- analysis_labelled.sql: the classifier's label of every image the face filter kept).
+-- analyze/labelled.sql: the classifier's label of every image the face filter kept).
 SELECT
     i.image_id,
     i.model_id,
