@@ -169,13 +169,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from corpus_audit.backends.generators import (
-        DiffusersGenerator,
-        GenerationSettings,
-        package_versions,
-        random_sd_pipeline,
-        resolve_device,
-    )
+    from corpus_audit.backends.fakes.diffusion import random_sd_pipeline
+    from corpus_audit.backends.generators import DiffusersGenerator, GenerationSettings
+    from corpus_audit.core.devices import resolve_device
+    from corpus_audit.core.versions import package_versions
 
     if not (Path(args.tokenizer) / "vocab.json").is_file():
         from corpus_audit.backends.fakes.diffusion import write_clip_tokenizer_files

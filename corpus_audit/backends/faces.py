@@ -9,7 +9,7 @@ offered when the paper was written); the full-range sparse model
 read from ``$CORPUS_AUDIT_MODEL_DIR`` (default ``.cache/models``; ``make install`` writes them,
 see :mod:`corpus_audit.commands.fetch_models`).
 
-Measured keep rate on real photos of one clear face (``tests/test_face_keep_rate.py``: the
+Measured keep rate on real photos of one clear face (``tests/backends/test_face_keep_rate.py``: the
 100 LFW faces of scikit-image presented twice as a photo would show them, and three full
 photos): short range 198 of 203 (97.5 %), full range 167 of 203 (82.3 %); the full-range
 model misses many close, tightly framed faces, which is what portrait and celebrity photos

@@ -4,7 +4,7 @@ Every ``study.toml`` setting is a field of a section dataclass in :mod:`corpus_a
 its meaning is the comment written with it there: the comment at the end of the field's line
 and/or the comment lines right above it (joined into one paragraph). :func:`settings` reads
 them with :mod:`tokenize` from the module's source, together with each field's type and
-default. ``tests/test_cli.py`` checks that every field has a non-empty meaning, so a new
+default. ``tests/commands/test_cli.py`` checks that every field has a non-empty meaning, so a new
 setting without a comment fails the tests instead of showing an empty line in the help.
 
 :func:`stage_help` is what ``corpus-audit STAGE --help`` prints under the usage line: the

@@ -16,7 +16,7 @@ Choices made here (the paper is silent on them):
   - ``"upper"`` (default, **the paper's rule**): 50 counts with the upper side, so a pair is
     excluded whenever ``(T < 50) != (G < 50)``. The paper's published SD 1.5 numbers need it:
     athlete, prompt #3 (T = 44.8, G = 50.0) is excluded there, and Table 3's naive row
-    (prompt #3 = 11.15, average 12.07) comes out only so (``tests/test_published.py``).
+    (prompt #3 = 11.15, average 12.07) comes out only so (``tests/commands/test_published.py``).
   - ``"neither"`` (strict): 50 is parity, on no side, so a pair is excluded only when
     ``(T - 50) * (G - 50) < 0``; a pair with ``T = 50`` or ``G = 50`` is kept (``T = 50``
     gives ``A = |G - 50| >= 0``, the model moved away from parity; ``G = 50`` gives

@@ -21,19 +21,17 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from corpus_audit.backends.engines.base import (
     IN_FLIGHT_PER_WORKER,
     ONE_CPU,
+    ActorSpec,
     Engine,
     Resources,
     close_worker,
 )
 from corpus_audit.core.errors import WorkerDiedError
-
-if TYPE_CHECKING:  # annotations only
-    from corpus_audit.backends.engines.base import ActorSpec
 
 
 class _FuturePool:

@@ -203,7 +203,6 @@ def scan_on_engine(
         run.provenance["engine"] = {"engine": "local", "threads": cfg.engine.threads}
         return scan_corpus(study.con, files, matcher, threads=cfg.engine.threads, **columns)
     from corpus_audit.backends.engines import engine_from_config
-    from corpus_audit.stages.select.scan import scan_into
 
     with engine_from_config(cfg.engine) as engine:
         run.provenance["engine"] = engine.describe()

@@ -4,7 +4,7 @@ report, and `corpus-audit battles export / import` with the page clicked through
 One study (module scope): real LAION captions for `select`, ``lexicon.prompts`` = MAGBIG
 direct German + BAFIS direct (English and German) restricted to three occupations, two tiny
 random-weight Stable Diffusion pipelines built offline (``corpus_audit.backends.fakes.diffusion.random_sd_pipeline``, as
-tests/test_generate.py), and then every generated PNG replaced by a real photo of a woman
+tests/stages/test_generate.py), and then every generated PNG replaced by a real photo of a woman
 (astronaut) or a man (camera) by a rule of the test, so the real MediaPipe detector and the real
 agegender classifier give labels the test knows. Expected shares, Wilson intervals and official
 figures are computed here with plain loops from the rule and from the statistics files read

@@ -55,7 +55,7 @@ def _write_images(study, folder: Path) -> None:
 def study(tmp_path_factory, laion_path):
     root = tmp_path_factory.mktemp("subsets")
     builtin = (
-        Path(__file__).resolve().parents[1] / "corpus_audit/methods/lexicon/data/occupations_en.csv"
+        Path(__file__).resolve().parents[2] / "corpus_audit/methods/lexicon/data/occupations_en.csv"
     )
     with builtin.open(encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["occupation"] in OCCUPATIONS]

@@ -6,7 +6,7 @@ The corpus is the real LAION-400M sample and the COCO captions of ``../shared/da
 with several row groups each so the scan has several units per file. The Ray cluster is a
 local one with 2 CPUs (the machine's cores); the test is skipped, saying why, when the
 ``ray`` extra is not installed. Retries of failing tasks and dead actors are tested on the
-engine itself (``tests/test_engines.py``).
+engine itself (``tests/backends/test_engines.py``).
 """
 
 from __future__ import annotations

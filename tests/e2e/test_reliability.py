@@ -41,7 +41,7 @@ from corpus_audit.core.errors import CorpusError, StageOrderError
 from corpus_audit.core.pipeline import init_study, run_all, status
 from corpus_audit.core.store import Study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ESC = "\x1b"
 
 DRIVER = """

@@ -18,7 +18,7 @@ from study_builder import HREF_PREFIX, SCRIPT_CAPTION, build_reported
 
 from corpus_audit.core.store import Study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Page(HTMLParser):

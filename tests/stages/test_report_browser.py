@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from study_builder import build_reported
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 FLAGS = [
     "--headless",
     "--no-sandbox",

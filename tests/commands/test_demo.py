@@ -22,7 +22,7 @@ import pytest
 from corpus_audit.cli import main
 from corpus_audit.commands.demo import DEMO_FILES, DEMO_SAMPLE_SIZE
 
-DEMO_DATA = Path(__file__).resolve().parents[1] / "corpus_audit" / "demo_data"
+DEMO_DATA = Path(__file__).resolve().parents[2] / "corpus_audit" / "demo_data"
 CAPTION_COLUMN = {"laion400m_sample_10k.parquet": "TEXT"}  # the others: caption
 
 TABLES = ("captions", "mentions", "samples", "indicators", "similarity_diagnostics")

@@ -26,7 +26,7 @@ from corpus_audit.methods.lexicon.prompt_sets import (
     prompts_frame,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "corpus_audit" / "methods" / "lexicon" / "data"
+DATA = Path(__file__).resolve().parents[2] / "corpus_audit" / "methods" / "lexicon" / "data"
 SIX = (
     "Administration & Office",
     "Business & Management",

@@ -39,7 +39,7 @@ from corpus_audit.core.store import Study
 from corpus_audit.stages import neighbors as nb_module
 from corpus_audit.stages.neighbors import neighbors
 
-DEMO = Path(__file__).resolve().parents[1] / "corpus_audit" / "demo_data"
+DEMO = Path(__file__).resolve().parents[2] / "corpus_audit" / "demo_data"
 DEMO_FILES = [DEMO / "laion400m_sample_10k.parquet", DEMO / "coco_val2017_captions.parquet"]
 K = 8  # small k, so the demo corpus has occupations with more captions than k
 SAMPLE = 10  # keyword sample size

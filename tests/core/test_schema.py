@@ -10,7 +10,7 @@ import pytest
 from corpus_audit.core.config import StudyConfig, write_config
 from corpus_audit.core.store import DB_NAME, Study, StudyError, migrations, schema_version
 
-V0_SCHEMA = Path(__file__).parent / "data" / "schema_v0.sql"
+V0_SCHEMA = Path(__file__).parents[1] / "data" / "schema_v0.sql"
 
 
 @pytest.fixture

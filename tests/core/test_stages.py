@@ -31,7 +31,7 @@ from corpus_audit.core.config import StudyConfig, load_config, write_config
 from corpus_audit.core.errors import ConfigError, CorpusAuditError
 from corpus_audit.core.registry import Registry
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DECLARATIONS = [spec for _, spec in STAGES.items()]
 
 
@@ -351,11 +351,11 @@ def test_the_architecture_page_s_example_stage_runs(study_dir, tmp_path, monkeyp
     registry = Registry("stage")
     for name, spec in STAGES.items():
         registry.register(name, spec)
-    module = types.ModuleType("corpus_audit.caption_lengths")
+    module = types.ModuleType("corpus_audit.stages.caption_lengths")
     exec(compile(module_code, "caption_lengths.py", "exec"), module.__dict__)
-    monkeypatch.setitem(sys.modules, "corpus_audit.caption_lengths", module)
+    monkeypatch.setitem(sys.modules, "corpus_audit.stages.caption_lengths", module)
     exec(declaration, {"declare": lambda s: registry.register(s.name, s), "Stage": Stage})
-    for holder in (catalogue, pipeline, stage_state):  # as if stages.py held the declaration
+    for holder in (catalogue, pipeline, stage_state):  # as if the catalogue held it
         monkeypatch.setattr(holder, "STAGES", registry)
         monkeypatch.setattr(holder, "STAGE_NAMES", list(registry.names()))
 

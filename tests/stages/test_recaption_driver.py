@@ -24,7 +24,7 @@ from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load
 from corpus_audit.core.imagefile import read_rgb
 from corpus_audit.stages.recaption.driver import RECAPTION_COLUMNS, recaption
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 tiny_captioners = trm.tiny_captioners  # the session fixture: both tiny models
 one_torch_thread = trm.one_torch_thread  # autouse: tiny models run faster on one thread
 SETTINGS = CaptionSettings(max_new_tokens=6, batch_size=3)

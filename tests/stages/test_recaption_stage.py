@@ -25,7 +25,7 @@ from test_variants import _cli, coco_wide
 from corpus_audit.core.pipeline import init_study, status
 from corpus_audit.core.store import Study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 tiny_captioners = trm.tiny_captioners  # the session fixture: both tiny models
 one_torch_thread = trm.one_torch_thread  # autouse: tiny models run faster on one thread
 BATCH = 2

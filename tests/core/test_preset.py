@@ -10,7 +10,7 @@ from corpus_audit.core import preset as preset_module
 from corpus_audit.core.config import load_config
 from corpus_audit.core.preset import load_preset, paper_differences, preset_names
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAPER = tomllib.loads((REPO / "corpus_audit/core/presets/paper.toml").read_text(encoding="utf-8"))
 
 

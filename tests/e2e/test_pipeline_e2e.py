@@ -40,7 +40,7 @@ from corpus_audit.cli import main
 from corpus_audit.core.catalogue import RUN_ORDER, STAGE_NAMES
 from corpus_audit.core.config import load_config, write_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OCCUPATIONS = ("doctor", "teacher")
 N = 3  # select.sample_size and neighbors.k
 OVERDRAW = 2.0  # 6 ranked candidates per subset

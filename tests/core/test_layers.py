@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = "corpus_audit"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # the layer of a module is its top folder (cli.py: its own layer, at the top)
 LAYERS = {"core": 0, "methods": 1, "backends": 1, "stages": 2, "report": 2, "commands": 3, "cli": 4}
 ORDER = "cli -> commands -> stages, report -> methods, backends -> core"
@@ -161,7 +161,7 @@ def test_the_graph_sees_function_level_and_lazy_imports(tmp_path: Path) -> None:
     assert upward_imports(graph) == ["corpus_audit.core.a -> corpus_audit.stages.b"]
 
 
-# print the findings for any checkout: python tests/test_layers.py DIR
+# print the findings for any checkout: python tests/core/test_layers.py DIR
 if __name__ == "__main__":
     where = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT
     graph = import_graph(where)
