@@ -1,4 +1,4 @@
--- Tables of the `analyze` stage. Owner: corpus_audit/analysis/
+-- Tables of the `analyze` stage. Owner: corpus_audit/stages/analyze/
 -- The stage rewrites all of them in one transaction; percentages are 0-100, amplification is in
 -- percentage points (METHODS 1.7), intervals are at analysis.confidence (default 95 %).
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before

@@ -1,4 +1,4 @@
--- Tables of the `images` stage. Owner: corpus_audit/images.py. `images` also holds the
+-- Tables of the `images` stage. Owner: corpus_audit/stages/images.py. `images` also holds the
 -- generated images (rows with source = 'generated', owned by `generate`).
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.

@@ -1,4 +1,4 @@
--- Tables of the `select` stage. Owner: corpus_audit/select.py. `samples` is written by three
+-- Tables of the `select` stage. Owner: corpus_audit/stages/select/. `samples` is written by three
 -- stages, each owning its strategies' rows (stages.py `owns`): select keyword, indicators
 -- no_indicators, neighbors nn and nn_no_indicators.
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
