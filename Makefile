@@ -44,7 +44,7 @@ $(STAMP): pyproject.toml
 # MediaPipe's current wheels ship no face model; the 0.10.21 wheel does. Take the file out of it.
 $(FACE_MODEL): $(STAMP)
 	mkdir -p $(MODELS)
-	$(PY) -m corpus_audit.fetch_models $(MODELS)
+	$(PY) -m corpus_audit.commands.fetch_models $(MODELS)
 
 clean:
 	rm -rf $(VENV) demo_study .cache

@@ -42,8 +42,8 @@ STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
 
 def build_study(root: Path, occupations: int, images: int, models: int, seed: int = 0):
     """A study whose tables hold the synthetic sets (see the module docstring)."""
-    from corpus_audit.demo import demo_corpus
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.commands.demo import demo_corpus
+    from corpus_audit.core.pipeline import init_study
 
     study = init_study(root, demo_corpus()[:1])
     con = study.con
@@ -145,8 +145,8 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
-    from corpus_audit.analysis import analyze
-    from corpus_audit.analysis.amplification import Rate, make_pair, summarize
+    from corpus_audit.methods.amplification import Rate, make_pair, summarize
+    from corpus_audit.stages.analyze import analyze
 
     out: dict = {"args": vars(args)}
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,12 +10,12 @@ COCO val2017, CC3M validation: 50,847 captions with raw HTML), repeated ``--repe
 (neither side deduplicates texts, so repeats cost both the same), or on ``--corpus`` parquet
 files (column TEXT or caption):
 
-1. **association**: :class:`corpus_audit.texts.association.AssociationCounter` in batches of
+1. **association**: :class:`corpus_audit.methods.texts.association.AssociationCounter` in batches of
    100 000 texts (RE2 cleaning and word split, one ``index_in``, one ``bincount``, RE2 count of
    non-binary terms) vs the **baseline**: a Python loop per text (``html.unescape``, ``re``
    tag/URL removal, ``re.split``, ``collections.Counter`` of the words, sums over the term
    lists, the rule in ``if``s). Both are checked equal on the baseline's texts.
-2. **marked words**: :func:`corpus_audit.texts.marked_words.marked_words` vs the **baseline**:
+2. **marked words**: :func:`corpus_audit.methods.texts.marked_words.marked_words` vs the **baseline**:
    a Python loop that tokenises each text with ``re``, counts words per (group, side) and for
    the corpus with ``Counter``, keeps the first 3 example texts per word, then computes the
    prior, z and calibration word by word with ``math``. Texts are split into ``--groups``
@@ -147,10 +147,10 @@ def baseline_marked_words(groups, texts, labels, drop, general, z_threshold=1.96
 def run(args: argparse.Namespace) -> dict:
     import pyarrow as pa
 
-    from corpus_audit.gender_text import WordMatcher, clean_markup, label_of
-    from corpus_audit.lexicon import load_association_terms, load_gender_terms
-    from corpus_audit.texts.association import AssociationCounter
-    from corpus_audit.texts.marked_words import general_frequencies, marked_words
+    from corpus_audit.methods.gender_text import WordMatcher, clean_markup, label_of
+    from corpus_audit.methods.lexicon import load_association_terms, load_gender_terms
+    from corpus_audit.methods.texts.association import AssociationCounter
+    from corpus_audit.methods.texts.marked_words import general_frequencies, marked_words
 
     paths = [Path(p) for p in args.corpus] or [args.data / n for n in CORPORA]
     base = load_texts(paths)

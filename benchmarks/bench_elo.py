@@ -9,7 +9,7 @@ What it does, in one process:
 
 1. draws ``--battles`` synthetic battles among ``--models`` models with known strengths
    (fixed seed; 10 % draws);
-2. times ``corpus_audit.preferences.elo.elo_bootstrap`` (the rounds run together as one
+2. times ``corpus_audit.methods.preferences.elo.elo_bootstrap`` (the rounds run together as one
    rounds x models array, battle by battle) for ``--rounds`` shuffled orders: battle updates/s
    (= rounds x battles / seconds);
 3. times the simple baseline, the METHODS formulas one battle at a time in plain Python with
@@ -82,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    from corpus_audit.preferences.elo import bradley_terry, elo_bootstrap, elo_orders, score_a
+    from corpus_audit.methods.preferences.elo import (
+        bradley_terry,
+        elo_bootstrap,
+        elo_orders,
+        score_a,
+    )
 
     battles = synthetic_battles(args.battles, args.models)
     n = len(battles)

@@ -14,7 +14,7 @@ baseline's median.
 
 - ``baseline``: ``SentenceTransformer(path).encode(texts, batch_size=32,
   normalize_embeddings=True)``, float32 (the library's defaults).
-- ``ours-<precision>``: :class:`corpus_audit.embeddings.SbertEmbedder`, which the
+- ``ours-<precision>``: :class:`corpus_audit.backends.embeddings.SbertEmbedder`, which the
   ``neighbors`` stage uses: length-sorted batches (64 on CPU, 512 on GPU), the precision
   chosen by ``auto`` (bf16 on CPUs with AVX512-BF16/AMX, fp16 on CUDA, after a cosine probe)
   or forced.
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from corpus_audit.embeddings import SbertEmbedder, resolve_device, resolve_sbert_model
+    from corpus_audit.backends.embeddings import SbertEmbedder, resolve_device, resolve_sbert_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -52,13 +52,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_select  # noqa: E402
 
-from corpus_audit.corpus import resolve_corpus  # noqa: E402
-from corpus_audit.engines import open_engine  # noqa: E402
-from corpus_audit.engines.indicator_tagging import TaggerSpec, tag_batches  # noqa: E402
-from corpus_audit.engines.select_scan import scan_into  # noqa: E402
-from corpus_audit.lexicon import load_occupations  # noqa: E402
-from corpus_audit.select import build_matcher, scan_corpus  # noqa: E402
-from corpus_audit.store import sql_text  # noqa: E402
+from corpus_audit.backends.corpus import resolve_corpus  # noqa: E402
+from corpus_audit.backends.engines import open_engine  # noqa: E402
+from corpus_audit.core.store import sql_text  # noqa: E402
+from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
+from corpus_audit.methods.matching import build_matcher  # noqa: E402
+from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches  # noqa: E402
+from corpus_audit.stages.select.scan import (
+    scan_corpus,  # noqa: E402
+    scan_into,  # noqa: E402
+)
 
 CHECKSUM = (
     "SELECT count(*), sum(hash(caption_id, text, coalesce(url, ''), coalesce(key, ''))::HUGEINT) "
@@ -72,7 +75,7 @@ def _fresh_con(threads: int, memory_limit: str) -> Any:
     con = duckdb.connect()
     con.execute(f"SET threads = {int(threads)}")
     con.execute("SET memory_limit = ?", [memory_limit])
-    con.execute(sql_text("select_05_work_tables.sql"))
+    con.execute(sql_text("select/05_work_tables.sql"))
     return con
 
 
@@ -165,9 +168,14 @@ def _caption_batches(files, args) -> list[tuple[int, Any]]:
 
 def _baseline_tagging(batches, threads: int) -> tuple[list, float]:
     """Today's stage path: one tagger here, NER in ``threads`` spawned processes."""
-    from corpus_audit.gender_text import IndicatorTagger, NameFinder, WordMatcher, load_spacy
-    from corpus_audit.indicators import _batch_tables
-    from corpus_audit.lexicon import load_gender_terms
+    from corpus_audit.methods.gender_text import (
+        IndicatorTagger,
+        NameFinder,
+        WordMatcher,
+        load_spacy,
+    )
+    from corpus_audit.methods.lexicon import load_gender_terms
+    from corpus_audit.stages.indicators.tagging import batch_tables
 
     spec = TaggerSpec()
     t0 = time.perf_counter()
@@ -179,7 +187,7 @@ def _baseline_tagging(batches, threads: int) -> tuple[list, float]:
         out = []
         for _, batch in batches:
             result = tagger.tag(batch.column("text"))
-            out.append(_batch_tables(batch.column("caption_id"), result))
+            out.append(batch_tables(batch.column("caption_id"), result))
     finally:
         tagger.close()
     return out, time.perf_counter() - t0

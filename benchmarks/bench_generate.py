@@ -104,7 +104,7 @@ def flops_per_image(arch: str, tokenizer: str | None, steps: int, height: int, w
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from corpus_audit.testing.diffusion import random_sd_pipeline
+    from corpus_audit.backends.fakes.diffusion import random_sd_pipeline
 
     pipe = random_sd_pipeline(arch, tokenizer_dir=tokenizer, safety_checker=True, device="meta")
     f = pipe.vae_scale_factor
@@ -169,16 +169,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from corpus_audit.generators import (
-        DiffusersGenerator,
-        GenerationSettings,
-        package_versions,
-        resolve_device,
-    )
-    from corpus_audit.testing.diffusion import random_sd_pipeline
+    from corpus_audit.backends.fakes.diffusion import random_sd_pipeline
+    from corpus_audit.backends.generators import DiffusersGenerator, GenerationSettings
+    from corpus_audit.core.devices import resolve_device
+    from corpus_audit.core.versions import package_versions
 
     if not (Path(args.tokenizer) / "vocab.json").is_file():
-        from corpus_audit.testing.diffusion import write_clip_tokenizer_files
+        from corpus_audit.backends.fakes.diffusion import write_clip_tokenizer_files
 
         write_clip_tokenizer_files(args.tokenizer)  # needs open_clip's vocabulary file
     device = resolve_device(args.device)

@@ -11,13 +11,13 @@ What it does, in one process:
    ~4.5 % occupation mentions, real LAION vocabulary and casing) unless ``--corpus`` names
    parquet files, and takes its occupation captions (one DuckDB regex over the lexicon forms;
    the indicators stage works on exactly these: the captions in ``mentions``);
-2. **indicators**: :class:`corpus_audit.gender_text.IndicatorTagger` over all of them in
+2. **indicators**: :class:`corpus_audit.methods.gender_text.IndicatorTagger` over all of them in
    batches of 10 000 (markup cleaning, words/pronouns by RE2, the exact NER prefilter, NER on
    the candidates only): captions/s;
 3. **baseline**: the same words + names with NER on *every* caption (``prefilter=False``),
    on the first ``--baseline`` captions (NER-on-all is slow): captions/s, and a check that
    both give the same triggers on that subset;
-4. with ``--stage`` (needs ``corpus_audit.select``): the whole ``select`` + ``indicators``
+4. with ``--stage`` (needs ``corpus_audit.stages.select``): the whole ``select`` + ``indicators``
    stages on a study of that corpus, end to end (database writes, sample, summary).
 
 Model loading (spaCy, gender-guesser's table) is timed apart and not in the rates. The
@@ -45,7 +45,7 @@ def occupation_captions(paths: list[Path], text_column: str = "TEXT") -> list[st
 
     import duckdb
 
-    from corpus_audit.lexicon import load_occupations
+    from corpus_audit.methods.lexicon import load_occupations
 
     forms = sorted({f for o in load_occupations() for f in o.forms}, key=len, reverse=True)
     pattern = r"\b(?:" + "|".join(re.escape(f) for f in forms) + r")\b"
@@ -74,13 +74,13 @@ def all_captions(paths: list[Path], text_column: str = "TEXT") -> list[str | Non
 def run(args: argparse.Namespace) -> dict:
     import pyarrow as pa
 
-    from corpus_audit.gender_text import (
+    from corpus_audit.methods.gender_text import (
         IndicatorTagger,
         NameFinder,
         WordMatcher,
         load_spacy,
     )
-    from corpus_audit.lexicon import load_gender_terms
+    from corpus_audit.methods.lexicon import load_gender_terms
 
     out: dict = {"rows": args.rows}
     tmp = None
@@ -162,11 +162,11 @@ def run(args: argparse.Namespace) -> dict:
 def stage_run(paths: list[Path], args: argparse.Namespace) -> dict:
     """select + indicators on a fresh study of the corpus; the indicators stage timed."""
     try:
-        from corpus_audit import select  # noqa: F401
+        from corpus_audit.stages import select  # noqa: F401
     except ImportError:
-        return {"stage": "skipped (corpus_audit.select not available)"}
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study, stage_function
+        return {"stage": "skipped (corpus_audit.stages.select not available)"}
+    from corpus_audit.core.pipeline import init_study, stage_function
+    from corpus_audit.stages.indicators import indicators
 
     with tempfile.TemporaryDirectory(prefix="bench_indicators_study_") as d:
         study = init_study(Path(d) / "study", [str(p) for p in paths])

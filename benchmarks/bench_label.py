@@ -12,7 +12,7 @@ non-faces upscaled to 128 px, a two-person collage) as JPEG and PNG, so decoding
 
 Parts (each measured batched *and* as a plain loop over single images, same process):
 
-- ``decode``: :func:`corpus_audit.imagefile.read_rgb` in ``--workers`` threads vs a loop;
+- ``decode``: :func:`corpus_audit.core.imagefile.read_rgb` in ``--workers`` threads vs a loop;
 - ``faces``: MediaPipe full-range detection + the one-face rule, per image (MediaPipe has no
   batch API: this is the floor of the stage on CPU);
 - ``agegender``: the gender network on the detected faces, one call per batch vs per image;
@@ -74,7 +74,7 @@ def timed(fn):
 def bench_decode(paths, workers):
     from concurrent.futures import ThreadPoolExecutor
 
-    from corpus_audit.imagefile import read_rgb
+    from corpus_audit.core.imagefile import read_rgb
 
     arrays, loop_s = timed(lambda: [read_rgb(p) for p in paths])
     with ThreadPoolExecutor(workers) as pool:
@@ -89,7 +89,7 @@ def bench_decode(paths, workers):
 
 
 def bench_faces(arrays, face_model):
-    from corpus_audit.faces import MediaPipeFaceDetector, face_filter
+    from corpus_audit.backends.faces import MediaPipeFaceDetector, face_filter
 
     detector, load_s = timed(lambda: MediaPipeFaceDetector(face_model, 0.5))
     detector.detect(arrays[0])  # warm-up
@@ -116,7 +116,7 @@ def _kept(arrays, results):
 def bench_agegender(arrays, results, batch_size):
     import numpy as np
 
-    from corpus_audit.classifiers import AgeGenderClassifier
+    from corpus_audit.backends.classifiers import AgeGenderClassifier
 
     clf, load_s = timed(AgeGenderClassifier)
     images, faces = _kept(arrays, results)
@@ -148,7 +148,7 @@ def bench_clip(arrays, args):
     import numpy as np
     import torch
 
-    from corpus_audit.classifiers import ClipClassifier
+    from corpus_audit.backends.classifiers import ClipClassifier
 
     clf, load_s = timed(
         lambda: ClipClassifier(
@@ -209,11 +209,11 @@ def bench_clip(arrays, args):
 
 def bench_stage(paths, args):
     """The label stage end to end vs a one-image-at-a-time loop with per-image inserts."""
-    from corpus_audit.classifiers import AgeGenderClassifier, decide
-    from corpus_audit.faces import MediaPipeFaceDetector, face_filter
-    from corpus_audit.imagefile import try_read_rgb
-    from corpus_audit.label import label
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.backends.classifiers import AgeGenderClassifier, decide
+    from corpus_audit.backends.faces import MediaPipeFaceDetector, face_filter
+    from corpus_audit.core.imagefile import try_read_rgb
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.label import label
 
     corpus = REPO.parent / "shared" / "data" / "laion400m_sample_10k.parquet"
     if not corpus.exists():

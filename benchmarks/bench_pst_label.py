@@ -6,7 +6,7 @@ Usage::
         [--repeats 3] [--json OUT.json]
 
 Images: ``--n`` JPEG files of each kind written to a temporary folder and decoded with
-:func:`corpus_audit.imagefile.read_rgb` inside the timing (as the label stage does):
+:func:`corpus_audit.core.imagefile.read_rgb` inside the timing (as the label stage does):
 
 - **two-face**: real photos composed side by side (skimage's astronaut and cameraman in both
   orders; pairs of skimage LFW faces upscaled to 160 px), cycled;
@@ -17,8 +17,8 @@ Paths, each over its own images, same process, models loaded once beforehand:
 - ``one_face``: decode, MediaPipe full-range detection, the one-face rule, the agegender
   classifier on the kept faces, one call per batch of ``--batch-size`` images (the core of the
   ``label`` stage);
-- ``two_face``: decode, detection, the two-face rule (:func:`corpus_audit.pst.positions.pair_filter`),
-  each person's crop through agegender, one call per batch (:func:`corpus_audit.pst.persons.classify_people`);
+- ``two_face``: decode, detection, the two-face rule (:func:`corpus_audit.methods.pst.positions.pair_filter`),
+  each person's crop through agegender, one call per batch (:func:`corpus_audit.methods.pst.persons.classify_people`);
 - ``two_face_loop`` (the simple baseline): decode, detection, the two-face rule, then one
   classifier call per person on the whole image.
 
@@ -72,8 +72,8 @@ def timed(fn):
 
 
 def one_face_path(paths, detector, clf, batch_size):
-    from corpus_audit.faces import face_filter
-    from corpus_audit.imagefile import read_rgb
+    from corpus_audit.backends.faces import face_filter
+    from corpus_audit.core.imagefile import read_rgb
 
     probs, persons = [], 0
     for start in range(0, len(paths), batch_size):
@@ -90,9 +90,9 @@ def one_face_path(paths, detector, clf, batch_size):
 
 
 def two_face_path(paths, detector, clf, batch_size, prompt):
-    from corpus_audit.imagefile import read_rgb
-    from corpus_audit.pst.persons import PstImage, classify_people
-    from corpus_audit.pst.positions import pair_filter
+    from corpus_audit.core.imagefile import read_rgb
+    from corpus_audit.methods.pst.persons import PstImage, classify_people
+    from corpus_audit.methods.pst.positions import pair_filter
 
     frames = []
     for start in range(0, len(paths), batch_size):
@@ -107,8 +107,8 @@ def two_face_path(paths, detector, clf, batch_size, prompt):
 
 
 def two_face_loop(paths, detector, clf):
-    from corpus_audit.imagefile import read_rgb
-    from corpus_audit.pst.positions import pair_filter
+    from corpus_audit.core.imagefile import read_rgb
+    from corpus_audit.methods.pst.positions import pair_filter
 
     probs = []
     for path in paths:
@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the numbers here as JSON")
     args = ap.parse_args(argv)
 
-    from corpus_audit.classifiers import AgeGenderClassifier
-    from corpus_audit.faces import MediaPipeFaceDetector
-    from corpus_audit.lexicon.pst import load_prompts
+    from corpus_audit.backends.classifiers import AgeGenderClassifier
+    from corpus_audit.backends.faces import MediaPipeFaceDetector
+    from corpus_audit.methods.lexicon.pst import load_prompts
 
     prompt = load_prompts(kinds=("paired",), fair=False)[0]
     out: dict = {

@@ -10,12 +10,12 @@ Images: ``--n`` files in a temporary folder, cycled from real photos shipped in 
 (as ``bench_label.py`` makes them: astronaut, cameraman, Grace Hopper, LFW crops, a
 two-person collage; JPEG and PNG), so decoding is real. Model: ``--model`` (a local
 captioning model directory or a cached hub id), default a tiny random-weight BLIP built offline
-(:func:`corpus_audit.testing.captioners.tiny_blip`; 32 px input, 2 layers: the numbers then
+(:func:`corpus_audit.backends.fakes.captioners.tiny_blip`; 32 px input, 2 layers: the numbers then
 measure the driver, decoding and transformers' generate loop more than the network).
 
 Side by side, same process, same model, both warmed up first:
 
-- ``batched``: :func:`corpus_audit.recaption.driver.recaption` with ``--batch-size`` images per
+- ``batched``: :func:`corpus_audit.stages.recaption.driver.recaption` with ``--batch-size`` images per
   sink call and per ``generate``, images decoded in ``--decode-threads`` threads while the
   model works on the previous batch;
 - ``one_per_call`` (the simple baseline): a loop that decodes one image, captions it alone and
@@ -49,8 +49,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def run_batched(captioner, paths: list[Path], batch_size: int, threads: int) -> tuple[float, list]:
-    from corpus_audit.recaption.driver import recaption
-    from corpus_audit.recaption.models import CaptionInput
+    from corpus_audit.backends.captioners import CaptionInput
+    from corpus_audit.stages.recaption.driver import recaption
 
     frames = []
     items = [CaptionInput(p.name, p) for p in paths]
@@ -62,8 +62,8 @@ def run_batched(captioner, paths: list[Path], batch_size: int, threads: int) -> 
 
 def run_one_per_call(captioner, paths: list[Path]) -> tuple[float, list]:
     """The simple loop: decode one image, caption it alone, hand its row to the sink."""
-    from corpus_audit.imagefile import read_rgb
-    from corpus_audit.recaption.models import CaptionInput
+    from corpus_audit.backends.captioners import CaptionInput
+    from corpus_audit.core.imagefile import read_rgb
 
     rows = []
     start = time.perf_counter()
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
 
-    from corpus_audit.recaption.models import CaptionSettings, load_captioner
-    from corpus_audit.testing.captioners import tiny_blip
+    from corpus_audit.backends.captioners import CaptionSettings, load_captioner
+    from corpus_audit.backends.fakes.captioners import tiny_blip
 
     with tempfile.TemporaryDirectory(prefix="bench_recaption_") as tmp:
         folder = Path(tmp) / "images"

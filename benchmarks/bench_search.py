@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from corpus_audit.index import (
+    from corpus_audit.backends.index import (
         IndexSpec,
         build_index,
         numpy_exact_search,
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         cuda = False
     if cuda:
-        from corpus_audit.index import torch_exact_search
+        from corpus_audit.backends.index import torch_exact_search
 
         t = time.perf_counter()
         xg = torch.as_tensor(x, device="cuda")

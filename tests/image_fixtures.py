@@ -72,7 +72,7 @@ def small_face(canvas_side: int = 800, photo_side: int = 240) -> np.ndarray:
 @cache
 def shared_detector():
     """One MediaPipe full-range detector for the whole test session."""
-    from corpus_audit.faces import MediaPipeFaceDetector
+    from corpus_audit.backends.faces import MediaPipeFaceDetector
 
     return MediaPipeFaceDetector("full_range", 0.5)
 
@@ -80,7 +80,7 @@ def shared_detector():
 @cache
 def shared_agegender():
     """One age-and-gender classifier for the whole test session."""
-    from corpus_audit.classifiers import AgeGenderClassifier
+    from corpus_audit.backends.classifiers import AgeGenderClassifier
 
     return AgeGenderClassifier()
 

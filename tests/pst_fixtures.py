@@ -4,7 +4,7 @@ The crops are those of :func:`image_fixtures.two_people` (300 x 300 around each 
 ``woman`` is skimage's astronaut (Eileen Collins), ``man`` skimage's cameraman. The real
 ``agegender`` classifier gets them right on these composites in both orders (p_female of the
 woman 0.83 on the left, 0.95 on the right; of the man 0.02-0.03), so tests label at threshold
-0.8. Grace Hopper is not used: agegender calls her male (see tests/test_classifiers.py).
+0.8. Grace Hopper is not used: agegender calls her male (see tests/backends/test_classifiers.py).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ SHARED = Path(os.environ.get("CORPUS_AUDIT_SHARED_DATA", REPO.parent / "shared" 
 DRIVER = """
 import sys
 if __name__ == "__main__":
-    import corpus_audit.gender_text as gender_text
+    import corpus_audit.methods.gender_text as gender_text
     from corpus_audit.cli import main
     gender_text.NER_PROCESS_MIN_TEXTS = 1
     sys.exit(main(sys.argv[1:]))

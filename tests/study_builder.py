@@ -125,7 +125,7 @@ def picture_files(root: Path) -> dict[str, list[str]]:
 
 def build(study: Any, corpus: list[Path], *, with_images: bool = True) -> dict[str, Any]:
     """Fill ``study``'s tables; returns what was inserted (for assertions)."""
-    from corpus_audit.lexicon import load_occupations, load_prompt_set, render_prompts
+    from corpus_audit.methods.lexicon import load_occupations, load_prompt_set, render_prompts
 
     con = study.con
     captions = real_captions(corpus)
@@ -351,9 +351,9 @@ def _record_runs(
 def build_reported(root: Path, corpus: list[Path], *, with_images: bool = True) -> Path:
     """Create a study at ``root``, fill it, run ``analyze`` and ``report``; returns the
     report path. The study is closed afterwards (reopen it with ``Study.open``)."""
-    from corpus_audit.analysis import analyze
-    from corpus_audit.pipeline import init_study
+    from corpus_audit.core.pipeline import init_study
     from corpus_audit.report import report
+    from corpus_audit.stages.analyze import analyze
 
     study = init_study(root, [str(corpus[0])], overrides={"analysis": {"bootstrap": 200}})
     try:

@@ -18,18 +18,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.fileio import write_text_atomic
-from corpus_audit.metrics import arrow_legend, format_value, header
-from corpus_audit.store import StageRun, Study
+from corpus_audit.core.fileio import write_text_atomic
+from corpus_audit.core.store import StageRun, Study
+from corpus_audit.report.render import render
 
 REPORT_DIR = "report"
 REPORT_NAME = "report.html"
-TEMPLATE = "report.html.j2"
 
 
 def report(study: Study, *, progress: bool = True) -> StageRun:
     """Write ``<study>/report/report.html``; its path goes in ``run.outputs['report']``."""
-    from corpus_audit.stage_state import require_inputs
+    from corpus_audit.core.stage_state import require_inputs
 
     require_inputs(study, "report")
     out = study.path(REPORT_DIR, REPORT_NAME)
@@ -72,45 +71,12 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
     return run
 
 
-def render(ctx: dict[str, Any], template: str = TEMPLATE) -> str:
-    """Render a template of ``report/templates`` (the report by default) with autoescape on."""
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("corpus_audit.report", "templates"),
-        autoescape=True,  # captions, prompts and paths are untrusted text
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["num"] = _num
-    env.filters["pct"] = _pct
-    env.filters["pval"] = _pval
-    env.globals["col"] = header  # every column header comes from corpus_audit.metrics
-    env.globals["arrow_legend"] = arrow_legend()
-    return env.get_template(template).render(**ctx)
-
-
-def _num(value: Any, digits: int = 1) -> str:
-    return format_value(value, digits, "–")
-
-
-def _pct(value: Any) -> str:
-    return "–" if value is None else f"{value:.1f}"
-
-
-def _pval(value: Any) -> str:
-    if value is None:
-        return "–"
-    return "<0.001" if value < 0.001 else f"{value:.3g}"
-
-
 def report_fingerprint(study: Study) -> str:
     """Hash of what the report shows: analysis tables, stage runs, config and template."""
-    from corpus_audit.analysis.stage import ANALYSIS_TABLES
+    from corpus_audit.stages.analyze import ANALYSIS_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
-    from corpus_audit.recaption.tables import TABLES as VARIANT_TABLES
+    from corpus_audit.stages.variants.compare import TABLES as VARIANT_TABLES
 
     extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
     for table in (
@@ -140,10 +106,11 @@ def report_fingerprint(study: Study) -> str:
             "__init__.py",
             "preference_section.py",
             "preference_figures.py",
+            "render.py",
             "variants_section.py",
         )
     ]
     # column headers and arrows: metrics.py and its columns file
-    code += [here.parent / "metrics.py", here.parent / "templates" / "columns.csv"]
+    code += [here.parent / "core" / "metrics.py", here.parent / "core" / "columns.csv"]
     parts["code"] = hashlib.sha256(b"".join(p.read_bytes() for p in code)).hexdigest()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]

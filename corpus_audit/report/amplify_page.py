@@ -19,12 +19,12 @@ import base64
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corpus_audit.analysis.stats import wilson_interval
-from corpus_audit.fileio import write_text_atomic
-from corpus_audit.metrics import METRICS
+from corpus_audit.core.fileio import write_text_atomic
+from corpus_audit.core.metrics import METRICS
+from corpus_audit.methods.stats import wilson_interval
 
 if TYPE_CHECKING:
-    from corpus_audit.analysis.tables import ModelResult
+    from corpus_audit.methods.amplification import ModelResult
 
 TEMPLATE = "amplify.html.j2"
 DEFAULT_TITLE = "Amplification from %female tables"
@@ -42,7 +42,7 @@ def write_page(
 ) -> Path:
     """Render the page for ``results`` to ``path`` (atomically); returns ``path``."""
     from corpus_audit import __version__
-    from corpus_audit.report import render
+    from corpus_audit.report.render import render
 
     ctx = {
         "title": title or DEFAULT_TITLE,

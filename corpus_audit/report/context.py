@@ -14,9 +14,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from corpus_audit.analysis.amplification import strategy_sort_key
-from corpus_audit.analysis.read import amplification_pairs, rows, table3
-from corpus_audit.metrics import METRICS
+from corpus_audit.core.catalogue import STAGE_NAMES
+from corpus_audit.core.metrics import METRICS
+from corpus_audit.core.store import Study, dicts
+from corpus_audit.methods.amplification import strategy_sort_key
 from corpus_audit.report import figures as figs
 from corpus_audit.report.preference_section import (
     categories_section,
@@ -25,8 +26,7 @@ from corpus_audit.report.preference_section import (
 )
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
 from corpus_audit.report.variants_section import variants_section
-from corpus_audit.stages import STAGE_NAMES
-from corpus_audit.store import Study, dicts
+from corpus_audit.stages.analyze.read import amplification_pairs, rows, table3
 
 IMAGE_STAGES = ("images", "generate", "label")
 TOP_NEIGHBOR_OCCUPATIONS = 4
@@ -53,7 +53,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["comparability"] = comparability_section(study)
     ctx["results"] = results_section(study)
     ctx["excluded"] = [p for p in amplification_pairs(study) if p["excluded"]]
-    ctx["percent"] = dicts(study.sql("report_percent"))
+    ctx["percent"] = dicts(study.sql("report/percent"))
     ctx["indicator_match"] = rows(
         study, "SELECT * FROM indicator_match ORDER BY model_id, kind, reference, indicator"
     )
@@ -65,7 +65,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["variants"] = variants_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
-    from corpus_audit.texts.page import who_how_section
+    from corpus_audit.report.who_how import who_how_section
 
     ctx["who_how"] = who_how_section(study, figures_dir)
     ctx["provenance"] = provenance_section(study)
@@ -76,12 +76,12 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
 def comparability_section(study: Study) -> dict[str, Any]:
     """Settings that differ from the paper's, labels from untrained weights, how the training
     subsets were drawn and cut, and the subsets that fall short of N."""
-    from corpus_audit.analysis.stage import untrained_classifiers
-    from corpus_audit.preset import paper_differences
-    from corpus_audit.subsets import SHORTFALL_TEXT
+    from corpus_audit.core.preset import paper_differences
+    from corpus_audit.stages.analyze import untrained_classifiers
+    from corpus_audit.stages.subsets import SHORTFALL_TEXT
 
     cfg = study.config
-    short = dicts(study.sql("report_shortfall"))
+    short = dicts(study.sql("report/shortfall"))
     return {
         "differences": paper_differences(cfg),
         "untrained": untrained_classifiers(study),
@@ -188,7 +188,7 @@ def image_funnel(study: Study, analysis_prov: dict[str, Any]) -> list[dict[str, 
         n = study.count("images", "source = ?", [source])
         if not n:
             continue
-        reasons = dicts(study.sql("report_funnel_drops", source=source))
+        reasons = dicts(study.sql("report/funnel_drops", source=source))
         checked = study.count(
             "images i JOIN face_filter f USING (image_id)", "i.source = ?", [source]
         )
@@ -196,7 +196,7 @@ def image_funnel(study: Study, analysis_prov: dict[str, Any]) -> list[dict[str, 
             "images i JOIN face_filter f USING (image_id)", "i.source = ? AND f.kept", [source]
         )
         labels = dicts(
-            study.sql("report_funnel_labels", source=source, classifier=classifier or "")
+            study.sql("report/funnel_labels", source=source, classifier=classifier or "")
         )
         out.append(
             {
@@ -214,7 +214,7 @@ def image_funnel(study: Study, analysis_prov: dict[str, Any]) -> list[dict[str, 
 # -- results --------------------------------------------------------------------------------
 def analysis_section(study: Study, run: dict[str, Any] | None) -> dict[str, Any]:
     """How the analysis was run and whether it is current."""
-    from corpus_audit.analysis.stage import input_fingerprint
+    from corpus_audit.stages.analyze import input_fingerprint
 
     if run is None:
         return {"ran": False, "stale": False, "provenance": {}}
@@ -283,7 +283,7 @@ def _cell(cell: dict[str, Any] | None) -> dict[str, Any] | None:
 def indicators_section(study: Study) -> dict[str, Any]:
     """Caption-side indicator summary per occupation, overall shares and the correlation."""
     per_occ = rows(study, "SELECT * FROM occupation_indicators ORDER BY occupation")
-    overall = dicts(study.sql("report_indicator_overall"))[0]
+    overall = dicts(study.sql("report/indicator_overall"))[0]
     overall["pct"] = (
         100.0 * overall["with_indicator"] / overall["checked"] if overall["checked"] else None
     )
@@ -292,7 +292,7 @@ def indicators_section(study: Study) -> dict[str, Any]:
     overall["occupations"] = len(shares)
     overall["mean_occupation_pct"] = sum(shares) / len(shares) if shares else None
     corr = rows(study, "SELECT * FROM indicator_correlation")
-    examples = dicts(study.sql("report_indicator_examples"))
+    examples = dicts(study.sql("report/indicator_examples"))
     return {
         "rows": per_occ,
         "overall": overall,
@@ -304,10 +304,10 @@ def indicators_section(study: Study) -> dict[str, Any]:
 
 def similarity_section(study: Study) -> dict[str, Any]:
     """Mean caption-prompt similarity per strategy, and per occupation."""
-    detail = dicts(study.sql("report_similarity_detail"))
-    summary = dicts(study.sql("report_similarity_summary"))
+    detail = dicts(study.sql("report/similarity_detail"))
+    summary = dicts(study.sql("report/similarity_summary"))
     summary.sort(key=lambda r: strategy_sort_key(r["strategy"]))
-    from corpus_audit.analysis.image_similarity import summary as image_summary
+    from corpus_audit.stages.analyze.image_similarity import summary as image_summary
 
     images = image_summary(rows(study, "SELECT * FROM image_similarity"))
     caption_means = {r["strategy"]: r["mean_similarity"] for r in summary}
@@ -323,7 +323,7 @@ def top_neighbors(study: Study) -> list[dict[str, Any]]:
     """For the occupations with the most captions: each prompt's top `nn` captions."""
     occupations = [
         r["occupation"]
-        for r in dicts(study.sql("report_neighbor_occupations", n=TOP_NEIGHBOR_OCCUPATIONS))
+        for r in dicts(study.sql("report/neighbor_occupations", n=TOP_NEIGHBOR_OCCUPATIONS))
     ]
     return neighbor_groups(study, occupations, TOP_NEIGHBORS)
 
@@ -334,7 +334,7 @@ def neighbor_groups(study: Study, occupations: list[str], top: int) -> list[dict
     text and indicator (the report and the demo's neighbour page use this one query)."""
     if not occupations:
         return []
-    found = dicts(study.sql("report_neighbors", n=top, occupations=occupations))
+    found = dicts(study.sql("report/neighbors", n=top, occupations=occupations))
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in found:
         groups.setdefault((r["occupation"], r["prompt"]), []).append(r)
@@ -431,10 +431,10 @@ def occupations_section(study: Study, progress: bool) -> list[dict[str, Any]]:
     """Per occupation: %female numbers, example captions, training/generated thumbnails."""
     n_thumbs = study.config.analysis.thumbnails
     max_pixels = study.config.images.max_pixels
-    occupations = [r["occupation"] for r in dicts(study.sql("report_occupations"))]
-    training_pf = _group(dicts(study.sql("report_percent_training")))
-    generated_pf = _group(dicts(study.sql("report_percent_generated")))
-    captions = _group(dicts(study.sql("report_example_captions", n=EXAMPLE_CAPTIONS)))
+    occupations = [r["occupation"] for r in dicts(study.sql("report/occupations"))]
+    training_pf = _group(dicts(study.sql("report/percent_training")))
+    generated_pf = _group(dicts(study.sql("report/percent_generated")))
+    captions = _group(dicts(study.sql("report/example_captions", n=EXAMPLE_CAPTIONS)))
     classifier = (study.last_run("analyze") or {}).get("provenance", {}).get("classifier") or ""
     out = []
     for occ in tqdm(occupations, desc="report thumbnails", unit="occ", disable=not progress):
@@ -467,11 +467,11 @@ def _thumbnail_groups(
     """Training images (keyword sample) and each model's generated images of ``occupation``,
     labelled ones first, in a fixed pseudo-random order."""
     training = dicts(
-        study.sql("report_thumbs_training", occupation=occupation, classifier=classifier, n=n)
+        study.sql("report/thumbs_training", occupation=occupation, classifier=classifier, n=n)
     )
     groups = [{"title": "training", "images": training}]
     generated = dicts(
-        study.sql("report_thumbs_generated", occupation=occupation, classifier=classifier, n=n)
+        study.sql("report/thumbs_generated", occupation=occupation, classifier=classifier, n=n)
     )
     for model in sorted({g["model_id"] for g in generated}):
         groups.append(
@@ -493,7 +493,7 @@ def _group(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 # -- provenance -----------------------------------------------------------------------------
 def provenance_section(study: Study) -> dict[str, Any]:
     """Config (as TOML), per-stage provenance (JSON), versions, seeds, models."""
-    from corpus_audit.config import dump_toml
+    from corpus_audit.core.config import dump_toml
 
     stages = []
     versions: dict[str, Any] = {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.analysis.amplification import PARITY, strategy_sort_key
+from corpus_audit.methods.amplification import PARITY, strategy_sort_key
 
 AMP_COLOR = "#d62728"
 DEAMP_COLOR = "#1f77b4"
@@ -41,7 +41,8 @@ class RenderedFigure:
     svg_path: Path | None
 
 
-def _figure(width: float, height: float, *, layout: str | None = "constrained"):
+def new_figure(width: float, height: float, *, layout: str | None = "constrained"):
+    """A matplotlib Figure of ``width`` x ``height`` inches at the report's DPI."""
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=DPI, layout=layout)
@@ -148,7 +149,7 @@ def scatter_grid(
     n_rows, n_cols = max(1, len(strategies)), max(1, len(templates))
     width, height = 2.4 * n_cols + 1.2, 2.4 * n_rows + 1.2
     # A regular grid: fixed margins (constrained layout costs seconds for 16 panels).
-    fig = _figure(width, height, layout=None)
+    fig = new_figure(width, height, layout=None)
     fig.subplots_adjust(
         left=1.0 / width,
         right=1 - 0.15 / width,
@@ -190,7 +191,7 @@ def amplification_bars(model: str, layout_rows: Sequence[dict], columns: Sequenc
     import numpy as np
 
     rows = sorted(layout_rows, key=lambda r: strategy_sort_key(r["strategy"]))
-    fig = _figure(max(6.0, 1.1 * len(rows) * max(1, len(columns)) / 2.5 + 2), 3.8)
+    fig = new_figure(max(6.0, 1.1 * len(rows) * max(1, len(columns)) / 2.5 + 2), 3.8)
     ax = fig.subplots()
     width = 0.8 / max(1, len(columns))
     x = np.arange(len(rows))
@@ -228,7 +229,7 @@ def indicator_bars(rows: Sequence[dict], limit: int = 40) -> Any:
     usable = [r for r in rows if r.get("pct_any") is not None]
     usable = sorted(usable, key=lambda r: (-r["n_captions"], r["occupation"]))[:limit]
     usable.reverse()
-    fig = _figure(7.0, 0.28 * len(usable) + 1.4)
+    fig = new_figure(7.0, 0.28 * len(usable) + 1.4)
     ax = fig.subplots()
     names = [f"{r['occupation']} ({r['n_captions']})" for r in usable]
     left = [0.0] * len(usable)
@@ -254,7 +255,7 @@ def similarity_plot(rows: Sequence[dict]) -> Any:
     import numpy as np
 
     strategies = sorted({r["strategy"] for r in rows}, key=strategy_sort_key)
-    fig = _figure(max(4.0, 1.4 * len(strategies) + 1.5), 3.2)
+    fig = new_figure(max(4.0, 1.4 * len(strategies) + 1.5), 3.2)
     ax = fig.subplots()
     for i, s in enumerate(strategies):
         vals = [
@@ -280,7 +281,7 @@ def correlation_scatter(rows: Sequence[dict], r: float | None, p: float | None) 
         for q in rows
         if q.get("training_pf") is not None and q.get("pct_female_indicator") is not None
     ]
-    fig = _figure(4.6, 4.0)
+    fig = new_figure(4.6, 4.0)
     ax = fig.subplots()
     ax.scatter(
         [q["training_pf"] for q in pts],

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corpus_audit.report.figures import PROMPT_COLORS, _figure
+from corpus_audit.report.figures import PROMPT_COLORS, new_figure
 
 OFFICIAL_COLOR = "black"
 
@@ -48,7 +48,7 @@ def _panels(data: Any) -> list[tuple[Any, str]]:
 
 def category_bars(rows: Any, language: str) -> Any:
     """Grouped bars of one language, one panel per (prompt family, variant); ``rows`` is the
-    :func:`corpus_audit.analysis.categories.category_distribution` frame."""
+    :func:`corpus_audit.methods.categories.category_distribution` frame."""
     import numpy as np
 
     data = rows[rows["language"] == language]
@@ -56,7 +56,7 @@ def category_bars(rows: Any, language: str) -> Any:
     categories = sorted(data["category"].unique())
     models = sorted(data["model_id"].unique())
     width_in = max(6.0, 0.55 * len(categories) * max(1, len(models)) + 2.0)
-    fig = _figure(width_in, 3.0 * len(panels) + 1.1)
+    fig = new_figure(width_in, 3.0 * len(panels) + 1.1)
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     x = np.arange(len(categories))
     width = 0.8 / max(1, len(models))
@@ -110,10 +110,10 @@ def category_bars(rows: Any, language: str) -> Any:
 
 def rating_intervals(ratings: Any) -> Any:
     """One panel per aspect; ``ratings`` is the
-    :func:`corpus_audit.preferences.elo.preference_ratings` frame."""
+    :func:`corpus_audit.methods.preferences.elo.preference_ratings` frame."""
     aspects = sorted(ratings["aspect"].unique())
     n_models = max(1, ratings["model_id"].nunique())
-    fig = _figure(4.2 * max(1, len(aspects)), 0.45 * n_models + 1.6)
+    fig = new_figure(4.2 * max(1, len(aspects)), 0.45 * n_models + 1.6)
     axes = fig.subplots(1, max(1, len(aspects)), squeeze=False)[0]
     for ax, aspect in zip(axes, aspects, strict=False):
         part = ratings[ratings["aspect"] == aspect].sort_values("elo_median")
@@ -155,7 +155,7 @@ def rating_intervals(ratings: Any) -> Any:
 
 def win_rate_heatmap(pairs: Any, aspect: str) -> Any:
     """Score of the row model against the column model (0-1) with battle counts; ``pairs`` is
-    the :func:`corpus_audit.preferences.elo.pair_matrix` frame."""
+    the :func:`corpus_audit.methods.preferences.elo.pair_matrix` frame."""
     import numpy as np
 
     part = pairs[pairs["aspect"] == aspect]
@@ -168,7 +168,7 @@ def win_rate_heatmap(pairs: Any, aspect: str) -> Any:
         grid[i, j] = rec["score"]
         counts[i, j] = rec["battles"]
     side = 0.7 * len(models) + 2.2
-    fig = _figure(side + 0.8, side)
+    fig = new_figure(side + 0.8, side)
     ax = fig.subplots()
     image = ax.imshow(grid, vmin=0, vmax=1, cmap="RdBu")
     for i in range(len(models)):

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.analysis.read import rows
+from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
-from corpus_audit.store import Study
+from corpus_audit.stages.analyze.read import rows
 
 
 def categories_section(study: Study) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import base64
 import io
 from pathlib import Path
 
-from corpus_audit.imagefile import study_image_path as resolve  # noqa: F401
+from corpus_audit.core.imagefile import study_image_path as resolve  # noqa: F401
 
 THUMB_PX = 96  # longest side, pixels
 
@@ -19,7 +19,7 @@ def thumbnail_uri(
     see ``imagefile``)."""
     from PIL import Image
 
-    from corpus_audit.imagefile import try_read_rgb
+    from corpus_audit.core.imagefile import try_read_rgb
 
     # decoded at a few times the thumbnail size (a large JPEG is scaled by its decoder), so a
     # report of large photos does not decode each one at full size

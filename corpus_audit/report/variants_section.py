@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from corpus_audit.analysis.read import rows
-from corpus_audit.recaption.compare import METRICS
-from corpus_audit.store import Study
+from corpus_audit.core.store import Study
+from corpus_audit.methods.recaption.compare import METRICS
+from corpus_audit.stages.analyze.read import rows
 
 OCCUPATION_METRICS = ("any_indicator", "female_indicator", "male_indicator")
 

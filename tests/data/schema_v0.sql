@@ -117,9 +117,9 @@ CREATE TABLE IF NOT EXISTS indicator_texts (
 );
 
 -- ==== corpus_audit/sql/schema_10_neighbors.sql at d17730c ====
--- Tables of the `neighbors` stage (SBERT + FAISS). Owner: corpus_audit/neighbors.py
+-- Tables of the `neighbors` stage (SBERT + FAISS). Owner: corpus_audit/stages/neighbors.py
 -- model_id everywhere is the embedder fingerprint, e.g. 'all-MiniLM-L6-v2-bf16-3f9c0a1b2c4d'
--- (model identity + precision + max_seq_length; see corpus_audit/embeddings.py).
+-- (model identity + precision + max_seq_length; see corpus_audit/backends/embeddings.py).
 
 -- Parts of the content-addressed embedding cache that hold this study's vectors.
 CREATE TABLE IF NOT EXISTS embedding_files (
@@ -179,7 +179,7 @@ CREATE TABLE IF NOT EXISTS neighbors_progress (
 
 -- ==== corpus_audit/sql/schema_20_images.sql at d17730c ====
 -- Tables of the image side: sources, face filter, perceived-gender labels.
--- Owners: corpus_audit/images.py, corpus_audit/generate.py, corpus_audit/label.py
+-- Owners: corpus_audit/stages/images.py, corpus_audit/stages/generate.py, corpus_audit/stages/label.py
 
 -- Every training or generated image the study knows.
 CREATE TABLE IF NOT EXISTS images (
@@ -280,7 +280,7 @@ CREATE TABLE IF NOT EXISTS validation_items (
 );
 
 -- Paraphrased captions used as prompts. One row per (caption, occupation, paraphraser): the
--- instruction names the occupation word to keep. Owner: corpus_audit/generate.py
+-- instruction names the occupation word to keep. Owner: corpus_audit/stages/generate.py
 CREATE TABLE IF NOT EXISTS paraphrases (
     caption_id   BIGINT NOT NULL,
     paraphraser  VARCHAR NOT NULL,           -- '<backend>:<model>', e.g. 'transformers:google/flan-t5-large'
@@ -290,10 +290,10 @@ CREATE TABLE IF NOT EXISTS paraphrases (
 );
 
 -- ==== corpus_audit/sql/schema_25_generate.sql at d17730c ====
--- Tables of the `generate` stage beside `images` (schema_20_images.sql). Owner: corpus_audit/generate.py
+-- Tables of the `generate` stage beside `images` (schema_20_images.sql). Owner: corpus_audit/stages/generate.py
 
 -- The settings a set of generated images was made with. With images.prompt_text and
--- images.seed they regenerate one image exactly (corpus_audit.generate.regenerate_image).
+-- images.seed they regenerate one image exactly (corpus_audit.stages.generate.regenerate_image).
 CREATE TABLE IF NOT EXISTS generation_settings (
     settings_id    VARCHAR PRIMARY KEY,      -- 16 hex digits of sha256(details)
     model_id       VARCHAR NOT NULL,         -- as configured (hub id or local path)
@@ -356,7 +356,7 @@ ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_target INTEGER;
 ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_candidates INTEGER;
 ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS shortfall VARCHAR;
 
--- The training subsets after the cut (corpus_audit/subsets.py): one row per caption in a
+-- The training subsets after the cut (corpus_audit/stages/subsets.py): one row per caption in a
 -- subset, with its training image and that image's label (female | male; with
 -- select.sample_unit = 'captions' also ambiguous | dropped | no_image | pending). T is the
 -- %female of a subset's female/male rows.

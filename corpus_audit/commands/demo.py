@@ -1,0 +1,224 @@
+"""``corpus-audit demo``: the audit on the bundled demo corpus, and the paper's published tables.
+
+Two pages. **The caption audit** of the demo corpus (``corpus_audit/demo_data``, see its
+NOTICE.md: real LAION-400M, MS-COCO and Conceptual Captions captions) is captions only: the
+image URLs cannot be fetched offline and no Stable Diffusion or CLIP weights are reachable, so
+the image stages (images, generate, label) find nothing to do and say so; the caption-side
+stages run for real (DuckDB selection, spaCy + gender-guesser indicators, SBERT + FAISS
+neighbours) and the report shows their results. **The amplification page** replays the
+paper's published per-occupation %female tables (SD 1.4 and 1.5, ``demo_data/published``)
+through ``corpus-audit amplify``: the per-prompt table beside the paper's Table 3, a T-vs-G
+scatter per prompt with the amplification and de-amplification regions, the excluded pairs,
+Wilson intervals of T (500 labelled images each). It is labelled as the published numbers:
+no new measurement.
+
+Outputs, under the study directory:
+- ``summary/indicator_summary.csv`` and ``summary/indicator_summary.html``: per occupation,
+  captions and % with male / female / both / any indicator (caption text escaped);
+- ``summary/top_neighbors.html``: the top captions per prompt for a few occupations;
+- ``report/report.html``: the study report (page 1);
+- ``published/amplification.html`` (page 2) and its CSVs.
+
+The demo samples 10 captions per occupation (keyword, no_indicators) and per prompt (nn,
+nn_no_indicators) instead of the paper's 500: see ``DEMO_SAMPLE_SIZE``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.core.metrics import header
+from corpus_audit.core.pipeline import init_study, run_all
+from corpus_audit.core.store import StageRun, Study
+
+DEMO_FILES = (
+    "laion400m_sample_10k.parquet",
+    "coco_val2017_captions.parquet",
+    "cc3m_val_captions.parquet",
+)
+PUBLISHED = {"sd14": "percent_female_sd14.tsv", "sd15": "percent_female_sd15.tsv"}
+PUBLISHED_MODELS = {"sd14": "Stable Diffusion 1.4", "sd15": "Stable Diffusion 1.5"}
+PAPER_TRAINING_N = 500  # every training %female of the paper is over 500 labelled images
+PUBLISHED_TITLE = "The paper's published numbers, replayed through corpus_audit's analysis"
+PUBLISHED_NOTE = (
+    "Published numbers, not a new measurement. The per-occupation %female below are the "
+    'figures of Seshadri, Singh & Elazar, "The Bias Amplification Paradox in Text-to-Image '
+    'Generation" (Tables 6 and 7: LAION training images of the naive keyword sample, 500 '
+    "labelled images per occupation, and Stable Diffusion 1.4 / 1.5 images for four prompts, "
+    "perceived gender by CLIP ViT-L/14 at 0.9 after the MediaPipe one-face filter). "
+    "corpus-audit amplify recomputes the amplification from them; the 'published' column is "
+    "the paper's own Table 3. The tables are rounded to 0.1, so a mean can differ from the "
+    "paper's in the second decimal. The demo corpus has no images: this page is what the "
+    "analysis shows once a study has them."
+)
+DEMO_OCCUPATIONS = ("doctor", "nurse", "chef", "teacher", "pilot", "student")
+# The demo corpus has 860 occupation captions (most occupations fewer than 30): with the paper's
+# 500 every subset would hold all of them and `nn` would equal `keyword`. 10 keeps the
+# selection strategies distinct, so the similarity table shows what nearest neighbours do.
+DEMO_SAMPLE_SIZE = 10
+# The demo has no images, so its subsets cannot be cut at N labelled images: they are the first
+# 10 captions of each ranking (select.sample_unit = "captions").
+DEMO_SAMPLE_UNIT = "captions"
+SUMMARY_COLUMNS = (
+    "occupation",
+    "captions",
+    "pct_any_indicator",
+    "pct_male_only",
+    "pct_female_only",
+    "pct_both",
+)
+
+
+def demo_corpus() -> list[str]:
+    """Paths of the bundled demo corpus files."""
+    folder = resources.files("corpus_audit").joinpath("demo_data")
+    return [str(folder.joinpath(name)) for name in DEMO_FILES]
+
+
+def open_or_create(root: Path) -> Study:
+    """The demo study at ``root``: reopened when it exists (stages resume), else created."""
+    if (root / "study.toml").is_file():
+        return Study.open(root)
+    return init_study(
+        root,
+        demo_corpus(),
+        overrides={
+            "study": {"name": "demo", "seed": 0},
+            "select": {"sample_size": DEMO_SAMPLE_SIZE, "sample_unit": DEMO_SAMPLE_UNIT},
+            "neighbors": {"k": DEMO_SAMPLE_SIZE},
+        },
+    )
+
+
+def run_demo(
+    root: Path,
+    *,
+    progress: bool = True,
+    echo: Callable[[StageRun], None] | None = None,
+) -> dict[str, Path]:
+    """Run every stage on the demo corpus and write the summary pages; returns output paths."""
+    with open_or_create(root) as study:
+        for run in run_all(study, progress=progress):
+            if echo is not None:
+                echo(run)
+        outputs = write_summary(study)
+        outputs["amplification_page"] = write_published_page(study.root / "published")
+        report = study.last_run("report")
+        if report is not None and report["provenance"].get("report_path"):
+            outputs["report"] = Path(report["provenance"]["report_path"])
+        elif (study.root / "report" / "report.html").is_file():
+            outputs["report"] = study.root / "report" / "report.html"
+        corpus_rows = (study.last_run("select") or {}).get("rows_in") or 0
+        captions = study.count("captions")
+    if echo is not None:
+        done = StageRun("demo")
+        done.rows_in, done.rows_out = corpus_rows, captions  # corpus rows -> occupation captions
+        done.outputs = {name: str(path) for name, path in outputs.items()}
+        done.messages.append(
+            f"demo finished: {captions} of {corpus_rows} captions mention an occupation; "
+            "open the HTML files below in a browser"
+        )
+        done.messages.append(f"page 1, the caption audit of the demo corpus: {outputs['report']}")
+        done.messages.append(
+            "page 2, amplification from the paper's published tables (published numbers, not "
+            f"a new measurement): {outputs['amplification_page']}"
+        )
+        echo(done)
+    return outputs
+
+
+def published_tables() -> list[tuple[str, Path]]:
+    """(model name, path) of the paper's published tables bundled with the demo."""
+    folder = resources.files("corpus_audit").joinpath("demo_data", "published")
+    return [(PUBLISHED_MODELS[m], Path(str(folder.joinpath(f)))) for m, f in PUBLISHED.items()]
+
+
+def published_table3() -> dict[str, dict[str, float]]:
+    """The paper's Table 3 naive row per model: ``{model: {prompt or "average": mean A}}``."""
+    folder = resources.files("corpus_audit").joinpath("demo_data", "published")
+    text = folder.joinpath("table3_naive.csv").read_text(encoding="utf-8")
+    out: dict[str, dict[str, float]] = {}
+    for row in csv.DictReader(text.splitlines()):
+        out.setdefault(PUBLISHED_MODELS[row["model"]], {})[row["prompt"]] = float(row["mean_A"])
+    return out
+
+
+def write_published_page(out_dir: Path) -> Path:
+    """Page 2: the published tables through ``corpus-audit amplify --report``; its path."""
+    from corpus_audit.commands.amplify import amplify_wide
+
+    run = amplify_wide(
+        published_tables(),
+        out_dir,
+        training_n=PAPER_TRAINING_N,
+        report=True,
+        title=PUBLISHED_TITLE,
+        note=PUBLISHED_NOTE,
+        reference=published_table3(),
+    )
+    return Path(run.outputs["report"])
+
+
+def write_summary(study: Study) -> dict[str, Path]:
+    """Write the per-occupation indicator summary (CSV + HTML) and the top-neighbour page."""
+    from corpus_audit.stages.indicators import indicator_summary
+
+    rows = indicator_summary(study)
+    out_dir = study.root / "summary"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = out_dir / "indicator_summary.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(SUMMARY_COLUMNS), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    examples = _indicator_examples(study)
+    html_path = out_dir / "indicator_summary.html"
+    html_path.write_text(
+        _render("summary.html.j2", rows=rows, columns=SUMMARY_COLUMNS, examples=examples),
+        encoding="utf-8",
+    )
+    outputs = {"summary_csv": csv_path, "summary_html": html_path}
+    neighbors = _top_neighbors(study)
+    if neighbors:
+        nn_path = out_dir / "top_neighbors.html"
+        nn_path.write_text(_render("neighbors.html.j2", groups=neighbors), encoding="utf-8")
+        outputs["top_neighbors_html"] = nn_path
+    return outputs
+
+
+def _indicator_examples(study: Study, per_label: int = 5) -> list[dict[str, Any]]:
+    """A few captions per indicator label, with their triggers (shown escaped)."""
+    cur = study.con.execute(
+        """
+        SELECT label, text, triggers FROM (
+            SELECT i.label, c.text, i.triggers,
+                   row_number() OVER (PARTITION BY i.label ORDER BY hash(c.caption_id, 7)) AS r
+            FROM indicators i JOIN captions c USING (caption_id)
+        ) WHERE r <= ? ORDER BY label, r
+        """,
+        [per_label],
+    )
+    return [{"label": a, "text": b, "triggers": c} for a, b, c in cur.fetchall()]
+
+
+def _top_neighbors(study: Study, top: int = 5) -> list[dict[str, Any]]:
+    """For a few demo occupations, each prompt's top captions by the `nn` strategy."""
+    from corpus_audit.report.context import neighbor_groups
+
+    return neighbor_groups(study, list(DEMO_OCCUPATIONS), top)
+
+
+def _render(template: str, **context: Any) -> str:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("corpus_audit.report", "templates"),
+        autoescape=True,  # captions are scraped web text
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals["col"] = header  # column headers from corpus_audit.core.metrics
+    return env.get_template(template).render(**context)

@@ -1,0 +1,63 @@
+"""``corpus-audit texts FILE... --out DIR``: the who-and-how analysis of any text corpus.
+
+``DIR`` becomes a study directory (``study.toml`` + ``study.duckdb``) whose config says
+``texts.source = "corpus"``, ``corpus.paths = FILE...`` and the columns given; the ``who_how``
+stage (:mod:`corpus_audit.stages.who_how`) then reads the files and writes the same tables as
+for a study's captions, and the page ``DIR/report/who_how.html`` shows them. Running the
+command again on the same ``DIR`` resumes and skips finished work; with other files or
+columns it updates the config and recomputes. A ``DIR`` holding a caption study is refused
+(its tables are never touched).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.store import StageRun, Study
+
+
+def run_texts(
+    files: list[str],
+    out: Path,
+    *,
+    text_column: str = "",
+    occupation_column: str = "",
+    gender_column: str = "",
+    fmt: str | None = None,
+    progress: bool = True,
+) -> StageRun:
+    """Create or update the text-corpus study ``out`` and run ``who_how`` on it."""
+    from corpus_audit.core.config import CONFIG_NAME, write_config
+    from corpus_audit.core.pipeline import absolute_paths, init_study
+    from corpus_audit.stages.who_how import who_how
+
+    corpus = {"text_column": text_column, "format": fmt or "auto"}
+    texts = {
+        "source": "corpus",
+        "occupation_column": occupation_column,
+        "gender_column": gender_column,
+    }
+    if (out / CONFIG_NAME).exists():
+        study = Study.open(out)
+        if study.config.texts.source != "corpus":
+            study.close()
+            raise StudyError(
+                f"{printable(out)}: holds a caption study (texts.source = "
+                f"{study.config.texts.source!r}); give `corpus-audit texts` another --out"
+            )
+        study.config.corpus.paths = absolute_paths(files)
+        for key, value in corpus.items():
+            setattr(study.config.corpus, key, value)
+        for key, value in texts.items():
+            setattr(study.config.texts, key, value)
+        study.config.corpus.validate()
+        write_config(study.config)
+    else:
+        study = init_study(out, files, overrides={"corpus": corpus, "texts": texts})
+    with study:
+        run = who_how(study, progress=progress)
+        from corpus_audit.report.who_how import write_page
+
+        run.outputs["page"] = str(write_page(study))
+    return run

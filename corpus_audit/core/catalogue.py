@@ -1,0 +1,528 @@
+"""The stage catalogue: every stage's declaration, and the order ``corpus-audit run`` runs them.
+
+A stage is a function ``fn(study: Study, *, progress: bool = True) -> StageRun`` in its own
+module, plus one :class:`Stage` declaration here saying what it reads and writes. The
+catalogue is plain data, kept apart so the CLI, ``status`` and the help can use it without
+importing any stage module (those load torch, spaCy or MediaPipe).
+
+What the declaration drives:
+
+- ``config``: the sections (``"label"``) and single settings (``"images.max_pixels"``) whose
+  hash :meth:`Study.stage` records; ``status`` flags the run when they change, and the stage's
+  ``--help`` lists their keys (:mod:`corpus_audit.core.config_help`).
+- ``reads``: the tables it reads that other stages write; :meth:`Study.stage` records their
+  fingerprints (:func:`corpus_audit.core.store.table_fingerprint`) and ``status`` flags the run when
+  one changed since ("inputs changed since this run: samples"), e.g. ``neighbors`` after
+  ``select`` ran again.
+- ``needs`` / ``after``: the stages that must have finished before it runs, and those whose
+  tables it reads when they ran; :func:`corpus_audit.core.stage_state.require_inputs` checks both
+  (neither may be partial).
+- ``writes``: the tables it writes; where several stages write one table, ``owns`` says which
+  rows are this stage's (a description a reader can match to the SQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from corpus_audit.core.registry import Registry
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage's declaration (see the module docstring)."""
+
+    name: str
+    target: str  # "package.module:function"
+    summary: str  # one line: what it does
+    config: tuple[str, ...]  # config sections / "section.key" settings it reads
+    reads: tuple[str, ...] = ()  # tables written by other stages that it reads
+    writes: tuple[str, ...] = ()  # tables it writes
+    needs: tuple[str, ...] = ()  # stages that must have finished before it runs
+    after: tuple[str, ...] = ()  # stages whose tables it reads if they ran
+    steps: tuple[str, ...] = ()  # what it does, in order (for the help and the docs)
+    owns: Mapping[str, str] = field(default_factory=dict)  # table -> the rows that are its own
+
+
+STAGES: Registry[Stage] = Registry("stage")
+
+
+def declare(stage: Stage) -> Stage:
+    """Add ``stage`` to the catalogue (in run order; see :data:`RUN_ORDER` for repeats)."""
+    return STAGES.register(stage.name, stage)
+
+
+declare(
+    Stage(
+        "select",
+        "corpus_audit.stages.select:select",
+        "find the captions that mention each occupation and draw the keyword sample",
+        config=("study", "corpus", "select", "lexicon"),
+        writes=("corpus_files", "captions", "mentions", "prompts", "prompt_categories", "samples"),
+        steps=(
+            "read each corpus file (text and URL columns, null and non-text captions counted)",
+            "RE2 prefilter, then DuckDB SQL matching of every occupation form",
+            "draw the keyword sample per occupation (md5 of seed and caption, reproducible)",
+        ),
+        owns={"samples": "strategy = 'keyword'"},
+    )
+)
+declare(
+    Stage(
+        "indicators",
+        "corpus_audit.stages.indicators:indicators",
+        "flag captions with explicit gender indicators and draw the no-indicator sample",
+        config=("study", "lexicon", "select", "indicators"),
+        reads=("captions", "mentions"),
+        writes=(
+            "indicators",
+            "indicator_triggers",
+            "indicator_texts",
+            "indicator_settings",
+            "samples",
+        ),
+        needs=("select",),
+        steps=(
+            "gender words and pronouns on every selected caption",
+            "first names: spaCy NER (only where it can change the label) + gender-guesser",
+            "draw the no-indicator sample from the captions without indicators",
+        ),
+        owns={"samples": "strategy = 'no_indicators'"},
+    )
+)
+declare(
+    Stage(
+        "neighbors",
+        "corpus_audit.stages.neighbors:neighbors",
+        "pick the captions nearest each prompt (SBERT embeddings + FAISS)",
+        config=("neighbors", "select", "indicators", "lexicon", "study.seed"),
+        reads=("captions", "mentions", "prompts", "indicators"),
+        writes=(
+            "embedding_files",
+            "caption_embeddings",
+            "prompt_embeddings",
+            "samples",
+            "similarity_diagnostics",
+            "neighbors_progress",
+        ),
+        needs=("select", "indicators"),
+        steps=(
+            "embed captions and prompts (content-addressed cache, length-sorted batches)",
+            "per occupation: FAISS index over its captions, k nearest per prompt",
+            "write the nn and nn_no_indicators samples and the similarity diagnostics",
+        ),
+        owns={"samples": "strategy IN ('nn', 'nn_no_indicators')"},
+    )
+)
+declare(
+    Stage(
+        "images",
+        "corpus_audit.stages.images:images",
+        "find the training images of the sampled captions in the configured sources",
+        config=("images", "corpus", "select"),
+        reads=("captions", "mentions", "samples"),
+        writes=("images", "image_skips", "image_shards", "download_stats"),
+        after=("select", "indicators", "neighbors"),
+        steps=(
+            "read each source (directory, webdataset, parquet, HF, img2dataset, URLs)",
+            "link its images to the sampled captions (by caption id, URL or key)",
+            "write the image rows and the reasons images were skipped",
+        ),
+        owns={"images": "source = 'training'"},
+    )
+)
+declare(
+    Stage(
+        "generate",
+        "corpus_audit.stages.generate:generate",
+        "generate images for every prompt with each configured text-to-image model",
+        # The caption prompts are the training subsets after the cut, which generate makes
+        # itself (corpus_audit/stages/subsets.py: `training_subsets` is written later, by analyze):
+        # hence the cut's settings. Its `images`, `face_filter` and `labels` inputs are not
+        # fingerprinted: generate writes `images` itself, and the second `label` run of
+        # `corpus-audit run` adds the generated images' rows to the other two, which would
+        # flag every finished run as stale.
+        config=(
+            "generate",
+            "study",
+            "lexicon",
+            "select",
+            "neighbors.k",
+            "indicators.no_indicator_sample",
+            "analysis.classifier",
+            "analysis.threshold",
+            "label.classifier",
+            "engine.device",
+        ),
+        reads=("prompts", "samples", "captions", "mentions", "indicators", "pst_prompts"),
+        writes=("images", "generated_images", "generation_settings", "paraphrases"),
+        after=("select", "indicators", "neighbors", "pst_prompts"),
+        steps=(
+            "the prompts: templates, paraphrases and the captions of the labelled cut",
+            "per model: batches with seeds derived from the study seed, stored as PNG",
+        ),
+        owns={"images": "source = 'generated'"},
+    )
+)
+declare(
+    Stage(
+        "label",
+        "corpus_audit.stages.label:label",
+        "keep images with one face and label its perceived gender",
+        config=("label", "images.max_pixels", "engine.device", "study.seed"),
+        reads=("images",),
+        writes=("face_filter", "faces", "labels"),
+        after=("images", "generate"),
+        steps=(
+            "decode each image within the pixel budget",
+            "face detection (MediaPipe): keep images with exactly one face",
+            "perceived-gender classifier on the kept images",
+        ),
+    )
+)
+declare(
+    Stage(
+        "analyze",
+        "corpus_audit.stages.analyze:analyze",
+        "training vs generated %female, amplification per strategy, statistics",
+        config=("analysis", "study", "select", "indicators", "neighbors", "label"),
+        reads=("samples", "prompts", "images", "face_filter", "labels", "mentions", "indicators"),
+        writes=(
+            "training_subsets",
+            "percent_female",
+            "amplification",
+            "amplification_summary",
+            "image_similarity",
+            "indicator_match",
+            "occupation_indicators",
+            "indicator_correlation",
+        ),
+        after=("select", "indicators", "neighbors", "images", "generate", "label"),
+        steps=(
+            "cut each training subset at N labelled images",
+            "%female per subset and prompt, amplification with the direction rule",
+            "bootstrap intervals, indicator match and correlation, image similarity",
+        ),
+    )
+)
+declare(
+    Stage(
+        "who_how",
+        "corpus_audit.stages.who_how:who_how",
+        "who is represented and how: gender association, marked words, SRBS of the texts",
+        config=("texts", "lexicon", "analysis.confidence", "corpus"),
+        reads=("captions", "mentions", "indicators", "indicator_triggers"),
+        writes=(
+            "texts_documents",
+            "texts_occupations",
+            "texts_settings",
+            "texts_associations",
+            "texts_agreement",
+            "texts_who",
+            "texts_deciles",
+            "texts_marked_words",
+            "texts_marked_summary",
+            "texts_calibration",
+            "texts_srbs",
+            "texts_srbs_tests",
+        ),
+        after=("select", "indicators"),
+        steps=(
+            "the texts: occupation captions, or the files of a text corpus (texts.source)",
+            "gender association of every text (batches committed, resumable)",
+            "agreement, who vs labour statistics, calibrated marked words, SRBS",
+        ),
+    )
+)
+declare(
+    Stage(
+        "categories",
+        "corpus_audit.stages.categories:categories",
+        "%female per occupational category of the MAGBIG/BAFIS prompts vs official statistics",
+        config=(
+            "lexicon.categories",
+            "lexicon.official_stats",
+            "analysis.classifier",
+            "analysis.threshold",
+            "analysis.confidence",
+        ),
+        reads=("prompt_categories", "prompts", "images", "face_filter", "labels"),
+        writes=("category_distribution",),
+        after=("select", "generate", "label"),
+        steps=(
+            "labelled generated images of the prompt-table prompts (face filter kept)",
+            "per model, language, variant and category: shares with Wilson intervals",
+            "the official %female of each category for the prompt's language, and the gap",
+        ),
+    )
+)
+declare(
+    Stage(
+        "recaption",
+        "corpus_audit.stages.recaption:recaption_stage",
+        "caption the training images with a captioning model (a new caption variant)",
+        config=("recaption", "engine.device", "images.max_pixels"),
+        reads=("images", "captions"),
+        writes=("recaptions",),
+        after=("select", "images"),
+        steps=(
+            "load the captioner (local model or cached hub id; never downloads)",
+            "decode each batch of training images ahead of the model, caption it",
+            "one transaction per batch into recaptions (kill -9 loses one batch)",
+        ),
+        owns={"recaptions": "variant = recaption.variant"},
+    )
+)
+declare(
+    Stage(
+        "variants",
+        "corpus_audit.stages.variants:variants",
+        "label every caption variant and compare each with the baseline, paired over images",
+        config=(
+            "variants",
+            "indicators",
+            "lexicon",
+            "select.batch_rows",
+            "study.seed",
+            "analysis.confidence",
+            "neighbors",
+            "engine.device",
+        ),
+        reads=("corpus_files", "captions", "prompts", "images", "recaptions"),
+        writes=(
+            "caption_variants",
+            "variant_mentions",
+            "variant_rates",
+            "variant_mention_changes",
+            "variant_mention_flips",
+            "variant_image_changes",
+            "variant_transitions",
+            "variant_transition_examples",
+            "variant_differences",
+            "variant_similarity",
+        ),
+        needs=("select",),
+        after=("images", "recaption"),
+        steps=(
+            "read each variant's column of the corpus (and the recaptions of training images)",
+            "keep the rows that mention an occupation in any variant; label every caption",
+            "compare each variant with the baseline: rates, transitions, paired differences",
+        ),
+    )
+)
+declare(
+    Stage(
+        "report",
+        "corpus_audit.report:report",
+        "write the HTML report with figures and tables",
+        config=("analysis", "study"),
+        reads=(
+            "percent_female",
+            "amplification",
+            "amplification_summary",
+            "image_similarity",
+            "indicator_match",
+            "occupation_indicators",
+            "indicator_correlation",
+            "similarity_diagnostics",
+            "texts_who",
+            "texts_marked_words",
+            "category_distribution",
+            "variant_differences",
+            # also preference_ratings, written by `battles import` (OTHER_WRITERS), not a stage:
+            # the report's own fingerprint sees it (report.report_fingerprint)
+        ),
+        after=(
+            "select",
+            "indicators",
+            "neighbors",
+            "images",
+            "generate",
+            "label",
+            "analyze",
+            "who_how",
+            "categories",
+            "variants",
+        ),
+        steps=("figures (PNG)", "the HTML page, every corpus text escaped"),
+    )
+)
+
+# -- the Paired Stereotype Test (docs/pst.md); `corpus-audit run` runs them in a PST study --
+PST_SCORE_TABLES = ("pst_scores", "pst_gap", "pst_both_any", "pst_labor", "pst_labor_correlation")
+declare(
+    Stage(
+        "pst_prompts",
+        "corpus_audit.stages.pst_prompts:pst_prompts",
+        "PST: expand the roles and templates into the single, paired and power prompts",
+        config=("pst.roles", "pst.templates", "pst.kinds", "pst.fair", "pst.power_singles"),
+        writes=("pst_prompts",),
+        steps=("read the roles and templates files", "write every prompt with its sides' roles"),
+    )
+)
+declare(
+    Stage(
+        "pst_label",
+        "corpus_audit.stages.pst_label:pst_label",
+        "PST: keep images with two large faces, label each person by position",
+        config=("label", "images.max_pixels", "engine.device", "study.seed"),
+        reads=("pst_prompts", "images", "face_filter", "faces"),
+        writes=("pst_face_filter", "pst_people"),
+        needs=("pst_prompts", "label"),
+        after=("generate",),
+        steps=(
+            "the two-face rule on the stored faces (single prompts: the one-face rule)",
+            "each person's crop through the perceived-gender classifier",
+        ),
+    )
+)
+declare(
+    Stage(
+        "faircritic",
+        "corpus_audit.stages.faircritic:faircritic",
+        "PST: FairCritic rounds of generate, judge and feedback per paired prompt",
+        config=("pst", "generate", "label", "engine.device", "study.seed"),
+        reads=("pst_prompts",),
+        writes=("pst_rounds",),
+        needs=("pst_prompts",),
+        steps=(
+            "per prompt and round: generate a batch, judge it with the labeller",
+            "biased: append the feedback writer's guidelines for the next round",
+        ),
+    )
+)
+declare(
+    Stage(
+        "pst_captions",
+        "corpus_audit.stages.pst_captions:pst_captions",
+        "PST: roles with a gender attached in the corpus captions (spaCy parse)",
+        config=("corpus", "pst.roles", "lexicon.gender_terms", "lexicon.occupations"),
+        writes=("pst_caption_files", "pst_caption_mentions"),
+        steps=("RE2 prefilter, then the dependency parse of the candidate captions",),
+    )
+)
+declare(
+    Stage(
+        "pst_analyze",
+        "corpus_audit.stages.pst_analyze:pst_analyze",
+        "PST: Stereotype Score, single vs paired gap, PST-Both/Any, labour statistics",
+        config=("analysis.bootstrap", "analysis.confidence", "study.seed", "lexicon.labor_stats"),
+        reads=("pst_people", "pst_caption_mentions"),
+        writes=(*PST_SCORE_TABLES, "pst_caption_roles"),
+        after=("pst_label", "pst_captions"),
+        steps=(
+            "image side: the persons of the configured classifier",
+            "caption side: the (caption, role) units of the corpus",
+        ),
+    )
+)
+declare(
+    Stage(
+        "pst_report",
+        "corpus_audit.stages.pst_report:pst_report",
+        "PST: the HTML report section and a CSV of every PST table",
+        config=("study.name",),
+        reads=(*PST_SCORE_TABLES, "pst_caption_roles", "pst_rounds", "pst_face_filter"),
+        needs=("pst_analyze",),
+        after=("faircritic",),
+        steps=("figures (PNG)", "report/pst.html, every corpus text escaped", "report/pst/*.csv"),
+    )
+)
+
+STAGE_NAMES = list(STAGES.names())
+# What `corpus-audit run` executes: `label` runs before `generate` too, because the training
+# subsets are cut at N labelled training images and the captions used as prompts come from
+# that cut (corpus_audit/stages/subsets.py); its second run labels the generated images. Each run
+# only labels what has no label yet, so the second one does not repeat the first's work.
+RUN_ORDER = [
+    "select",
+    "indicators",
+    "neighbors",
+    "images",
+    "label",
+    "generate",
+    "label",
+    "analyze",
+    "who_how",
+    "categories",
+    "variants",
+    "report",
+]
+
+# What `corpus-audit run` executes in a PST study (`[pst] enabled`; `init --kind pst`).
+PST_RUN_ORDER = [
+    "pst_prompts",
+    "generate",
+    "label",
+    "pst_label",
+    "faircritic",
+    "pst_captions",
+    "pst_analyze",
+    "pst_report",
+]
+RUN_ORDERS = {"amplification": RUN_ORDER, "pst": PST_RUN_ORDER}  # study kind -> run order
+# Stages no run order includes: they run when asked (`corpus-audit recaption DIR --model ...`).
+ON_DEMAND = ("recaption",)
+
+
+# The schema's tables that no stage writes, and what writes them: the bookkeeping of every run
+# (:meth:`corpus_audit.core.store.Study.stage`) and the human-validation commands, which are not
+# stages of `corpus-audit run` (docs/images.md). No stage reads them as an input.
+OTHER_WRITERS: Mapping[str, str] = {
+    "stage_runs": "corpus_audit.core.store:Study.stage",
+    "stage_unfinished": "corpus_audit.core.store:Study.stage",
+    "validation_items": "corpus_audit.commands.validate:export_sheet",
+    "human_labels": "corpus_audit.commands.validate:import_labels",
+    "schema_version": "corpus_audit.core.store:Study.migrate",
+    "battle_pairs": "corpus_audit.commands.battles:export_battles",
+    "battles": "corpus_audit.commands.battles:import_battles",
+    "preference_ratings": "corpus_audit.commands.battles:import_battles",
+    "preference_pairs": "corpus_audit.commands.battles:import_battles",
+}
+
+
+def stage(name: str) -> Stage:
+    """The declaration of stage ``name`` (a :class:`ConfigError` naming the known stages)."""
+    return STAGES.get(name)
+
+
+def writers(table: str) -> list[str]:
+    """The stages that write ``table``, in catalogue order."""
+    return [s.name for _, s in STAGES.items() if table in s.writes]
+
+
+def readers(table: str) -> list[str]:
+    """The stages that read ``table`` as an input, in catalogue order."""
+    return [s.name for _, s in STAGES.items() if table in s.reads]
+
+
+def data_flow() -> str:
+    """The data-flow picture of docs/architecture.md: per stage (in run order: the audit's, the on-demand stages, the PST's), each table it
+    writes and the stages that read it (``stages -> tables -> stages``). Rows a stage owns in
+    a shared table are shown after the name. ``python -m corpus_audit.core.catalogue`` prints it; a
+    test keeps the page equal to it."""
+    lines = []
+    width = max(len(t) + len(o) + 3 for _, s in STAGES.items() for t, o in _outputs(s))
+    for name in dict.fromkeys([*RUN_ORDER, *ON_DEMAND, *PST_RUN_ORDER]):
+        outputs = _outputs(STAGES.get(name)) or [("(files only)", "")]
+        for i, (table, owned) in enumerate(outputs):
+            shown = f"{table} [{owned}]" if owned else table
+            read_by = ", ".join(r for r in readers(table) if r != name) or "-"
+            if len(outputs) == 1:
+                branch = f"{name:<12} ───>"
+            elif i == 0:
+                branch = f"{name:<12} ─┬─>"
+            else:
+                branch = " " * 14 + ("└─>" if i == len(outputs) - 1 else "├─>")
+            lines.append(f"{branch} {shown:<{width}} ──> {read_by}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _outputs(spec: Stage) -> list[tuple[str, str]]:
+    """``(table, rows it owns or "")`` for each table ``spec`` writes."""
+    return [(t, spec.owns.get(t, "")) for t in spec.writes]
+
+
+if __name__ == "__main__":
+    print(data_flow(), end="")

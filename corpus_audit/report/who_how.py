@@ -1,0 +1,120 @@
+"""The "who and how" section of the report, and the page ``corpus-audit texts`` writes.
+
+:func:`who_how_section` gathers the ``who_how`` tables into plain data; the template
+``report/templates/_who_how.html.j2`` shows it (in the study report, and alone in
+``<dir>/report/who_how.html`` for a text corpus): per occupation the marked words of each
+side in a table sorted by |z| with a bar for z, the decile figure, the % women per occupation
+against the labour statistics, and the SRBS comparison. Everything that came from the texts
+(words, examples, occupation names) is escaped by the template (Jinja2 autoescape on).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.core.store import Study
+
+WORDS_SHOWN = 10  # marked words per side and occupation
+OCCUPATIONS_SHOWN = 40  # occupations with compared texts, most texts first
+PAGE_DIR = "report"
+PAGE_NAME = "who_how.html"
+
+
+def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, Any]:
+    """The section's data; ``ran`` False when the stage has not written its tables."""
+    from corpus_audit.core.store import sql_text
+    from corpus_audit.stages.analyze.read import rows as _rows
+
+    if not study.table_exists("texts_associations") or not study.count("texts_associations"):
+        return {"ran": False}
+    words = _rows(study, sql_text("who_how/60_report_words.sql"), [WORDS_SHOWN])
+    groups = _rows(study, sql_text("who_how/61_report_groups.sql"), [OCCUPATIONS_SHOWN])
+    for group in groups:
+        mine = [
+            w
+            for w in words
+            if (w["comparison"], w["scope"], w["occupation"])
+            == (group["comparison"], group["scope"], group["occupation"])
+        ]
+        top = max((abs(w["z"]) for w in mine), default=1.0)
+        for w in mine:
+            w["bar"] = round(100.0 * abs(w["z"]) / top, 1)
+            w["example"] = (w["examples"] or [""])[0]
+        group["female"] = [w for w in mine if w["side"] == "female"]
+        group["male"] = [w for w in mine if w["side"] == "male"]
+    return {
+        "ran": True,
+        "source": study.config.texts.source,
+        "z_threshold": study.config.texts.z_threshold,
+        "associations": _rows(
+            study,
+            "SELECT association, count(*) AS texts FROM texts_associations GROUP BY ALL "
+            "ORDER BY ALL",
+        ),
+        "agreement": _rows(study, "SELECT * FROM texts_agreement ORDER BY specified_by, gender"),
+        "groups": groups,
+        "who": _rows(
+            study,
+            "SELECT * FROM texts_who WHERE associated > 0 ORDER BY labels, associated DESC, "
+            "occupation",
+        ),
+        "srbs": _rows(study, "SELECT * FROM texts_srbs ORDER BY scope, occupation, side"),
+        "srbs_tests": _rows(study, "SELECT * FROM texts_srbs_tests ORDER BY scope"),
+        "figures": _figures(study, figures_dir),
+        "min_associated": study.config.texts.min_associated,
+    }
+
+
+def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
+    """The decile figure for each kind of label that places an occupation."""
+    import pandas as pd
+
+    from corpus_audit.report.figures import save
+    from corpus_audit.report.who_how_figures import decile_figure
+
+    out = []
+    deciles = study.con.execute("SELECT * FROM texts_deciles ORDER BY labels, decile").df()
+    for labels, frame in deciles.groupby("labels", sort=True):
+        what = "associated texts" if labels == "association" else "specified texts"
+        rendered = save(
+            decile_figure(pd.DataFrame(frame), what),
+            f"who_deciles_{labels}",
+            f"Occupations per decile of % women ({what})",
+            "Occupations with enough labelled texts, split by the side of 50 % their labour "
+            "statistic lies on.",
+            out_dir,
+        )
+        uri = "data:image/png;base64," + base64.b64encode(rendered.png).decode("ascii")
+        out.append(
+            {
+                "name": rendered.name,
+                "title": rendered.title,
+                "uri": uri,
+                "caption": rendered.caption,
+            }
+        )
+    return out
+
+
+def write_page(study: Study) -> Path:
+    """Write ``<study>/report/who_how.html`` (the section alone, self-contained)."""
+    from datetime import UTC, datetime
+
+    from corpus_audit import __version__
+    from corpus_audit.report.render import render
+
+    out = study.path(PAGE_DIR, PAGE_NAME)
+    ctx = {
+        "name": study.config.study.name,
+        "root": str(study.root.resolve()),
+        "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "version": __version__,
+        "who_how": who_how_section(study, out.parent / "figures"),
+    }
+    html = render(ctx, "who_how.html.j2")
+    tmp = out.with_suffix(".html.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(out)
+    return out

@@ -1,6 +1,0 @@
--- Every classifier id in `labels` and CLIP model of `image_similarity` (the analysis checks
--- which of them name untrained weights). Owner: corpus_audit/analysis/stage.py
-SELECT DISTINCT classifier FROM labels
-UNION
-SELECT DISTINCT clip_model FROM image_similarity
-ORDER BY 1;

@@ -1,6 +1,0 @@
--- Replace the `no_indicators` rows of `samples` (the rows the indicators stage owns) with the
--- temp table indicators_sample_new (indicators_sample_fresh.sql or indicators_sample_split.sql).
--- Run inside the caller's transaction. Owner: corpus_audit/indicators.py
-DELETE FROM samples WHERE strategy = 'no_indicators';
-INSERT INTO samples (strategy, occupation, prompt_id, caption_id, rank, score)
-SELECT strategy, occupation, prompt_id, caption_id, rank, score FROM indicators_sample_new;

@@ -1,0 +1,469 @@
+"""The ``analyze`` stage: %female, amplification per strategy, indicator statistics.
+
+Reads ``samples``, ``prompts``, ``images``, ``face_filter``, ``labels``, ``mentions`` and
+``indicators`` (whatever of them earlier stages filled) and rewrites the tables of
+``sql/schema/001_analyze.sql`` in one transaction. Works with only the caption side done
+(the demo: no images): then the amplification tables stay empty and the stage says why.
+
+Idempotent and resumable: the run records a fingerprint of its inputs (row counts and an
+order-free hash of the columns it reads, plus the ``analysis`` config); a rerun with the
+same fingerprint keeps the tables and reports ``skipped``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Hashable
+
+from tqdm import tqdm
+
+from corpus_audit.core.errors import StageOrderError
+from corpus_audit.core.stage_state import require_inputs, require_sample_captions
+from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.methods.amplification import (
+    OverallSummary,
+    Pair,
+    PromptSummary,
+    Rate,
+    make_pair,
+    strategy_sort_key,
+    summarize,
+)
+from corpus_audit.methods.correlation import indicator_correlation
+from corpus_audit.methods.stats import stable_seed
+from corpus_audit.stages.analyze.image_similarity import enabled as image_similarity_enabled
+from corpus_audit.stages.analyze.image_similarity import image_similarity_rows, summary_messages
+from corpus_audit.stages.analyze.percent import (
+    CAPTION_PROMPTS_TEMPLATE,
+    ImageSet,
+    caption_prompt_sets,
+    choose_classifier,
+    generated_sets,
+    indicator_match_rows,
+    occupation_indicator_rows,
+    prepare_labels,
+    training_sets,
+)
+from corpus_audit.stages.subsets import CutRule, cut, drop, shortfall_lines, status_rows
+
+ANALYSIS_TABLES = (
+    "training_subsets",
+    "percent_female",
+    "amplification",
+    "amplification_summary",
+    "indicator_match",
+    "occupation_indicators",
+    "indicator_correlation",
+    "image_similarity",
+)
+
+# Columns each input table contributes to the fingerprint.
+_FINGERPRINT_COLUMNS = {
+    "samples": "strategy, occupation, prompt_id, caption_id, rank",
+    "prompts": "prompt_id, template_id, occupation",
+    "images": "image_id, source, caption_id, prompt_id, occupation, model_id, strategy, path",
+    "face_filter": "image_id, kept",
+    "labels": "image_id, classifier, p_female, label",
+    "mentions": "caption_id, occupation",
+    "indicators": "caption_id, label",
+}
+
+
+def input_fingerprint(study: Study) -> str:
+    """Hash of everything the analysis reads (rows and config), order-independent."""
+    # the cut reads select (N, unit), indicators (split) and neighbors (k); similarity reads label
+    sections = ("analysis", "study", "select", "indicators", "neighbors", "label")
+    parts: dict[str, object] = {"config": study.config.section_hash(*sections)}
+    for table, cols in _FINGERPRINT_COLUMNS.items():
+        parts[table] = study.fingerprint(table, cols)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def analyze(study: Study, *, progress: bool = True) -> StageRun:
+    """Compute every analysis table from the study's tables (see the module docstring)."""
+    if not any(study.count(t) for t in ("samples", "mentions", "images")):
+        raise StageOrderError(
+            f"{study.root}: nothing to analyse (no mentions, samples or images); run "
+            f"`corpus-audit select {study.root}` and the later stages first"
+        )
+    require_inputs(study, "analyze")
+    require_sample_captions(study, by="analyze")
+    fingerprint = input_fingerprint(study)
+    last = study.last_run("analyze")
+    with study.stage("analyze") as run:
+        run.provenance["input_fingerprint"] = fingerprint
+        if last is not None and last["provenance"].get("input_fingerprint") == fingerprint:
+            run.skipped = True
+            for key in (
+                "classifier",
+                "threshold",
+                "bootstrap",
+                "confidence",
+                "bootstrap_seed",
+                "parity_side",
+            ):
+                if key in last["provenance"]:
+                    run.provenance[key] = last["provenance"][key]
+            run.rows_out = study.count("amplification")
+            run.summary = summary_rows(study)
+            run.messages.append("inputs unchanged since the last analysis; tables kept")
+            return run
+        _analyze(study, run, progress=progress)
+    return run
+
+
+def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
+    cfg = study.config.analysis
+    classifier = choose_classifier(study)
+    seed = stable_seed(study.config.study.seed, "analyze")
+    rule = CutRule.from_config(study.config)
+    _record_settings(study, run, classifier, seed, rule)
+    with study.transaction():
+        n_labelled = prepare_labels(study, classifier, cfg.threshold)
+        cut(study, rule)
+        status = status_rows(study, rule)
+        short = {(r["strategy"], r["occupation"], r["prompt_id"]): r["shortfall"] for r in status}
+        train = training_sets(study, short)
+        gen = generated_sets(study)
+        caps = caption_prompt_sets(study)
+        match = indicator_match_rows(study, cfg.confidence)
+        occ_rows = occupation_indicator_rows(study)
+        sim_rows: list[dict] = []
+        if image_similarity_enabled(study):
+            sim_rows, run.provenance["image_similarity"] = image_similarity_rows(
+                study, progress=progress
+            )
+
+        no_template = [g for g in gen if g.template_id is None]
+        gen = [g for g in gen if g.template_id is not None]
+        amp_rows, summ_rows = _amplification(
+            train, gen, caps, cfg.bootstrap, cfg.confidence, seed, progress, cfg.parity_side
+        )
+        corr = indicator_correlation(occ_rows)
+
+        percent_rows = [s.row(cfg.confidence) for s in train + gen]
+        for t_set, g_set in caps:
+            percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
+        _write_tables(
+            study,
+            {
+                "percent_female": percent_rows,
+                "amplification": amp_rows,
+                "amplification_summary": summ_rows,
+                "indicator_match": match,
+                "occupation_indicators": occ_rows,
+                "indicator_correlation": [corr],
+                "image_similarity": sim_rows,
+            },
+        )
+
+    run.rows_in = n_labelled
+    run.rows_out = len(amp_rows)
+    for row in amp_rows:
+        if row["excluded"]:
+            run.drop(f"pair excluded: {row['exclude_reason']}")
+    run.provenance["models"] = sorted({g.model_id for g in gen} | {c[1].model_id for c in caps})
+    run.provenance["labelled_images"] = n_labelled
+    run.summary = summary_rows(study)
+    run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
+    templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
+    if train:
+        run.messages += shortfall_lines(status, rule, templates)
+    run.messages += summary_messages(sim_rows)
+
+
+def _record_settings(
+    study: Study, run: StageRun, classifier: str | None, seed: int, rule: CutRule
+) -> None:
+    """The settings of this analysis, in its provenance."""
+    cfg = study.config.analysis
+    run.provenance.update(
+        {
+            "classifier": classifier,
+            "threshold": cfg.threshold,
+            "bootstrap": cfg.bootstrap,
+            "confidence": cfg.confidence,
+            "bootstrap_seed": seed,
+            "parity_side": cfg.parity_side,
+        }
+    )
+    run.provenance["subsets"] = {
+        "sample_unit": rule.unit,
+        "sample_size": rule.n_occupation,
+        "k": rule.n_prompt,
+        "overdraw": study.config.select.overdraw,
+        "no_indicator_sample": study.config.indicators.no_indicator_sample,
+    }
+
+
+def _write_tables(study: Study, rows: dict[str, list[dict]]) -> None:
+    """Replace every analysis table (inside the caller's transaction): the training subsets
+    from the cut's temp tables (dropped after), the others from ``rows`` (table -> rows, in
+    this order)."""
+    con = study.con
+    for table in ANALYSIS_TABLES:
+        con.execute(f"DELETE FROM {table}")
+    study.sql("analyze/write_subsets")
+    drop(con)
+    con.execute("DROP TABLE IF EXISTS analysis_labelled")
+    for table, table_rows in rows.items():
+        _insert(con, table, table_rows)
+
+
+def _amplification(
+    train: list[ImageSet],
+    gen: list[ImageSet],
+    caps: list[tuple[ImageSet, ImageSet]],
+    replicates: int,
+    confidence: float,
+    seed: int,
+    progress: bool,
+    parity_side: str,
+) -> tuple[list[dict], list[dict]]:
+    """Rows of ``amplification`` and ``amplification_summary``."""
+    per_prompt_strategies = {t.strategy for t in train if t.prompt_id is not None}
+    strategies = sorted({t.strategy for t in train if t.strategy}, key=strategy_sort_key)
+    t_index: dict[tuple, ImageSet] = {}
+    for t in train:
+        template = t.template_id if t.prompt_id is not None else None
+        t_index[(t.strategy, t.occupation, template)] = t
+    templates = sorted({g.template_id for g in gen})
+    by_model: dict[str, list[ImageSet]] = defaultdict(list)
+    for g in gen:
+        by_model[g.model_id or "unknown"].append(g)
+
+    amp_rows: list[dict] = []
+    summ_rows: list[dict] = []
+    jobs = [(m, s) for m in sorted(by_model) for s in strategies]
+    cap_groups: dict[tuple[str, str], list[tuple[ImageSet, ImageSet]]] = defaultdict(list)
+    for t_set, g_set in caps:
+        cap_groups[(g_set.model_id or "unknown", t_set.strategy or "")].append((t_set, g_set))
+    bar = tqdm(
+        total=len(jobs) + len(cap_groups), desc="analyze", unit="table", disable=not progress
+    )
+    for model, strategy in jobs:
+        per_strategy = strategy in per_prompt_strategies
+        pairs = _template_pairs(by_model[model], strategy, per_strategy, t_index, parity_side)
+        per_prompt, overall = summarize(
+            pairs, prompts=templates, replicates=replicates, confidence=confidence, seed=seed
+        )
+        amp_rows += [_amp_row(model, strategy, p) for p in pairs]
+        summ_rows += [_summ_of(model, strategy, s.prompt, s, None) for s in per_prompt]
+        summ_rows.append(_overall_row(model, strategy, per_prompt, overall))
+        bar.update()
+    for (model, strategy), group in sorted(cap_groups.items()):
+        pairs = [
+            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, t.rate(), g.rate(), parity_side)
+            for t, g in sorted(group, key=lambda tg: tg[1].occupation)
+        ]
+        (s,), overall = summarize(
+            pairs, prompts=[CAPTION_PROMPTS_TEMPLATE], replicates=replicates,
+            confidence=confidence, seed=seed,
+        )  # fmt: skip
+        amp_rows += [_amp_row(model, strategy, p) for p in pairs]
+        summ_rows.append(_summ_of(model, strategy, None, s, overall.n_prompts))
+        bar.update()
+    bar.close()
+    return amp_rows, summ_rows
+
+
+def _template_pairs(
+    generated: list[ImageSet],
+    strategy: str,
+    per_prompt: bool,
+    t_index: dict[tuple, ImageSet],
+    parity_side: str,
+) -> list[Pair]:
+    """The (training, generated) pairs of one model's template prompts for ``strategy``, by
+    occupation and template; a training subset that is missing gives an empty rate."""
+    pairs: list[Pair] = []
+    for g in sorted(generated, key=lambda s: (s.occupation, s.template_id)):
+        template = g.template_id if per_prompt else None
+        t = t_index.get((strategy, g.occupation, template))
+        t_rate = t.rate() if t else Rate(("missing", strategy, g.occupation, template), None, 0)
+        pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate(), parity_side))
+    return pairs
+
+
+def _summ_of(
+    model: str, strategy: str, prompt: Hashable | None, s: PromptSummary, n_prompts: int | None
+) -> dict:
+    """An ``amplification_summary`` row from one prompt's summary ``s``."""
+    return _summ_row(
+        model,
+        strategy,
+        prompt,
+        s.n_included,
+        s.n_excluded,
+        n_prompts,
+        s.mean,
+        s.ci_low,
+        s.ci_high,
+        s.t_stat,
+        s.p_value,
+    )
+
+
+def _overall_row(
+    model: str, strategy: str, per_prompt: list[PromptSummary], overall: OverallSummary
+) -> dict:
+    """The ``amplification_summary`` row over all prompts (template_id NULL)."""
+    return _summ_row(
+        model,
+        strategy,
+        None,
+        sum(s.n_included for s in per_prompt),
+        sum(s.n_excluded for s in per_prompt),
+        overall.n_prompts,
+        overall.mean,
+        overall.ci_low,
+        overall.ci_high,
+        None,
+        None,
+    )
+
+
+def _amp_row(model: str, strategy: str, p: Pair) -> dict:
+    return {
+        "model_id": model,
+        "strategy": strategy,
+        "occupation": p.occupation,
+        "template_id": p.prompt,
+        "training_pf": p.training.percent,
+        "generated_pf": p.generated.percent,
+        "amplification": p.amplification,
+        "excluded": p.excluded,
+        "exclude_reason": p.exclude_reason,
+        "training_n": p.training.n,
+        "generated_n": p.generated.n,
+    }
+
+
+def _summ_row(model, strategy, template, n_inc, n_exc, n_prompts, mean, lo, hi, t, p) -> dict:
+    return {
+        "model_id": model,
+        "strategy": strategy,
+        "template_id": template,
+        "n_included": n_inc,
+        "n_excluded": n_exc,
+        "n_prompts": n_prompts,
+        "mean_amplification": mean,
+        "ci_low": lo,
+        "ci_high": hi,
+        "t_stat": t,
+        "p_value": p,
+    }
+
+
+def _insert(con, table: str, rows: list[dict]) -> None:
+    """Insert dict rows (keys = column names) through Arrow, in one statement."""
+    if not rows:
+        return
+    import pyarrow as pa
+
+    cols = list(rows[0])
+    data = pa.Table.from_pylist(rows)
+    con.register("_analysis_rows", data)
+    try:
+        con.execute(
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _analysis_rows"
+        )
+    finally:
+        con.unregister("_analysis_rows")
+
+
+def summary_rows(study: Study) -> list[dict]:
+    """What the CLI prints: the paper-layout table, or without it the caption-side summary."""
+    from corpus_audit.methods.amplification import paper_layout
+    from corpus_audit.stages.analyze.read import summary_table
+
+    layout = paper_layout(summary_table(study))
+    if layout:
+        out = []
+        for model, rows in layout.items():
+            for row in rows:
+                line = {"model": model, "strategy": row["strategy"]}
+                for col in [c for c in row if c.startswith("#")] + ["average"]:
+                    cell = row.get(col)
+                    line[col] = _cell_text(cell)
+                out.append(line)
+        return out
+    return dicts(study.sql("analyze/indicator_summary"))
+
+
+def _cell_text(cell: dict | None) -> str | None:
+    if not cell or cell.get("mean") is None:
+        return None
+    text = f"{cell['mean']:+.1f}"
+    if cell.get("ci_low") is not None:
+        text += f" [{cell['ci_low']:+.1f}, {cell['ci_high']:+.1f}]"
+    return text
+
+
+def untrained_classifiers(study: Study) -> list[str]:
+    """Classifier ids in ``labels`` (and CLIP models of the image similarity) that name
+    untrained (random) weights."""
+    from corpus_audit.backends.classifiers import is_untrained
+
+    ids = study.sql("analyze/model_ids").fetchall()
+    return [i for (i,) in ids if is_untrained(i)]
+
+
+def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
+    notes = []
+    if classifier is None:
+        notes.append(
+            "no perceived-gender labels: %female and amplification need the images, "
+            "generate and label stages"
+        )
+    else:
+        notes.append(f"labels of classifier '{classifier}'")
+    untrained = untrained_classifiers(study)
+    if untrained:
+        notes.insert(
+            0,
+            f"WARNING: untrained (random) model weights ({', '.join(untrained)}): every label, "
+            "%female, amplification and similarity from them is meaningless (tests and "
+            "benchmarks only)",
+        )
+    from corpus_audit.core.preset import paper_differences
+
+    differ = paper_differences(study.config)
+    if differ:
+        notes.append(
+            f"not comparable with the paper in {len(differ)} setting(s) (listed in the report "
+            "header): " + ", ".join(d["key"] for d in differ)
+        )
+    if not gen:
+        notes.append("no generated images from prompts: no amplification table")
+    if train and not any(t.n for t in train):
+        notes.append("no labelled training images: training %female is undefined")
+    if no_template:
+        n = sum(g.n_images for g in no_template)
+        notes.append(f"{n} generated images name a prompt_id not in `prompts`; not analysed")
+    cfg = study.config
+    notes.append(
+        f"training subsets: {cfg.select.sample_size} per occupation, {cfg.neighbors.k} per "
+        f"prompt, counted in {cfg.select.sample_unit.replace('_', ' ')}; no_indicators: "
+        + (
+            "the keyword subset's captions without indicators (split, the paper's)"
+            if cfg.indicators.no_indicator_sample == "split"
+            else "a fresh draw among indicator-free captions"
+        )
+    )
+    per_set: dict[tuple[str, str], int] = defaultdict(int)
+    for t, g in caps:
+        per_set[(g.model_id or "unknown", t.strategy or "")] += t.n_captions or 0
+    for (model, strategy), n_captions in sorted(per_set.items()):
+        notes.append(
+            f"{strategy} ({model}): T and G over the same {n_captions} captions, those with a "
+            "labelled training image and generated images"
+        )
+    if corr["r"] is not None:
+        notes.append(
+            f"Pearson r(training %female, % female-indicator captions) = {corr['r']:.3f} "
+            f"(p = {corr['p_value']:.3g}, {corr['n_occupations']} occupations; paper -0.458)"
+        )
+    return notes

@@ -1,0 +1,162 @@
+"""Stage ``faircritic``: the FairCritic loop over the study's paired prompts (METHODS 2).
+
+Off unless ``pst.faircritic_rounds`` >= 1 and a model is configured. For each prompt of
+``pst.faircritic_prompts`` (default: every paired prompt of the plain variant) the loop of
+:class:`corpus_audit.methods.pst.critic.FairCritic` runs ``pst.faircritic_rounds`` rounds of
+``pst.faircritic_images`` images from the first ``generate.models`` entry: the critic is the
+project's labeller (``label.face_detector`` and the classifier of ``[label]``, the two-face
+rule, "biased" when the share of stereotype-following persons exceeds ``pst.bias_threshold``)
+and the writer is ``pst.faircritic_writer`` (:data:`WRITERS`: ``template``, the templates
+file's ``[feedback]`` texts, or ``transformers:<model>``, a local instruction-tuned LM). The loop's images are judged
+in memory and not stored; every round's prompt, judgement and score is.
+
+Resumable per round: :class:`TableRoundStore` writes each round to ``pst_rounds`` in its own
+transaction before the next round starts, and a rerun continues after the last stored round
+(more rounds later: raise ``pst.faircritic_rounds`` and run again). Rounds are kept per
+(model, prompt): another model starts its own rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from corpus_audit.core.errors import ConfigError
+from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.store import StageRun, Study
+from corpus_audit.methods.lexicon.pst import PstPrompt
+
+NAME = "faircritic"
+
+
+class TableRoundStore:
+    """A :class:`corpus_audit.methods.pst.critic.RoundStore` over ``pst_rounds``, for one model."""
+
+    def __init__(self, study: Study, model_id: str) -> None:
+        self.study = study
+        self.model_id = model_id
+
+    def load(self, prompt_id: str) -> list[dict[str, Any]]:
+        from corpus_audit.methods.pst.critic import ROUND_COLUMNS
+
+        cur = self.study.con.execute(
+            f"SELECT {', '.join(ROUND_COLUMNS)} FROM pst_rounds "
+            "WHERE model_id = ? AND prompt_id = ? ORDER BY round",
+            [self.model_id, prompt_id],
+        )
+        rows = [dict(zip(ROUND_COLUMNS, r, strict=True)) for r in cur.fetchall()]
+        for row in rows:
+            for key in ("share_stereotyped", "ss"):
+                if isinstance(row[key], float) and math.isnan(row[key]):
+                    row[key] = None
+        return rows
+
+    def save(self, record: dict[str, Any]) -> None:
+        columns = ["model_id", *record]
+        marks = ", ".join("?" for _ in columns)
+        with self.study.transaction() as con:
+            con.execute(
+                f"INSERT INTO pst_rounds ({', '.join(columns)}) VALUES ({marks})",
+                [self.model_id, *record.values()],
+            )
+
+
+def chosen_prompts(study: Study) -> list[PstPrompt]:
+    """The prompts of ``pst.faircritic_prompts`` (default: every paired plain prompt);
+    a :class:`ConfigError` names ids that are not two-person prompts of ``pst_prompts``."""
+    from corpus_audit.stages.pst_tables import stored_prompts
+
+    prompts = stored_prompts(study)
+    wanted = study.config.pst.faircritic_prompts
+    if not wanted:
+        return [p for _, p in sorted(prompts.items()) if (p.kind, p.variant) == ("paired", "plain")]
+    bad = [pid for pid in wanted if pid not in prompts or prompts[pid].kind == "single"]
+    if bad:
+        raise ConfigError(
+            f"pst.faircritic_prompts: not a paired or power prompt of pst_prompts: {', '.join(bad)}"
+        )
+    return [prompts[pid] for pid in wanted]
+
+
+def build_loop(study: Study, model: str) -> Any:
+    """The :class:`FairCritic` of the study config for ``model`` (a ``generate.models`` entry)."""
+    from corpus_audit.backends.classifiers import build_classifier
+    from corpus_audit.backends.faces import get_face_detector
+    from corpus_audit.methods.lexicon.pst import load_roles, load_templates
+    from corpus_audit.methods.pst.critic import FairCritic, LabellerCritic, from_generator
+    from corpus_audit.stages.generate import open_generator, settings_from_config
+
+    cfg, label = study.config.pst, study.config.label
+    classifier = build_classifier(
+        label, device=study.config.engine.device, seed=study.config.study.seed
+    )
+    detector = get_face_detector(
+        label.face_detector,
+        face_model=label.face_model,
+        min_detection_confidence=label.min_detection_confidence,
+    )
+    critic = LabellerCritic(
+        detector,
+        classifier,
+        threshold=label.threshold,
+        bias_threshold=cfg.bias_threshold,
+        min_face_fraction=label.min_face_fraction,
+        count_small_faces=label.count_small_faces,
+    )
+    from corpus_audit.backends.feedback import WRITERS
+
+    make_writer = WRITERS.get(cfg.faircritic_writer.partition(":")[0])
+    writer = make_writer(
+        cfg.faircritic_writer,
+        load_templates(cfg.templates, study.root),
+        load_roles(cfg.roles, study.root),
+        study,
+    )
+    return FairCritic(
+        from_generator(open_generator(study, model, settings_from_config(study), progress=False)),
+        critic,
+        writer,
+        store=TableRoundStore(study, model),
+        rounds=cfg.faircritic_rounds,
+        images_per_round=cfg.faircritic_images,
+        seed=study.config.study.seed,
+    )
+
+
+def faircritic(study: Study, *, progress: bool = True) -> StageRun:
+    """Run the missing FairCritic rounds; see the module docstring."""
+    from tqdm.auto import tqdm
+
+    cfg = study.config.pst
+    with study.stage(NAME) as run:
+        if cfg.faircritic_rounds == 0 or not study.config.generate.models:
+            return run.skip("FairCritic is off (pst.faircritic_rounds = 0 or no generate.models)")
+        require_inputs(study, NAME)
+        prompts = chosen_prompts(study)
+        model = study.config.generate.models[0]
+        before = study.count("pst_rounds", "model_id = ?", [model])
+        run.rows_in = len(prompts) * cfg.faircritic_rounds
+        if before >= run.rows_in and all(
+            study.count("pst_rounds", "model_id = ? AND prompt_id = ?", [model, p.prompt_id])
+            >= cfg.faircritic_rounds
+            for p in prompts
+        ):
+            run.skipped = True
+        else:
+            loop = build_loop(study, model)
+            for prompt in tqdm(prompts, desc=NAME, unit="prompt", disable=not progress):
+                loop.run(prompt)
+        run.rows_out = study.count("pst_rounds", "model_id = ?", [model]) - before
+        run.summary = round_summary(study, model)
+        run.provenance.update(model=model, rounds=cfg.faircritic_rounds)
+    return run
+
+
+def round_summary(study: Study, model: str) -> list[dict[str, Any]]:
+    """Per round: prompts, biased batches and the mean SS."""
+    rows = study.con.execute(
+        "SELECT round, count(*), count(*) FILTER (WHERE biased), round(avg(ss), 1) "
+        "FROM pst_rounds WHERE model_id = ? GROUP BY round ORDER BY round",
+        [model],
+    ).fetchall()
+    return [{"round": r, "prompts": n, "biased": b, "mean_ss": s} for r, n, b, s in rows]

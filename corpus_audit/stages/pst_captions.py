@@ -1,0 +1,84 @@
+"""Stage ``pst_captions``: the corpus's own stereotype score, caption side (docs/pst.md).
+
+When the study has a corpus (``corpus.paths``), every caption of every file is read
+(:func:`corpus_audit.backends.corpus.read_file`: null and non-UTF-8 captions counted and skipped, HTML
+removed), the RE2 prefilter keeps those naming a PST role form and the spaCy parse attaches a
+gender to each mention (:class:`corpus_audit.methods.pst.captions.CaptionRoleTagger`; rules in
+``pst/captions.py``). Writes ``pst_caption_files`` (per file counts) and
+``pst_caption_mentions`` (one row per role mention) in one transaction, replacing an earlier
+run's; ``pst_analyze`` scores them. A rerun with the same files (path, size, mtime), corpus
+settings and lexicons is skipped (:func:`corpus_key`). A study without a corpus skips the stage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corpus_audit.core.store import StageRun, Study
+
+NAME = "pst_captions"
+
+
+def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
+    """Tag the corpus captions; see the module docstring."""
+    cfg = study.config
+    with study.stage(NAME) as run:
+        if not cfg.corpus.paths:
+            return run.skip("no corpus (corpus.paths is empty): no caption-side score")
+        key = corpus_key(study)
+        last = study.last_run(NAME)
+        if last is not None and last["provenance"].get("corpus_key") == key:
+            run.skipped = True
+            run.rows_in, run.rows_out = last["rows_in"], last["rows_out"]
+            run.provenance["corpus_key"] = key
+            run.messages.append("the corpus and the lexicons are unchanged: mentions kept")
+            return run
+        from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
+        from corpus_audit.methods.lexicon.pst import load_roles
+        from corpus_audit.methods.pst.captions import CaptionRoleTagger, tag_corpus
+        from corpus_audit.stages.pst_tables import insert_frame
+
+        tagger = CaptionRoleTagger(
+            load_roles(cfg.pst.roles, study.root),
+            load_gender_terms(cfg.lexicon.gender_terms, study.root),
+            occupations=load_occupations(cfg.lexicon.occupations, study.root),
+        )
+        mentions, files = tag_corpus(
+            cfg.corpus.paths, tagger, text_column=cfg.corpus.text_column, progress=progress
+        )
+        with study.transaction() as con:
+            con.execute("DELETE FROM pst_caption_files")
+            con.execute("DELETE FROM pst_caption_mentions")
+            insert_frame(con, "pst_caption_files", files)
+            insert_frame(con, "pst_caption_mentions", mentions)
+        run.rows_in = int(files["rows"].sum()) if len(files) else 0
+        run.rows_out = len(mentions)
+        nulls = int(files["null_text"].sum()) if len(files) else 0
+        if nulls:
+            run.drop("null_or_bad_text", nulls)
+        run.summary = files.to_dict("records")
+        gendered = int((mentions["gender"] != "none").sum()) if len(mentions) else 0
+        run.messages.append(f"{len(mentions)} role mentions, {gendered} with a gender attached")
+        run.provenance.update(spacy_model=tagger.spacy_model, files=len(files), corpus_key=key)
+    return run
+
+
+def corpus_key(study: Study) -> str:
+    """A hash of what the mentions depend on: the corpus files (path, size, mtime), the
+    ``corpus`` settings and the lexicon specs; a rerun with the same key is skipped."""
+    import hashlib
+    import json
+
+    from corpus_audit.backends.corpus import resolve_corpus
+
+    cfg = study.config
+    files = []
+    for f in resolve_corpus(list(cfg.corpus.paths)):
+        stat = Path(f.path).stat() if Path(f.path).exists() else None
+        files.append(
+            [str(f.path), stat.st_size if stat else None, stat.st_mtime_ns if stat else None]
+        )
+    blob = json.dumps(
+        [files, cfg.section_hash("corpus", "pst.roles", "lexicon")], sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,193 @@
+"""Stage ``pst_label``: the persons of every generated PST image, by position (METHODS 2).
+
+Reads what ``label`` stored (``face_filter``: size and the one-face rule; ``faces``: every
+detected face, left to right) and does not run a detector again:
+
+- paired and power prompts: the two-face rule (:func:`corpus_audit.methods.pst.positions.pair_table`,
+  ``label.min_face_fraction`` / ``label.count_small_faces``): exactly two large faces, left
+  and right by box centre;
+- single prompts: the one-face rule's outcome of ``label`` as it is.
+
+Each kept image is decoded (at most :data:`corpus_audit.stages.label.DECODE_MAX_SIDE` on its long
+side; stored boxes are scaled to it) and each person's crop goes through the classifier of
+``[label]`` (:func:`corpus_audit.methods.pst.persons.classify_people`, threshold ``label.threshold``).
+Writes ``pst_face_filter`` (one row per image, with its drop reason) and ``pst_people`` (one
+row per person: side, role, stereotyped and perceived gender, confidence, crop), one
+transaction per ``label.batch_size`` images: a killed run keeps its finished batches and a
+rerun continues. Another ``label.classifier`` later classifies the kept persons again under
+its id.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from corpus_audit.backends.faces import Face, FaceResult
+from corpus_audit.core.stage_state import Progress, require_inputs
+from corpus_audit.core.store import StageRun, Study, dicts, sql_text
+from corpus_audit.methods.pst.positions import PairResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NAME = "pst_label"
+FILTER_COLUMNS = (
+    "image_id", "prompt_id", "kind", "n_faces", "n_large", "kept", "reason",
+    "left_face", "right_face",
+)  # fmt: skip
+
+
+def pst_label(study: Study, *, progress: bool = True) -> StageRun:
+    """Label the persons of the PST images not labelled yet; see the module docstring."""
+    from tqdm.auto import tqdm
+
+    from corpus_audit.backends.classifiers import build_classifier, classifier_id
+    from corpus_audit.stages.pst_tables import stored_prompts
+
+    cfg = study.config.label
+    with study.stage(NAME) as run:
+        require_inputs(study, NAME)
+        cid = classifier_id(cfg)
+        todo = study.con.execute(sql_text("pst_label/todo.sql"), {"cid": cid}).df()
+        waiting = study.count(
+            "images i JOIN pst_prompts p ON p.prompt_id = i.prompt_id",
+            "NOT EXISTS (SELECT 1 FROM face_filter f WHERE f.image_id = i.image_id)",
+        )
+        if waiting:
+            run.messages.append(f"{waiting} PST images have no face filter yet: run `label`")
+        run.rows_in = len(todo)
+        if todo.empty:
+            run.skipped = True
+            run.summary = _summary(study, cid)
+            return run
+        classifier = build_classifier(
+            cfg, device=study.config.engine.device, seed=study.config.study.seed
+        )
+        prompts = stored_prompts(study)
+        size = cfg.batch_size
+        try:
+            for start in tqdm(
+                range(0, len(todo), size), desc=NAME, unit="batch", disable=not progress
+            ):
+                filters, people, reasons = label_batch(
+                    study, todo.iloc[start : start + size], prompts, classifier
+                )
+                write_batch(study, filters, people, cid)
+                run.rows_out += len(people)
+                for reason, count in reasons.items():
+                    run.drop(reason, count)
+        finally:
+            getattr(classifier, "close", lambda: None)()
+        run.summary = _summary(study, cid)
+        run.provenance.update(classifier=cid, threshold=cfg.threshold)
+    return run
+
+
+def face_rule_rows(batch: pd.DataFrame, faces: pd.DataFrame, cfg: Any) -> pd.DataFrame:
+    """``pst_face_filter`` rows of ``batch`` (rows of ``pst_label/todo.sql``): the two-face
+    rule for paired/power prompts, ``label``'s one-face rule for single prompts."""
+    import pandas as pd
+
+    from corpus_audit.methods.pst.positions import pair_table
+
+    two = batch[batch["kind"] != "single"]
+    pairs = pair_table(
+        two[["image_id", "image_width", "image_height"]],
+        faces,
+        min_face_fraction=cfg.min_face_fraction,
+        count_small_faces=cfg.count_small_faces,
+    )
+    pairs = pairs.merge(two[["image_id", "prompt_id", "kind"]], on="image_id")
+    one = batch[batch["kind"] == "single"]
+    singles = pd.DataFrame(
+        {
+            "image_id": one["image_id"],
+            "prompt_id": one["prompt_id"],
+            "kind": one["kind"],
+            "n_faces": one["n_faces"],
+            "n_large": None,
+            "kept": one["one_face_kept"].astype(bool),
+            "reason": one["one_face_reason"],
+            "left_face": one["kept_face"],
+            "right_face": None,
+        }
+    )
+    return pd.concat([pairs[list(FILTER_COLUMNS)], singles], ignore_index=True)
+
+
+def label_batch(
+    study: Study, batch: pd.DataFrame, prompts: dict, classifier: Any
+) -> tuple[pd.DataFrame, pd.DataFrame, Counter]:
+    """Face rule rows, person rows and drop reasons of one batch (no database writes)."""
+    from corpus_audit.core.imagefile import UnreadableImage, decode
+    from corpus_audit.methods.pst.persons import PstImage, classify_people
+    from corpus_audit.stages.label import DECODE_MAX_SIDE, resolve_image_path
+
+    cfg = study.config.label
+    faces = study.con.execute(
+        "SELECT * FROM faces WHERE list_contains(?, image_id) ORDER BY image_id, face_index",
+        [list(batch["image_id"])],
+    ).df()
+    filters = face_rule_rows(batch, faces, cfg)
+    reasons = Counter(r for r in filters["reason"] if isinstance(r, str))
+    paths = dict(zip(batch["image_id"], batch["path"], strict=True))
+    items = []
+    for row in filters[filters["kept"]].itertuples(index=False):
+        try:
+            image = decode(
+                resolve_image_path(study, paths[row.image_id]),
+                max_pixels=study.config.images.max_pixels,
+                max_side=DECODE_MAX_SIDE,
+            )
+        except UnreadableImage:
+            reasons["unreadable_now"] += 1
+            continue
+        boxes = faces[faces["image_id"] == row.image_id]
+        result = _stored_result(row, boxes, image.array.shape[1], image.array.shape[0], image.width)
+        items.append(PstImage(row.image_id, image.array, prompts[row.prompt_id], result))
+    people = classify_people(items, classifier, threshold=cfg.threshold, batch_size=cfg.batch_size)
+    return filters, people, reasons
+
+
+def _stored_result(
+    row: Any, boxes: pd.DataFrame, width: int, height: int, stored_width: int
+) -> PairResult | FaceResult:
+    """The kept image's face rule outcome with the stored boxes scaled to the decoded array."""
+    factor = width / float(stored_width or width)
+    faces = tuple(
+        Face(b.x * factor, b.y * factor, b.w * factor, b.h * factor, b.score)
+        for b in boxes.sort_values("face_index").itertuples(index=False)
+    )
+    if row.kind == "single":
+        return FaceResult(faces, width, height, True, None, int(row.left_face))
+    return PairResult(faces, width, height, True, None, 2, int(row.left_face), int(row.right_face))
+
+
+def write_batch(study: Study, filters: pd.DataFrame, people: pd.DataFrame, cid: str) -> None:
+    """One transaction: the batch's ``pst_face_filter`` rows and its persons from ``cid``."""
+    from corpus_audit.stages.pst_tables import insert_frame
+
+    ids = list(filters["image_id"])
+    with study.transaction() as con:
+        con.execute("DELETE FROM pst_face_filter WHERE list_contains(?, image_id)", [ids])
+        con.execute(
+            "DELETE FROM pst_people WHERE list_contains(?, image_id) AND classifier = ?",
+            [ids, cid],
+        )
+        insert_frame(con, "pst_face_filter", filters)
+        insert_frame(con, "pst_people", people)
+
+
+def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
+    cur = study.con.execute(sql_text("pst_label/summary.sql"), {"cid": cid})
+    return dicts(cur)
+
+
+def progress(study: Study) -> Progress:
+    """Images of PST prompts with a ``pst_face_filter`` row, of those ``label`` filtered."""
+    total = study.count(
+        "images i JOIN pst_prompts p ON p.prompt_id = i.prompt_id "
+        "JOIN face_filter f ON f.image_id = i.image_id"
+    )
+    return Progress(study.count("pst_face_filter"), total, "images")

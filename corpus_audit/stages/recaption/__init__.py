@@ -1,0 +1,139 @@
+"""The ``recaption`` stage: a captioning model over the study's training images.
+
+``corpus-audit recaption DIR --model PATH [--variant NAME]`` (or ``[recaption]`` in
+``study.toml``; the flags are written there, so the run is reproducible from the config) runs
+:func:`corpus_audit.stages.recaption.driver.recaption` over every training image of ``images`` with
+the captioner of ``recaption.model`` (:func:`~corpus_audit.backends.captioners.load_captioner`:
+an image-captioning model of transformers, or ``paraphrase:<spec>``, the text-only rewrite of
+the image's caption) on ``engine.device``, decoding within ``images.max_pixels``.
+
+Resumable: the sink inserts each finished batch into ``recaptions`` in one transaction, and a
+rerun passes the variant's stored image ids as ``done``; a run killed with ``kill -9`` loses at
+most the batch in flight and never writes an image twice (primary key (variant, image_id)).
+A variant holds the captions of one captioner and settings: when the stored rows of
+``recaption.variant`` have another settings fingerprint the stage stops before captioning and
+says to name a new variant. The captioner's ``describe()`` (model, revision, generation
+settings, versions) goes into the run's provenance. The ``variants`` stage then compares the
+new variant with the original captions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from corpus_audit.core.errors import ConfigError, StudyError, printable
+from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.store import StageRun, Study, sql_text
+
+STAGE = "recaption"
+
+
+def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
+    """Caption every training image not yet in ``recaptions`` for ``recaption.variant``."""
+    from corpus_audit.backends.captioners import load_captioner
+    from corpus_audit.stages.recaption.driver import recaption
+
+    cfg = study.config.recaption
+    if not cfg.model:
+        raise ConfigError(
+            "recaption.model: no captioning model set (corpus-audit recaption DIR --model "
+            "PATH, or [recaption] model in study.toml)"
+        )
+    with study.stage(STAGE) as run:
+        require_inputs(study, STAGE)
+        items = training_items(study)
+        captioner = load_captioner(cfg.model, settings(study))
+        try:
+            check_variant(study, cfg.variant, captioner.model_id, captioner.fingerprint)
+            done = _done(study, cfg.variant)
+            summary = recaption(
+                captioner,
+                items,
+                sink=batch_sink(study, cfg.variant),
+                done=done,
+                max_pixels=study.config.images.max_pixels,
+                progress=progress,
+            )
+        finally:
+            captioner.close()
+        run.rows_in = summary.items
+        run.rows_out = summary.written
+        run.skipped = summary.written == 0
+        run.drop("unreadable", summary.unreadable)
+        run.drop("no_text", summary.no_text)
+        run.provenance["captioner"] = summary.settings
+        run.provenance["variant"] = cfg.variant
+        run.messages.append(
+            f"variant {cfg.variant!r}: {summary.captioned} captioned, "
+            f"{summary.already_done} already done; run `corpus-audit variants` to compare"
+        )
+    return run
+
+
+def settings(study: Study) -> Any:
+    """The :class:`CaptionSettings` of ``[recaption]`` on ``engine.device``."""
+    from corpus_audit.backends.captioners import CaptionSettings
+
+    cfg = study.config.recaption
+    keys = ("max_new_tokens", "num_beams", "prompt", "keep_prompt", "batch_size", "dtype")
+    try:
+        return CaptionSettings(
+            **{key: getattr(cfg, key) for key in keys}, device=study.config.engine.device
+        )
+    except ValueError as exc:
+        raise ConfigError(f"recaption.{exc}") from None
+
+
+def training_items(study: Study) -> list[Any]:
+    """One :class:`CaptionInput` per training image (path resolved against the study)."""
+    from corpus_audit.backends.captioners import CaptionInput
+    from corpus_audit.stages.label import resolve_image_path
+
+    rows = study.con.execute(sql_text("recaption/items.sql")).fetchall()
+    if not rows:
+        raise StudyError(
+            "recaption: the study has no training images (run `corpus-audit images` first)"
+        )
+    return [
+        CaptionInput(image_id, resolve_image_path(study, path), text=text, occupation=occupation)
+        for image_id, path, text, occupation in rows
+    ]
+
+
+def check_variant(study: Study, variant: str, model_id: str, fingerprint: str) -> None:
+    """A StudyError when ``variant`` already holds captions made with other settings."""
+    rows = study.con.execute(
+        "SELECT DISTINCT model_id, settings_fingerprint FROM recaptions WHERE variant = ? "
+        "AND settings_fingerprint <> ?",
+        [variant, fingerprint],
+    ).fetchall()
+    if rows:
+        old_model, old_fp = rows[0]
+        raise StudyError(
+            f"recaption: variant {variant!r} holds captions of {printable(old_model)} "
+            f"(settings {old_fp}); {printable(model_id)} with these settings is {fingerprint}: "
+            "name a new variant (--variant NAME) or delete that variant's rows from recaptions"
+        )
+
+
+def _done(study: Study, variant: str) -> set[str]:
+    rows = study.con.execute(
+        "SELECT image_id FROM recaptions WHERE variant = ?", [variant]
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def batch_sink(study: Study, variant: str) -> Callable[[Any], None]:
+    """The driver's sink: one batch of rows into ``recaptions`` in one transaction."""
+
+    def write(frame: Any) -> None:
+        frame = frame.assign(variant=variant, image_id=frame["image_id"].astype(str))
+        with study.transaction() as con:
+            con.register("_recaption_batch", frame)
+            try:
+                con.execute("INSERT INTO recaptions BY NAME SELECT * FROM _recaption_batch")
+            finally:
+                con.unregister("_recaption_batch")
+
+    return write

@@ -1,0 +1,247 @@
+"""The resumable, batched recaption loop: items in, one finished batch at a time to a sink.
+
+:func:`recaption` reads :class:`~corpus_audit.backends.captioners.CaptionInput` items, skips the
+keys in ``done`` (what an earlier run already wrote) and keys seen earlier in the same input,
+groups the rest into batches of ``batch_size``, decodes each batch's images with the project's
+safe decoder (:func:`corpus_audit.core.imagefile.read_rgb`: decompression-bomb guard, EXIF
+orientation, every mode to 8-bit RGB) in ``decode_threads`` threads while the model captions
+the previous batch, captions it, and calls ``sink(rows)`` once with the batch's rows
+(:data:`RECAPTION_COLUMNS`).
+
+Resumability is the caller's contract with the sink: **the sink writes a batch atomically
+(one transaction) or raises**, and on the next run ``done`` holds every key the sink has
+written. Then a killed run (``kill -9``) loses at most the batch in flight and a rerun writes
+each key exactly once; nothing here keeps state between runs. A sink that raises stops the
+run with that batch unwritten.
+
+Items that cannot be captioned still give a row, with ``caption`` NULL and ``skip_reason``
+``unreadable`` (the decoder's detail in ``detail``: corrupt, truncated, too many pixels, not
+found) or ``no_text`` (a text rewrite of a null or empty caption), so a rerun does not retry
+them; a caller that wants a retry deletes those rows.
+
+Progress: a tqdm bar on stderr (``progress=True``) counting items, whose total is
+``len(items)`` when the input has a length.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from corpus_audit.backends.captioners import Captioner, CaptionInput
+from corpus_audit.core.imagefile import DEFAULT_MAX_PIXELS, UnreadableImage, read_rgb
+
+# One row per item; the study's `recaptions` table holds them with a `variant` column.
+RECAPTION_COLUMNS = (
+    "image_id",  # the item's key, as given (int or str)
+    "caption",  # the model's caption, white space collapsed; NULL when skipped
+    "skip_reason",  # NULL | unreadable (image did not decode) | no_text (nothing to rewrite)
+    "detail",  # the decoder's one-line reason for unreadable images, else ''
+    "model_id",  # the captioner's model as configured (path or hub id; paraphraser spec)
+    "settings_fingerprint",  # Captioner.fingerprint: 16 hex digits of what decides captions
+)
+
+Sink = Callable[[Any], None]  # called with one pandas DataFrame per batch
+
+
+@dataclass
+class RecaptionSummary:
+    """Counts of one run. ``items`` = every item read; the rest partition it:
+    ``already_done`` (key in ``done``), ``duplicates`` (key seen earlier in this input),
+    ``captioned``, ``unreadable``, ``no_text``. ``batches`` sink calls, ``seconds`` wall time
+    of the run, ``model_seconds`` time inside ``Captioner.caption``."""
+
+    items: int = 0
+    already_done: int = 0
+    duplicates: int = 0
+    captioned: int = 0
+    unreadable: int = 0
+    no_text: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    model_seconds: float = 0.0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def written(self) -> int:
+        """Rows handed to the sink (captioned + skipped)."""
+        return self.captioned + self.unreadable + self.no_text
+
+    @property
+    def captions_per_second(self) -> float | None:
+        """Captioned items per second of the whole run (decode + model + sink)."""
+        return self.captioned / self.seconds if self.seconds > 0 else None
+
+
+def _pending(
+    items: Iterable[CaptionInput],
+    done: Container[Any],
+    batch_size: int,
+    summary: RecaptionSummary,
+    on_skip: Callable[[int], None],
+) -> Iterator[list[CaptionInput]]:
+    """Batches of items whose key is neither done nor seen before in this input."""
+    seen: set[Any] = set()
+    batch: list[CaptionInput] = []
+    for item in items:
+        summary.items += 1
+        if not isinstance(item, CaptionInput):
+            raise TypeError(f"recaption: items must be CaptionInput, got {type(item).__name__}")
+        if item.key is None:
+            raise ValueError("recaption: an item has no key (image_id is NULL)")
+        if item.key in done:
+            summary.already_done += 1
+            on_skip(1)
+            continue
+        if item.key in seen:
+            summary.duplicates += 1
+            on_skip(1)
+            continue
+        seen.add(item.key)
+        batch.append(item)
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _decode(item: CaptionInput, max_pixels: int) -> tuple[CaptionInput, str | None]:
+    """The item with a decoded image, or the decoder's detail when it cannot be decoded."""
+    if isinstance(item.image, np.ndarray):
+        return item, None
+    if item.image is None:
+        return item, "no image given"
+    try:
+        return replace(item, image=read_rgb(item.image, max_pixels=max_pixels)), None
+    except UnreadableImage as exc:
+        return item, exc.detail
+
+
+def _no_text(item: CaptionInput) -> bool:
+    return not isinstance(item.text, str) or not item.text.strip()
+
+
+class _Batch:
+    """One batch on its way: decoding futures (image kind) or the items (text kind)."""
+
+    def __init__(
+        self, items: list[CaptionInput], kind: str, pool: ThreadPoolExecutor | None, max_pixels: int
+    ):
+        self.items = items
+        self.futures: list[Future] | None = None
+        if kind == "image" and pool is not None:
+            self.futures = [pool.submit(_decode, it, max_pixels) for it in items]
+        self.kind = kind
+        self.max_pixels = max_pixels
+
+    def resolved(self) -> list[tuple[CaptionInput, str | None, str | None]]:
+        """(item, skip_reason, detail) per item, images decoded."""
+        if self.kind == "text":
+            return [(it, "no_text", "") if _no_text(it) else (it, None, "") for it in self.items]
+        pairs = (
+            [f.result() for f in self.futures]
+            if self.futures is not None
+            else [_decode(it, self.max_pixels) for it in self.items]
+        )
+        return [(it, None, "") if why is None else (it, "unreadable", why) for it, why in pairs]
+
+
+def _rows(
+    captioner: Captioner, batch: _Batch, summary: RecaptionSummary
+) -> tuple[list[dict[str, Any]], int]:
+    resolved = batch.resolved()
+    usable = [it for it, reason, _ in resolved if reason is None]
+    start = time.perf_counter()
+    captions = captioner.caption(usable) if usable else []
+    summary.model_seconds += time.perf_counter() - start
+    if len(captions) != len(usable):
+        raise RuntimeError(
+            f"recaption: the captioner returned {len(captions)} captions for {len(usable)} items"
+        )
+    by_position = iter(captions)
+    rows = []
+    for item, reason, detail in resolved:
+        rows.append(
+            {
+                "image_id": item.key,
+                "caption": next(by_position) if reason is None else None,
+                "skip_reason": reason,
+                "detail": detail,
+                "model_id": captioner.model_id,
+                "settings_fingerprint": captioner.fingerprint,
+            }
+        )
+        if reason == "unreadable":
+            summary.unreadable += 1
+        elif reason == "no_text":
+            summary.no_text += 1
+        else:
+            summary.captioned += 1
+    return rows, len(resolved)
+
+
+def recaption(
+    captioner: Captioner,
+    items: Iterable[CaptionInput],
+    *,
+    sink: Sink,
+    done: Container[Any] = frozenset(),
+    batch_size: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    decode_threads: int = 2,
+    progress: bool = False,
+) -> RecaptionSummary:
+    """Caption every item whose key is not in ``done``; one ``sink`` call per batch.
+
+    ``batch_size`` (>= 1) items per sink call, default the captioner's
+    ``settings.batch_size`` (the model may split a batch further); ``max_pixels`` (>= 1) the
+    decoder's pixel budget (``images.max_pixels``); ``decode_threads`` (>= 0; 0 decodes in the
+    calling thread) threads that decode the next batch's images while the model captions the
+    current one. ``sink`` receives a pandas DataFrame with :data:`RECAPTION_COLUMNS`, rows in
+    input order. Returns the run's counts with ``settings = captioner.describe()``.
+    """
+    from tqdm import tqdm
+
+    size = batch_size if batch_size is not None else captioner.settings.batch_size
+    if size < 1:
+        raise ValueError(f"batch_size: {size} must be >= 1")
+    if max_pixels < 1:
+        raise ValueError(f"max_pixels: {max_pixels} must be >= 1")
+    summary = RecaptionSummary(settings=captioner.describe())
+    total = len(items) if isinstance(items, Sequence) else None
+    started = time.perf_counter()
+    pool = ThreadPoolExecutor(decode_threads) if decode_threads > 0 else None
+    bar = tqdm(total=total, desc="recaption", unit="img", file=sys.stderr, disable=not progress)
+    try:
+        ahead: _Batch | None = None
+        for chunk in _pending(items, done, size, summary, bar.update):
+            current, ahead = ahead, _Batch(chunk, captioner.kind, pool, max_pixels)
+            if current is not None:
+                _flush(captioner, current, sink, summary, bar)
+        if ahead is not None:
+            _flush(captioner, ahead, sink, summary, bar)
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _flush(
+    captioner: Captioner, batch: _Batch, sink: Sink, summary: RecaptionSummary, bar: Any
+) -> None:
+    """Caption one batch, hand its rows to the sink, count it."""
+    import pandas as pd
+
+    rows, n = _rows(captioner, batch, summary)
+    sink(pd.DataFrame(rows, columns=list(RECAPTION_COLUMNS)))
+    summary.batches += 1
+    bar.update(n)

@@ -1,0 +1,283 @@
+"""The ``who_how`` stage: who is represented and how, for captions and any text corpus.
+
+Inputs (``texts.source``):
+
+- ``captions`` (default): the study's occupation captions (``select``: ``captions``,
+  ``mentions``) and, when ``indicators`` ran, the gender each caption specifies through its
+  indicator words and names (``sql/who_how/10_views_captions.sql``);
+- ``corpus``: the files of ``corpus.paths`` read as a text corpus into ``texts_documents``
+  (:mod:`corpus_audit.stages.who_how.inputs`; what ``corpus-audit texts FILE --out DIR`` sets up).
+
+Steps, each written to the tables of ``sql/schema/002_who_how.sql``:
+
+1. **association** of every text (:class:`~corpus_audit.methods.texts.association.AssociationCounter`)
+   in batches of ``texts.batch_size``, each committed: a killed run loses at most the batch
+   in flight and a rerun counts only texts without a row (resumable, with a progress bar).
+   When the association terms change every count is redone; a text that left the inputs or
+   whose text changed is counted again;
+2. **tables** (:func:`corpus_audit.methods.texts.who_how.who_how_tables`): agreement with the
+   specified gender, who (% women vs labour statistics, deciles), the calibrated marked words
+   per occupation and pooled, SRBS with Welch's t-tests (SBERT, ``texts.srbs``). Written in
+   one transaction; skipped when the inputs, the associations and the settings are those of
+   the stored tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from corpus_audit.core.stage_state import Progress, require, require_inputs
+from corpus_audit.core.store import StageRun, Study, sql_text
+
+STAGE = "who_how"
+# what the stage reads and keeps, as opposed to the tables it replaces whole each time
+INPUT_TABLES = ("texts_documents", "texts_occupations", "texts_settings", "texts_associations")
+
+
+def _result_tables() -> tuple[str, ...]:
+    from corpus_audit.core.catalogue import stage
+
+    return tuple(t for t in stage(STAGE).writes if t not in INPUT_TABLES)
+
+
+def who_how(study: Study, *, progress: bool = True) -> StageRun:
+    """Associate every text and write the who-and-how tables (module docstring).
+
+    Raises :class:`StageOrderError` when ``select`` has not run (captions),
+    :class:`CorpusError` for a bad text corpus, :class:`LexiconError` for a bad terms file
+    and :class:`ModelError` when SRBS cannot load its embedder.
+    """
+    from corpus_audit.methods.lexicon import load_association_terms
+
+    cfg = study.config.texts
+    with study.stage(STAGE) as run:
+        require_inputs(study, STAGE)
+        read = False
+        if cfg.source == "captions":
+            require(study, "select", by=STAGE, optional=("indicators",))
+            study.con.execute(sql_text("who_how/10_views_captions.sql"))
+        else:
+            from corpus_audit.stages.who_how.inputs import read_documents
+
+            read = read_documents(study, run, progress=progress)
+            study.con.execute(sql_text("who_how/11_views_corpus.sql"))
+        terms = load_association_terms(cfg.association_terms, base=study.root)
+        counted = associate_all(study, terms, progress=progress)
+        wrote = write_tables(study, terms, run, progress=progress)
+        run.rows_in = study.count("texts_text")
+        run.rows_out = study.count("texts_associations")
+        run.skipped = not (read or counted or wrote)
+        run.provenance.update({"source": cfg.source, "associated_this_run": counted})
+        run.summary = summary_rows(study)
+        run.messages.extend(messages(study))
+    return run
+
+
+def progress(study: Study) -> Progress:
+    """Texts with an association, of all input texts (for ``status``)."""
+    table = "captions" if study.config.texts.source == "captions" else "texts_documents"
+    return Progress(study.count("texts_associations"), study.count(table), "texts")
+
+
+# -- step 1: association ----------------------------------------------------------------------
+def associate_all(study: Study, terms: Any, *, progress: bool = True) -> int:
+    """Count and associate every input text without a stored association; returns how many."""
+    from corpus_audit.methods.texts.association import AssociationCounter
+
+    settings = {"pronouns": terms.pronouns, "honorifics": terms.honorifics}
+    settings["non_binary"] = list(terms.non_binary)
+    fingerprint = _fingerprint(settings)
+    con = study.con
+    with study.transaction():
+        if _stored(study, "associations") != fingerprint:
+            con.execute("DELETE FROM texts_associations")
+            _store(study, "associations", fingerprint, settings)
+        con.execute(sql_text("who_how/20_stale.sql"))
+    todo = con.execute(sql_text("who_how/31_todo.sql")).fetchnumpy()["text_id"]
+    counter = AssociationCounter(terms)
+    size = study.config.texts.batch_size
+    bar = tqdm(total=len(todo), desc="who_how association", unit="text", disable=not progress)
+    with bar:
+        for lo in range(0, len(todo), size):
+            ids = todo[lo : lo + size]
+            batch = con.execute(
+                sql_text("who_how/30_batch.sql"), {"lo": int(ids[0]), "hi": int(ids[-1])}
+            ).df()
+            counts = counter.count(batch["text"], source="texts")
+            counts.insert(0, "text_id", batch["text_id"].to_numpy())
+            _insert_associations(study, counts)
+            bar.update(len(ids))
+    return len(todo)
+
+
+def _insert_associations(study: Study, counts: pd.DataFrame) -> None:
+    con = study.con
+    with study.transaction():
+        con.register("texts_batch", counts)
+        try:
+            con.execute(sql_text("who_how/32_insert.sql"))
+        finally:
+            con.unregister("texts_batch")
+
+
+# -- step 2: the tables -----------------------------------------------------------------------
+def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = True) -> bool:
+    """Compute and store the who-and-how tables unless they are current; True when written."""
+    from corpus_audit.methods.texts.who_how import who_how_tables
+
+    settings = table_settings(study, terms)
+    inputs = {
+        name: study.fingerprint(name)
+        for name in ("texts_text", "texts_labels", "texts_occ", "texts_associations")
+    }
+    cfg = study.config.texts
+    config = [repr(settings), cfg.source, cfg.srbs, cfg.embedding_model]
+    fingerprint = _fingerprint({"inputs": inputs, "settings": config})
+    if _stored(study, "analysis") == fingerprint:
+        return False
+    texts = study.con.execute(sql_text("who_how/40_frame.sql")).df()
+    occupations = study.con.execute("SELECT * FROM texts_occ ORDER BY text_id, occupation").df()
+    labels = {"gender column": "specified"}
+    if cfg.source == "captions":
+        labels = {"indicator words": "specified", "indicators": "indicator"}
+    steps = tqdm(total=1, desc="who_how tables", unit="step", disable=not progress)
+    with steps:
+        tables = who_how_tables(texts, occupations, settings, _embedder(study), labels)
+        steps.update(1)
+    with study.transaction():
+        for name in _result_tables():
+            _replace(study, name, tables[name])
+        _store(study, "analysis", fingerprint, {"inputs": inputs})
+    run.provenance["tables_fingerprint"] = fingerprint
+    return True
+
+
+def table_settings(study: Study, terms: Any) -> Any:
+    """The resolved settings of the tables (marked words, drop words, labour statistics)."""
+    from corpus_audit.methods.lexicon import load_gender_terms, load_labor_stats, load_occupations
+    from corpus_audit.methods.texts.marked_words import MarkedWordsSettings
+    from corpus_audit.methods.texts.mentions import occupation_words
+    from corpus_audit.methods.texts.who_how import WhoHowSettings, drop_words_for
+
+    cfg, lex = study.config.texts, study.config.lexicon
+    marked = MarkedWordsSettings(
+        z_threshold=cfg.z_threshold,
+        corpus_weight=cfg.corpus_weight,
+        prior_strength=cfg.prior_strength or None,
+        common_zipf=cfg.common_zipf,
+        corpus_top=cfg.corpus_top,
+        language=cfg.language,
+        min_texts=cfg.min_texts,
+        examples=cfg.examples,
+    )
+    gender = load_gender_terms(lex.gender_terms, base=study.root)
+    gender_words = [w for g in ("female", "male") for w in gender.words[g]]
+    occupations = load_occupations(lex.occupations, base=study.root)
+    names = occupation_words(occupations) + _one_word_occupations(study)
+    drop = drop_words_for(terms.words(), gender_words if cfg.drop_gender_words else (), names)
+    labor = load_labor_stats(lex.labor_stats, base=study.root)
+    confidence = study.config.analysis.confidence
+    return WhoHowSettings(marked, drop, labor, cfg.min_associated, confidence)
+
+
+def _one_word_occupations(study: Study) -> tuple[str, ...]:
+    """The one-word occupation names of the inputs themselves (a corpus's own column)."""
+    from corpus_audit.methods.texts.tokens import clean_texts, words_of
+
+    names = [
+        r[0] for r in study.con.execute("SELECT DISTINCT occupation FROM texts_occ").fetchall()
+    ]
+    if not names:
+        return ()
+    flat, rows = words_of(clean_texts(names))
+    single = np.bincount(rows, minlength=len(names)) == 1
+    return tuple(w for w, r in zip(flat.to_pylist(), rows.tolist(), strict=True) if single[r])
+
+
+def _embedder(study: Study) -> Any:
+    cfg = study.config.texts
+    if not cfg.srbs:
+        return None
+    from corpus_audit.methods.texts.srbs import embed_words
+
+    device = study.config.engine.device
+    return lambda words: embed_words(words, cfg.embedding_model or None, device=device)
+
+
+def _replace(study: Study, table: str, frame: pd.DataFrame) -> None:
+    """Replace every row of ``table`` (a result table of the declaration) by ``frame``."""
+    import pyarrow as pa
+
+    data = frame.copy()
+    for column in ("examples", "example_ids"):
+        if column in data.columns:
+            data[column] = [list(v) for v in data[column]]
+    arrow = pa.Table.from_pandas(data, preserve_index=False)
+    study.con.execute(f"DELETE FROM {table}")
+    study.con.register("texts_new_rows", arrow)
+    try:
+        study.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM texts_new_rows")
+    finally:
+        study.con.unregister("texts_new_rows")
+
+
+def _fingerprint(settings: Any) -> str:
+    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _stored(study: Study, kind: str) -> str | None:
+    rows = study.con.execute(
+        "SELECT fingerprint FROM texts_settings WHERE kind = ?", [kind]
+    ).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _store(study: Study, kind: str, fingerprint: str, settings: Any) -> None:
+    study.con.execute(
+        "INSERT OR REPLACE INTO texts_settings VALUES (?, ?, ?)",
+        [kind, fingerprint, json.dumps(settings, sort_keys=True, default=str)],
+    )
+
+
+# -- what the CLI prints ----------------------------------------------------------------------
+def summary_rows(study: Study) -> list[dict[str, Any]]:
+    """Per occupation compared: texts and the top marked words of each side."""
+    from corpus_audit.stages.analyze.read import rows
+
+    return rows(study, sql_text("who_how/50_summary.sql"))
+
+
+def messages(study: Study) -> list[str]:
+    """Associations per gender, agreement with the specified gender, the SRBS tests."""
+    rows = study.con.execute(
+        "SELECT association, count(*) FROM texts_associations GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    out = ["associations: " + ", ".join(f"{a} {n:,}" for a, n in rows)]
+    for by, gender, spec, pct, among in study.con.execute(
+        "SELECT specified_by, gender, specified, agreement_pct, agreement_associated_pct "
+        "FROM texts_agreement WHERE specified > 0 ORDER BY specified_by, gender"
+    ).fetchall():
+        out.append(
+            f"agreement with {by}, {gender}: {pct:.1f} % of {spec:,} specified texts "
+            f"({among if among is not None else float('nan'):.1f} % of those associated)"
+        )
+    for scope, unit, nf, nm, mf, mm, t, p in study.con.execute(
+        "SELECT scope, unit, n_female, n_male, mean_female, mean_male, t, p "
+        "FROM texts_srbs_tests ORDER BY scope"
+    ).fetchall():
+        out.append(
+            f"SRBS {scope} ({unit}s: {nf} women's, {nm} men's): mean {_f(mf)} vs {_f(mm)}, "
+            f"Welch t = {_f(t)}, p = {_f(p, '.3g')}"
+        )
+    return out
+
+
+def _f(value: float | None, fmt: str = "+.3f") -> str:
+    return "n/a" if value is None or value != value else format(value, fmt)

@@ -1,0 +1,172 @@
+"""The package's layers hold: no import cycle between modules, no import pointing up.
+
+Every import of ``corpus_audit`` is read with :mod:`ast` (function-level and ``TYPE_CHECKING``
+ones included, since they are imports all the same); the module graph is built from them and
+checked:
+
+- **no cycle**: no two modules reach each other through imports (Tarjan's strongly connected
+  components; every component of more than one module is printed);
+- **no upward import**: the layer of a module is its top folder, and imports point down
+  ``cli -> commands -> stages, report -> methods, backends -> core`` (same layer is allowed).
+
+``from package import submodule`` is an edge to the submodule. Lazy registry entries
+(``"corpus_audit.backends.engines.local:LocalEngine"``, stage targets) are strings, not
+imports, and are resolved by :func:`corpus_audit.core.registry.load` when used.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = "corpus_audit"
+ROOT = Path(__file__).resolve().parents[2]
+# the layer of a module is its top folder (cli.py: its own layer, at the top)
+LAYERS = {"core": 0, "methods": 1, "backends": 1, "stages": 2, "report": 2, "commands": 3, "cli": 4}
+ORDER = "cli -> commands -> stages, report -> methods, backends -> core"
+
+
+def package_modules(root: Path = ROOT, package: str = PACKAGE) -> dict[str, Path]:
+    """``{dotted module name: file}`` for every ``.py`` file of the package."""
+    out = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def module_imports(name: str, path: Path, known: set[str], package: str = PACKAGE) -> set[str]:
+    """The package's modules that module ``name`` imports anywhere in its file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                here = name.split(".") if is_package else name.split(".")[:-1]
+                here = here[: len(here) - (node.level - 1)]
+                base = ".".join([*here, base] if base else here)
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target != package and not target.startswith(package + "."):
+                continue
+            while target and target not in known:  # a name inside a module: the module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:
+    """``{module: the package modules it imports}``."""
+    modules = package_modules(root, package)
+    return {m: module_imports(m, p, set(modules), package) for m, p in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def layer(module: str) -> int | None:
+    """The layer of ``corpus_audit.<top>...``; None for the package itself."""
+    parts = module.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"a -> b"`` for every import of a module from a higher layer."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            low, high = layer(module), layer(target)
+            if low is not None and high is not None and high > low:
+                out.append(f"{module} -> {target}")
+    return out
+
+
+def test_every_top_folder_has_a_layer() -> None:
+    tops = {m.split(".")[1] for m in package_modules() if m.count(".") >= 1}
+    assert tops <= set(LAYERS), f"modules outside the layers {ORDER}: {sorted(tops - set(LAYERS))}"
+
+
+def test_no_import_cycle_between_modules() -> None:
+    found = cycles(import_graph())
+    listing = "\n".join(f"  {len(c)} modules: {' <-> '.join(c)}" for c in found)
+    assert not found, f"{len(found)} import cycles:\n{listing}"
+
+
+def test_no_import_points_up_the_layers() -> None:
+    found = upward_imports(import_graph())
+    listing = "\n".join(f"  {line}" for line in found)
+    assert not found, f"{len(found)} imports point up ({ORDER}):\n{listing}"
+
+
+def test_the_graph_sees_function_level_and_lazy_imports(tmp_path: Path) -> None:
+    """A function-level import is an edge; a registry string is not."""
+    pkg = tmp_path / PACKAGE
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "stages").mkdir()
+    for init in (pkg, pkg / "core", pkg / "stages"):
+        (init / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text(
+        "def f():\n    from corpus_audit.stages import b\nLAZY = 'corpus_audit.stages.b:run'\n"
+    )
+    (pkg / "stages" / "b.py").write_text("from corpus_audit.core import a\n")
+    graph = import_graph(tmp_path)
+    assert graph["corpus_audit.core.a"] == {"corpus_audit.stages.b"}
+    assert cycles(graph) == [["corpus_audit.core.a", "corpus_audit.stages.b"]]
+    assert upward_imports(graph) == ["corpus_audit.core.a -> corpus_audit.stages.b"]
+
+
+# print the findings for any checkout: python tests/core/test_layers.py DIR
+if __name__ == "__main__":
+    where = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT
+    graph = import_graph(where)
+    print(f"{len(graph)} modules, {sum(len(t) for t in graph.values())} import edges")
+    for c in cycles(graph):
+        print(f"cycle of {len(c)}: {' <-> '.join(c)}")
+    for line in upward_imports(graph):
+        print(f"up: {line}")
