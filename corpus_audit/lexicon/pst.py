@@ -252,10 +252,26 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
 
 # -- templates --------------------------------------------------------------------------------
 def _fields(text: str) -> set[str]:
+    """The placeholders of ``text``; a format spec or conversion (``{role:d}``,
+    ``{role:>20000000}``, ``{role!r}``) is a :class:`ValueError`: the texts are only ever
+    filled with plain strings, and a width would make prompts of any size."""
     try:
-        return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+        parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise ValueError(f"malformed braces ({exc})") from None
+    for _, name, spec, conversion in parsed:
+        if name is not None and (spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + f":{spec}" * bool(spec)
+            raise ValueError(f"placeholder {shown}}} has a format spec or conversion (not allowed)")
+    return {f for _, f, _, _ in parsed if f is not None}
+
+
+# The placeholders the [feedback] texts that are filled in may use (pst/critic.py).
+FEEDBACK_PLACEHOLDERS = {
+    "role": {"role", "over", "under", "percent"},
+    "finding": {"role", "over", "under", "percent"},
+    "instruction": {"prompt", "findings"},
+}
 
 
 def _check_template(path: Path, key: str, text: object, kind: str) -> str:
@@ -310,6 +326,17 @@ def load_templates(
         value = feedback_table.get(key)
         if not isinstance(value, str):
             raise LexiconError(f"{path}: feedback.{key} must be a string")
+        if key in FEEDBACK_PLACEHOLDERS:  # filled in by str.format: checked here, not later
+            try:
+                extra = sorted(_fields(value) - FEEDBACK_PLACEHOLDERS[key])
+            except ValueError as exc:
+                raise LexiconError(f"{path}: feedback.{key}: {exc}") from None
+            if extra:
+                allowed = ", ".join("{" + p + "}" for p in sorted(FEEDBACK_PLACEHOLDERS[key]))
+                raise LexiconError(
+                    f"{path}: feedback.{key}: unknown placeholder(s) "
+                    f"{', '.join('{' + e + '}' for e in extra)} (allowed: {allowed})"
+                )
         feedback[key] = value
     nouns = feedback_table.get("nouns")
     if not isinstance(nouns, dict) or set(nouns) != set(GENDERS):
