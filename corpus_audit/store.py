@@ -630,7 +630,8 @@ def check_tables(con: duckdb.DuckDBPyConnection, db_path: Path) -> None:
     """Refuse a study at the current schema version that lacks a table of the schema (one
     dropped by hand, or a damaged file): one line naming it, instead of a DuckDB catalog
     error half way through a command."""
-    found = _catalog(con).objects["table"]
+    db = con.execute("SELECT system.main.current_database()").fetchall()[0][0]
+    found = {str(r[0]) for r in con.execute(_OBJECT_QUERIES["table"], [db]).fetchall()}
     missing = expected_catalog().objects["table"] - found
     if missing:
         tables = (
