@@ -173,3 +173,25 @@ def test_a_locked_study_still_runs_through_neighbors(tmp_path, laion_path, capsy
         study.con.execute("DELETE FROM stage_runs WHERE stage = 'neighbors'")
     assert main(["-q", "neighbors", str(root)]) == 0
     capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT * FROM read_csv('https://example.invalid/x.csv')",
+        "SELECT * FROM read_parquet('s3://bucket/x.parquet')",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "ATTACH '{tmp}/other.duckdb' AS other",
+    ],
+)
+def test_no_url_extension_or_other_database_is_reached(made_study, tmp_path, statement):
+    """What a view could name (a URL would make DuckDB download the httpfs extension) is
+    refused by the connection itself, before any network or file access."""
+    import shutil
+
+    root = tmp_path / "s"
+    shutil.copytree(made_study, root)
+    with Study.open(root) as study, pytest.raises(duckdb.Error, match="disabled"):
+        study.con.execute(statement.format(tmp=tmp_path)).fetchall()
+    assert not (tmp_path / "other.duckdb").exists()
