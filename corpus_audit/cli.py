@@ -594,6 +594,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _interrupted(exc)
     except BrokenPipeError:
         raise
+    except MemoryError as exc:
+        # numpy's message names the array ("Unable to allocate 7.45 GiB for an array ...")
+        text = str(exc).strip()
+        detail = printable(text.splitlines()[0] if text else "MemoryError")
+        print(
+            f"error: {args.command}: out of memory ({detail}); lower the counts or sizes it "
+            "works with (analysis.bootstrap, variants.replicates, --rounds, batch sizes) or "
+            "free memory; committed work is kept",
+            file=sys.stderr,
+        )
+        return EXIT_USER_ERROR
     except Exception as exc:
         stop = interrupts.requested()
         if stop is not None:  # DuckDB reports a signal during a query as 'Query interrupted'

@@ -203,11 +203,15 @@ def seed_captions(study, laion_path: Path, n: int = 12) -> list[tuple[int, str, 
 
     Returns ``[(caption_id, url, occupation)]`` in caption_id order.
     """
+    import duckdb
+
     con = study.con
-    rows = con.execute(
+    reader = duckdb.connect()  # the study's connection has no file access (store.LOCKED_SETTINGS)
+    rows = reader.execute(
         "SELECT (row_number() OVER () - 1) AS row_in_file, TEXT, URL FROM read_parquet(?)",
         [str(laion_path)],
     ).fetchall()
+    reader.close()
     import re
 
     pattern = re.compile(OCCUPATION_RE)

@@ -193,14 +193,19 @@ def is_text_type(dtype: pa.DataType) -> bool:
     )
 
 
-def check_text_column(path: str | Path, column: str, dtype: pa.DataType | str) -> None:
+def check_text_column(
+    path: str | Path,
+    column: str,
+    dtype: pa.DataType | str,
+    setting: str = "corpus.text_column (--text-column)",
+) -> None:
     """CorpusError when the caption column holds something else than text (an integer id
-    column picked by an alias, a list of tokens...): captions are never made up from it."""
+    column picked by an alias, a list of tokens...): captions are never made up from it.
+    ``setting`` is the key that named the column, which the message says to change."""
     if isinstance(dtype, str) or not is_text_type(dtype):
         raise CorpusError(
             f"{printable(path)}: the caption column '{printable(column)}' holds {dtype} "
-            "values, not text; set corpus.text_column (--text-column) to the column with the "
-            "captions"
+            f"values, not text; set {setting} to the column with the captions"
         )
 
 

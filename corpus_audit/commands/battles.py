@@ -87,8 +87,15 @@ def import_battles(
     study: Study, files: Sequence[Path], *, rounds: int = ROUNDS, seed: int | None = None
 ) -> StageRun:
     """Store the votes of ``files`` and recompute the ratings (see the module docstring)."""
+    from corpus_audit.core.config import MAX_RESAMPLES
+
     if rounds < 1:
         raise CorpusAuditError(f"battles import: --rounds must be >= 1, got {rounds}")
+    if rounds > MAX_RESAMPLES:
+        raise CorpusAuditError(
+            f"battles import: --rounds {rounds} is above the maximum {MAX_RESAMPLES:,} "
+            "(shuffled orders / bootstrap resamples)"
+        )
     with study.stage("battles_import", "study") as run:
         pairs = _frame(study, f"SELECT {', '.join(PAIR_COLUMNS[1:])} FROM battle_pairs")
         if pairs.empty:

@@ -38,7 +38,11 @@ def run_texts(
         "occupation_column": occupation_column,
         "gender_column": gender_column,
     }
-    if (out / CONFIG_NAME).exists():
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"{printable(out)}: --out names a file; give a directory for the study")
+    first = not (out / CONFIG_NAME).exists()
+    before = set(out.iterdir()) if out.is_dir() else None  # what a failed first run keeps
+    if not first:
         study = Study.open(out)
         if study.config.texts.source != "corpus":
             study.close()
@@ -55,9 +59,30 @@ def run_texts(
         write_config(study.config)
     else:
         study = init_study(out, files, overrides={"corpus": corpus, "texts": texts})
-    with study:
-        run = who_how(study, progress=progress)
-        from corpus_audit.report.who_how import write_page
+    try:
+        with study:
+            run = who_how(study, progress=progress)
+            from corpus_audit.report.who_how import write_page
 
-        run.outputs["page"] = str(write_page(study))
+            run.outputs["page"] = str(write_page(study))
+    except Exception:
+        if first:  # a failed first run leaves nothing behind (an interrupted one resumes)
+            _remove_new(out, before)
+        raise
     return run
+
+
+def _remove_new(out: Path, before: set[Path] | None) -> None:
+    """Remove what a failed first run created in ``out``: the folder when it made it, else
+    the entries that were not there before (``study.toml``, the database, its spill folder,
+    the report); what the folder held before is left alone."""
+    import shutil
+
+    if before is None:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for path in set(out.iterdir()) - before:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

@@ -111,6 +111,7 @@ class EngineSection:
         engine_names = load("corpus_audit.backends.engines:engine_names")
 
         _positive("engine.threads", self.threads)
+        _at_most("engine.threads", self.threads, MAX_THREADS, "threads and workers to start")
         _memory_size("engine.memory_limit", self.memory_limit)
         _choice("engine.engine", self.engine, set(engine_names()))
         for key in ("ray_max_retries", "ray_max_restarts"):
@@ -347,6 +348,7 @@ class AnalysisSection:
 
     def validate(self) -> None:
         _positive("analysis.bootstrap", self.bootstrap)
+        _at_most("analysis.bootstrap", self.bootstrap, MAX_RESAMPLES, "bootstrap resamples")
         if not 0.0 < self.confidence < 1.0:
             raise ConfigError(f"analysis.confidence: {self.confidence} is not in (0, 1)")
         _choice("analysis.parity_side", self.parity_side, set(PARITY_SIDES))
@@ -397,6 +399,7 @@ class VariantsSection:
         if self.examples < 0:
             raise ConfigError(f"variants.examples: {self.examples} must be >= 0")
         _positive("variants.replicates", self.replicates)
+        _at_most("variants.replicates", self.replicates, MAX_RESAMPLES, "bootstrap replicates")
 
 
 @dataclass
@@ -616,6 +619,17 @@ def _registered(
 def _positive(key: str, value: int) -> None:
     if value < 1:
         raise ConfigError(f"{key}: {value} must be >= 1")
+
+
+# Bounds of the counts a user sets (docs/reliability.md, "Bounds of the counts you set"): a
+# count past them would take the machine down rather than give a better answer.
+MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles import --rounds
+MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
+
+
+def _at_most(key: str, value: int, maximum: int, why: str) -> None:
+    if value > maximum:
+        raise ConfigError(f"{key}: {value} is above the maximum {maximum:,} ({why})")
 
 
 def _unit(key: str, value: float) -> None:

@@ -20,6 +20,13 @@ tables until it is rerun.
 
 No config value or path is ever formatted into SQL text: DuckDB's settings go in the
 ``config`` of :func:`duckdb.connect`, every value in a query is a bound parameter.
+
+A study may come from someone else, so its database is untrusted: the connection is locked
+down (:data:`LOCKED_SETTINGS`: no file or network access beyond the database and its spill
+folder, no extension installed or loaded on demand, configuration locked), and before any
+query reads it :func:`check_objects` refuses a database holding anything the migrations did
+not create (a view, a macro, a sequence, a type, an index, an unknown table, a table column's
+default or CHECK that is not the schema's), so SQL stored in a study never runs.
 """
 
 from __future__ import annotations
@@ -50,6 +57,18 @@ RECOVERY_HINT = (
     "rebuild every table (cached embeddings and stored images are reused)"
 )
 
+
+# DuckDB settings of every study connection: SQL stored in an untrusted study.duckdb must not
+# reach files, the network or extensions, and nothing may turn that back on. DuckDB still
+# reads and writes the database, its WAL and its spill folder. Python objects reach the
+# connection only through ``con.register`` (replacement scans of Python variables are off).
+LOCKED_SETTINGS: dict[str, Any] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
 
 _SCHEMA_FILE = re.compile(r"(\d{3})_\w+\.sql")  # in sql/schema/
 
@@ -230,8 +249,11 @@ class Study:
         if read_only and not db_path.exists():
             raise StudyError(f"{printable(db_path)}: no database yet (run a stage first)")
         settings = {  # settings travel as values, never as SQL text
+            # first: DuckDB applies them in order, and refuses a temp_directory set before
+            # enable_external_access is turned off
+            **LOCKED_SETTINGS,
             "threads": int(config.engine.threads),
-            "memory_limit": config.engine.memory_limit,
+            "memory_limit": duckdb_memory_limit(config),
             "preserve_insertion_order": False,
             "temp_directory": str(root / TEMP_DIR),
         }
@@ -241,10 +263,14 @@ class Study:
             raise StudyError(open_error(db_path, exc)) from None
         study = cls(root, config, con)
         try:
+            check_objects(con, db_path)  # before any query that could run SQL stored in it
             if read_only:
-                study.check_version()
+                stored = study.check_version()
             else:
                 study.migrate()
+                stored = schema_version()
+            if stored == schema_version():
+                check_tables(con, db_path)
         except BaseException as exc:
             con.close()
             if isinstance(exc, duckdb.Error):
@@ -479,6 +505,146 @@ class Study:
             self.commits += 1
 
 
+def duckdb_memory_limit(config: StudyConfig) -> str:
+    """DuckDB's ``memory_limit`` for a study connection: ``engine.memory_limit`` less what
+    ``select``'s arrow batches in flight and Python need (256 MiB + threads x
+    ``select.batch_rows`` x 640 B, at least 128 MiB left), so the whole process stays within
+    ``engine.memory_limit``. Set once when the study opens: the configuration is locked then
+    (:data:`LOCKED_SETTINGS`). A share of the RAM (``80%``) is passed as it is."""
+    from corpus_audit.core.config import parse_size
+
+    text = config.engine.memory_limit
+    limit = parse_size(text)
+    if limit is None:
+        return text
+    reserve = 256 * 2**20 + int(config.engine.threads) * int(config.select.batch_rows) * 640
+    return f"{max(limit - reserve, 128 * 2**20) // 2**20}MiB"
+
+
+# The catalogue of a database, as :func:`_catalog` reads it: DuckDB's own table functions,
+# named in the ``system`` catalogue so a table macro stored in the study cannot stand in for
+# them. Every value compared is fetched and compared in Python.
+_OBJECT_QUERIES = {
+    "view": "SELECT view_name FROM system.main.duckdb_views() "
+    "WHERE database_name = ? AND NOT internal",
+    "macro": "SELECT function_name FROM system.main.duckdb_functions() "
+    "WHERE database_name = ? AND NOT internal",
+    "sequence": "SELECT sequence_name FROM system.main.duckdb_sequences() WHERE database_name = ?",
+    "type": "SELECT type_name FROM system.main.duckdb_types() "
+    "WHERE database_name = ? AND NOT internal",
+    "index": "SELECT index_name FROM system.main.duckdb_indexes() WHERE database_name = ?",
+    "table": "SELECT table_name FROM system.main.duckdb_tables() WHERE database_name = ?",
+}
+_DEFAULTS_QUERY = (
+    "SELECT c.table_name, c.column_name, c.column_default FROM system.main.duckdb_columns() c "
+    "JOIN system.main.duckdb_tables() t USING (database_name, schema_name, table_name) "
+    "WHERE c.database_name = ? AND c.column_default IS NOT NULL"
+)
+_CHECKS_QUERY = (
+    "SELECT table_name, constraint_text FROM system.main.duckdb_constraints() "
+    "WHERE database_name = ? AND constraint_type = 'CHECK'"
+)
+
+
+@dataclass(frozen=True)
+class _Catalog:
+    objects: dict[str, frozenset[str]]  # kind -> names
+    defaults: dict[tuple[str, str], str]  # (table, column) -> default expression
+    checks: frozenset[tuple[str, str]]  # (table, CHECK text)
+
+
+def _catalog(con: duckdb.DuckDBPyConnection) -> _Catalog:
+    """What the connection's own database holds (not the temp or system catalogues)."""
+    db = con.execute("SELECT system.main.current_database()").fetchall()[0][0]
+    objects = {
+        kind: frozenset(str(r[0]) for r in con.execute(q, [db]).fetchall())
+        for kind, q in _OBJECT_QUERIES.items()
+    }
+    defaults = {(t, c): str(d) for t, c, d in con.execute(_DEFAULTS_QUERY, [db]).fetchall()}
+    checks = frozenset((t, str(x)) for t, x in con.execute(_CHECKS_QUERY, [db]).fetchall())
+    return _Catalog(objects, defaults, checks)
+
+
+@cache
+def expected_catalog() -> _Catalog:
+    """What the schema migrations create: every migration applied to an empty in-memory
+    database (with the study connection's settings)."""
+    con = duckdb.connect(":memory:", config=dict(LOCKED_SETTINGS))
+    try:
+        execute_sql(con, "schema/version")
+        for _, files in migrations():
+            for name in files:
+                execute_sql(con, name)
+        return _catalog(con)
+    finally:
+        con.close()
+
+
+def _quoted(names: Any) -> str:
+    shown = [f"`{printable(n)}`" for n in sorted(names)]
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    return ", ".join(shown[:3]) + more
+
+
+def check_objects(con: duckdb.DuckDBPyConnection, db_path: Path) -> None:
+    """Refuse a study database holding anything the schema migrations did not create.
+
+    A view, a macro (which shadows DuckDB's functions of the same name in every query), a
+    sequence, a type, an index, a table the schema does not have, a column default or a CHECK
+    the schema does not set: each is SQL that would run when the tool reads or writes the
+    study, so a study received from someone else could read local files into the pages it
+    writes or change its results. A :class:`StudyError` naming what was found; runs before
+    any other query on the connection, and writes nothing.
+    """
+    found, expected = _catalog(con), expected_catalog()
+    where = printable(db_path)
+    for kind, names in found.objects.items():
+        extra = names - expected.objects[kind]
+        if not extra:
+            continue
+        article = "an" if kind == "index" else "a"
+        what = (
+            f"{article} {kind} {_quoted(extra)}"
+            if len(extra) == 1
+            else f"{kind.replace('index', 'indexe')}s {_quoted(extra)}"
+        )
+        if kind != "table" and extra & expected.objects["table"]:
+            what += " in place of the schema's table of that name"
+        raise StudyError(
+            f"{where}: holds {what} that corpus_audit's schema does not create; refused without "
+            "running it (SQL stored in a study never runs: see docs/reliability.md, 'Opening a "
+            "study you did not make')"
+        )
+    for (table, column), default in sorted(found.defaults.items()):
+        if expected.defaults.get((table, column)) != default:
+            raise StudyError(
+                f"{where}: column `{printable(table)}.{printable(column)}` has a default "
+                f"({printable(default)}) that corpus_audit's schema does not set; refused "
+                "without running it"
+            )
+    for table, text in sorted(found.checks - expected.checks):
+        raise StudyError(
+            f"{where}: table `{printable(table)}` has a CHECK ({printable(text)}) that "
+            "corpus_audit's schema does not set; refused without running it"
+        )
+
+
+def check_tables(con: duckdb.DuckDBPyConnection, db_path: Path) -> None:
+    """Refuse a study at the current schema version that lacks a table of the schema (one
+    dropped by hand, or a damaged file): one line naming it, instead of a DuckDB catalog
+    error half way through a command."""
+    db = con.execute("SELECT system.main.current_database()").fetchall()[0][0]
+    found = {str(r[0]) for r in con.execute(_OBJECT_QUERIES["table"], [db]).fetchall()}
+    missing = expected_catalog().objects["table"] - found
+    if missing:
+        tables = (
+            f"tables {_quoted(missing)} are" if len(missing) > 1 else f"table {_quoted(missing)} is"
+        )
+        raise StudyError(
+            f"{printable(db_path)}: the study database's {tables} missing; {RECOVERY_HINT}"
+        )
+
+
 _DAMAGE_SIGNS = (
     "could not read enough bytes",
     "not a valid duckdb database",
@@ -492,7 +658,12 @@ def open_error(db_path: Path, exc: BaseException) -> str:
     first = printable(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     text = str(exc).lower()
     where = printable(db_path)
-    if "lock" in text:
+    if isinstance(exc, duckdb.OutOfMemoryException) or "out of memory" in text:
+        return (
+            f"{where}: not enough memory to open the study database ({first}); raise "
+            "engine.memory_limit in study.toml or free memory"
+        )
+    if "could not set lock" in text or "conflicting lock" in text:
         return f"{where}: the study database is in use by another process ({first})"
     if any(sign in text for sign in _DAMAGE_SIGNS):
         return f"{where}: the study database is damaged ({first}); {RECOVERY_HINT}"

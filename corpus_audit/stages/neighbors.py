@@ -155,13 +155,27 @@ class _EmbedState:
 
 
 def _find_cached(study: Study, cache: EmbeddingCache) -> None:
-    files = [str(p) for p in cache.key_files()]
-    if files:
-        study.sql("neighbors/20_found", files=files)
-    else:
-        study.con.execute(
-            'CREATE OR REPLACE TEMP TABLE _nb_found (key VARCHAR, path VARCHAR, "row" INTEGER)'
-        )
+    """``_nb_found``: the cache's rows of the texts to embed. The key files are read here
+    with pyarrow, one at a time, and handed to DuckDB as arrow tables: the study connection
+    has no file access of its own (``store.LOCKED_SETTINGS``)."""
+    import pyarrow.parquet as pq
+
+    con = study.con
+    con.execute(
+        'CREATE OR REPLACE TEMP TABLE _nb_key_rows (key VARCHAR, filename VARCHAR, "row" INTEGER)'
+    )
+    for path in cache.key_files():
+        part = pq.read_table(path, columns=["key", "row"])
+        con.register("_nb_key_part", part)
+        try:
+            con.execute(
+                'INSERT INTO _nb_key_rows SELECT key, ?, "row" FROM _nb_key_part '
+                "WHERE key IN (SELECT key FROM _nb_texts)",
+                [str(path)],
+            )
+        finally:
+            con.unregister("_nb_key_part")
+    study.sql("neighbors/20_found")
 
 
 def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress: bool) -> int:

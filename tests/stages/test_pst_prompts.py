@@ -226,7 +226,7 @@ GOOD = "nurse,female,yes,,nurse,nurse\npilot,male,yes,,pilot,pilot\n"
         (HEADER + GOOD + "a:b,male,yes,,x,x\n", ":4: role 'a:b' contains ':'"),
         (
             HEADER + GOOD + "cook,male,yes,,cook,cook,extra\n",
-            ":4: more fields than the header has columns",
+            ":4: 7 fields, the header has 6",
         ),
         (HEADER + "nurse,female,yes,,nurse,nurse\n", ": no male-stereotyped occupation"),
     ],

@@ -330,8 +330,8 @@ def test_bad_gender_value_is_one_line_naming_file_and_row(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "bios.jsonl" in err and "row 1" in err and "'man'" in err
-    assert query(out, "SELECT count(*) FROM texts_documents") == [(0,)]
+    assert "bios.jsonl" in err and "line 2" in err and "'man'" in err
+    assert not out.exists()  # issue 23: a failed first run leaves no study behind
 
 
 def test_missing_column_and_empty_corpus_are_one_line(tmp_path, capsys):

@@ -7,7 +7,6 @@ file and the line or key at fault.
 
 from __future__ import annotations
 
-import csv
 import re
 import tomllib
 from dataclasses import dataclass
@@ -147,6 +146,14 @@ def expand_forms(forms: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def check_forms(path: Path, lineno: int, name: str, forms: tuple[str, ...]) -> None:
+    """A surface form must contain a letter: ``'--`` or ``&`` would match punctuation in
+    every caption (issue 23: a stray quote gave one occupation 701 captions instead of 11)."""
+    for form in forms:
+        if not any(ch.isalpha() for ch in form):
+            raise LexiconError(f"{path}:{lineno}: form {form!r} of '{name}' has no letter")
+
+
 def load_occupations(
     spec: str = "builtin:occupations_en.csv", base: Path | None = None
 ) -> list[Occupation]:
@@ -155,18 +162,17 @@ def load_occupations(
     Raises :class:`LexiconError` on a missing column, an empty or duplicate occupation, or a
     surface form claimed by two occupations.
     """
+    from corpus_audit.methods.lexicon.csvfile import read_rows
+
     path = resolve_path(spec, base)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise LexiconError(f"{path}: not UTF-8 text ({exc})") from None
-    reader = csv.DictReader(text.splitlines())
-    if reader.fieldnames is None or "occupation" not in reader.fieldnames:
+    header, rows = read_rows(path)  # strict: field count, quoting, UTF-8, BOM
+    if "occupation" not in header:
         raise LexiconError(f"{path}: needs a header with at least the column 'occupation'")
     occupations: list[Occupation] = []
     seen: dict[str, int] = {}
     form_owner: dict[str, str] = {}
-    for lineno, row in enumerate(reader, start=2):
+    for lineno, fields in rows:
+        row = dict(zip(header, fields, strict=True))
         name = " ".join((row.get("occupation") or "").strip().lower().split())
         if not name:
             raise LexiconError(f"{path}:{lineno}: empty occupation")
@@ -181,6 +187,7 @@ def load_occupations(
             raise LexiconError(f"{path}:{lineno}: article '{article}' is not 'a' or 'an'")
         raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
         forms = expand_forms([name, *raw_forms])
+        check_forms(path, lineno, name, forms)
         for form in forms:
             owner = form_owner.get(form)
             if owner is not None and owner != name:
@@ -333,33 +340,31 @@ def load_labor_stats(
     accountant = auditor, cleaner = housekeeper); any other empty value is ``None`` (no
     statistic, e.g. ``chief``), so callers leave that occupation out of comparisons.
     """
+    from corpus_audit.methods.lexicon.csvfile import read_rows
+
     path = resolve_path(spec, base)
     values: dict[str, float | None] = {}
     same_as: dict[str, str] = {}
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None or not {"occupation", "percent_female"} <= set(
-            reader.fieldnames
-        ):
-            raise LexiconError(f"{path}: needs columns occupation, percent_female")
-        for lineno, row in enumerate(reader, start=2):
-            name = (row["occupation"] or "").strip().lower()
-            raw = (row["percent_female"] or "").strip()
-            note = (row.get("note") or "").strip().lower()
-            if not raw:
-                values[name] = None
-                if note.startswith("same as "):
-                    same_as[name] = note[len("same as ") :].strip()
-                continue
-            try:
-                value = float(raw)
-            except ValueError:
-                raise LexiconError(
-                    f"{path}:{lineno}: percent_female {raw!r} is not a number"
-                ) from None
-            if not 0 <= value <= 100:
-                raise LexiconError(f"{path}:{lineno}: percent_female {value} is not in [0, 100]")
-            values[name] = value
+    header, rows = read_rows(path)
+    if not {"occupation", "percent_female"} <= set(header):
+        raise LexiconError(f"{path}: needs columns occupation, percent_female")
+    for lineno, fields in rows:
+        row = dict(zip(header, fields, strict=True))
+        name = (row["occupation"] or "").strip().lower()
+        raw = (row["percent_female"] or "").strip()
+        note = (row.get("note") or "").strip().lower()
+        if not raw:
+            values[name] = None
+            if note.startswith("same as "):
+                same_as[name] = note[len("same as ") :].strip()
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            raise LexiconError(f"{path}:{lineno}: percent_female {raw!r} is not a number") from None
+        if not 0 <= value <= 100:
+            raise LexiconError(f"{path}:{lineno}: percent_female {value} is not in [0, 100]")
+        values[name] = value
     for name, other in same_as.items():
         if other not in values:
             raise LexiconError(f"{path}: '{name}' is 'same as {other}', which is not in the file")
@@ -369,6 +374,7 @@ def load_labor_stats(
 
 def read_toml(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark (Excel, Notepad) is dropped, not a TOML error
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise LexiconError(f"{path}: not valid TOML: {exc}") from None

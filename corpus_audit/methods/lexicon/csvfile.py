@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from corpus_audit.methods.lexicon import LexiconError
+from corpus_audit.core.errors import LexiconError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -42,11 +42,13 @@ def read_rows(
     are stripped and lower-cased and must be non-empty and unique.
     """
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        data = path.read_bytes()
+        text = data.decode("utf-8-sig")
     except FileNotFoundError:
         raise error(f"{path}: file not found") from None
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text ({exc})") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
     reader = csv.reader(_lines(text, comments), strict=True)

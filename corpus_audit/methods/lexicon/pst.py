@@ -44,13 +44,18 @@ the file and the line (CSV) or key (TOML).
 
 from __future__ import annotations
 
-import csv
 import string
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corpus_audit.methods.lexicon import LexiconError, expand_forms, read_toml, resolve_path
+from corpus_audit.methods.lexicon import (
+    LexiconError,
+    check_forms,
+    expand_forms,
+    read_toml,
+    resolve_path,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,6 +63,11 @@ if TYPE_CHECKING:
 GENDERS = ("male", "female")
 KINDS = ("single", "paired", "power")
 VARIANTS = ("plain", "fair")
+# Prompts one roles file and templates file may expand to (docs/reliability.md, "Bounds"): the
+# paired and power sets grow with products of the role counts, and each prompt is generated
+# and scored (the built-in files give 2,796 with the default settings).
+MAX_PROMPTS = 100_000
+
 ROLE_COLUMNS = ("role", "stereotype", "occupation", "power", "display", "forms")
 PLACEHOLDERS = {
     "single": {"role"},
@@ -164,18 +174,6 @@ def _gendered(path: Path, lineno: int, row: dict[str, str | None]) -> dict[str, 
     return out
 
 
-def _utf8_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 file; a bad byte is an error naming the file and its line."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise LexiconError(
-            f"{path}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from None
-
-
 def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None) -> list[PstRole]:
     """Read a PST roles CSV (columns in the module docstring), in file order.
 
@@ -184,17 +182,20 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
     a bad occupation flag, a form claimed by two roles, or a file with no male- or no
     female-stereotyped occupation (the paired test needs both).
     """
+    from corpus_audit.methods.lexicon.csvfile import read_rows
+
     path = resolve_path(spec, base)
-    reader = csv.DictReader(_utf8_lines(path))
-    missing = [c for c in ROLE_COLUMNS if c not in (reader.fieldnames or [])]
+    # strict: field count, quoting (an unterminated quote is an error), UTF-8, a BOM dropped,
+    # a field over csv's 128 KiB limit an error naming the line
+    header, rows = read_rows(path)
+    missing = [c for c in ROLE_COLUMNS if c not in header]
     if missing:
         raise LexiconError(f"{path}:1: missing column(s) {', '.join(missing)}")
     roles: list[PstRole] = []
     seen: dict[str, int] = {}
     owner: dict[str, str] = {}
-    for lineno, row in enumerate(reader, start=2):
-        if None in row:  # more fields than the header
-            raise LexiconError(f"{path}:{lineno}: more fields than the header has columns")
+    for lineno, fields in rows:
+        row = dict(zip(header, fields, strict=True))
         name = " ".join((row.get("role") or "").strip().lower().split())
         if not name:
             raise LexiconError(f"{path}:{lineno}: empty role")
@@ -221,6 +222,7 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
         raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
         forms = expand_forms([name, *raw_forms])
         gendered = _gendered(path, lineno, row)
+        check_forms(path, lineno, name, forms + tuple(f for fs in gendered.values() for f in fs))
         for form in forms + tuple(f for fs in gendered.values() for f in fs):
             if owner.get(form, name) != name:
                 raise LexiconError(
@@ -250,10 +252,26 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
 
 # -- templates --------------------------------------------------------------------------------
 def _fields(text: str) -> set[str]:
+    """The placeholders of ``text``; a format spec or conversion (``{role:d}``,
+    ``{role:>20000000}``, ``{role!r}``) is a :class:`ValueError`: the texts are only ever
+    filled with plain strings, and a width would make prompts of any size."""
     try:
-        return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+        parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise ValueError(f"malformed braces ({exc})") from None
+    for _, name, spec, conversion in parsed:
+        if name is not None and (spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + f":{spec}" * bool(spec)
+            raise ValueError(f"placeholder {shown}}} has a format spec or conversion (not allowed)")
+    return {f for _, f, _, _ in parsed if f is not None}
+
+
+# The placeholders the [feedback] texts that are filled in may use (pst/critic.py).
+FEEDBACK_PLACEHOLDERS = {
+    "role": {"role", "over", "under", "percent"},
+    "finding": {"role", "over", "under", "percent"},
+    "instruction": {"prompt", "findings"},
+}
 
 
 def _check_template(path: Path, key: str, text: object, kind: str) -> str:
@@ -308,6 +326,17 @@ def load_templates(
         value = feedback_table.get(key)
         if not isinstance(value, str):
             raise LexiconError(f"{path}: feedback.{key} must be a string")
+        if key in FEEDBACK_PLACEHOLDERS:  # filled in by str.format: checked here, not later
+            try:
+                extra = sorted(_fields(value) - FEEDBACK_PLACEHOLDERS[key])
+            except ValueError as exc:
+                raise LexiconError(f"{path}: feedback.{key}: {exc}") from None
+            if extra:
+                allowed = ", ".join("{" + p + "}" for p in sorted(FEEDBACK_PLACEHOLDERS[key]))
+                raise LexiconError(
+                    f"{path}: feedback.{key}: unknown placeholder(s) "
+                    f"{', '.join('{' + e + '}' for e in extra)} (allowed: {allowed})"
+                )
         feedback[key] = value
     nouns = feedback_table.get("nouns")
     if not isinstance(nouns, dict) or set(nouns) != set(GENDERS):
@@ -357,6 +386,28 @@ def expand_prompts(
     low = [r for r in roles if r.power == "low"]
     power_occupations = [r for r in occupations if r.power is None]
     variants = [("plain", templates.plain)] + ([("fair", templates.fair)] if fair else [])
+    n_male = sum(r.stereotype == "male" for r in occupations)
+    count = (
+        ("single" in kinds)
+        * (
+            len(occupations)
+            + sum(1 for r in roles if r.power and not r.occupation)
+            + (power_singles == "occupation_role") * len(power_occupations) * (len(high) + len(low))
+        )
+        + ("paired" in kinds) * len(variants) * 2 * n_male * (len(occupations) - n_male)
+        + ("power" in kinds)
+        * sum("power" in table for _, table in variants)
+        * len(power_occupations)
+        * 2
+        * len(high)
+        * len(low)
+    )
+    if count > MAX_PROMPTS:
+        raise LexiconError(
+            f"{templates.path}: with its roles file these templates expand to {count:,} "
+            f"prompts, above the maximum {MAX_PROMPTS:,} (each is generated and scored); use "
+            "fewer roles, or fewer pst.kinds"
+        )
     out: list[PstPrompt] = []
 
     if "single" in kinds:

@@ -168,10 +168,31 @@ def draw_battles(images: Any, n: int, seed: int, *, models: Sequence[str] | None
 
 
 # -- the pair manifest ------------------------------------------------------------------------
+# A cell a spreadsheet would read as a formula (or that it strips: tab, CR) when it starts
+# with one of these: written with a leading apostrophe, as spreadsheets expect, and read back
+# without it (:func:`_read_csv`), so the manifest and vote sheets round-trip.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def sheet_safe(value: Any) -> Any:
+    """``value`` with an apostrophe in front when it is text starting like a formula."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def _unsheet(value: str) -> str:
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
+
+
 def write_pairs(pairs: Any, path: Path) -> Path:
-    """Write the pair manifest CSV (:data:`PAIR_COLUMNS`), which :func:`read_pairs` reads."""
+    """Write the pair manifest CSV (:data:`PAIR_COLUMNS`), which :func:`read_pairs` reads;
+    text cells that start like a formula get a leading apostrophe (:func:`sheet_safe`)."""
+    frame = pairs.loc[:, list(PAIR_COLUMNS)].copy()
+    for column in frame.columns:
+        frame[column] = frame[column].map(sheet_safe)  # text only; numbers pass through
     with atomic_path(path) as tmp:
-        pairs.loc[:, list(PAIR_COLUMNS)].to_csv(tmp, index=False, encoding="utf-8")
+        frame.to_csv(tmp, index=False, encoding="utf-8")
     return Path(path)
 
 
@@ -213,7 +234,9 @@ def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     from corpus_audit.methods.lexicon.csvfile import read_rows
 
     header, rows = read_rows(path, error=BattleError)
-    return header, [(line, dict(zip(header, fields, strict=True))) for line, fields in rows]
+    return header, [
+        (line, dict(zip(header, map(_unsheet, fields), strict=True))) for line, fields in rows
+    ]
 
 
 def _vote_code(path: Path, line: int, raw: str) -> int | None:

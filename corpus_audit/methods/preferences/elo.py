@@ -35,6 +35,7 @@ rate = wins / (wins + losses) (ties left out, as the arena's win-fraction matrix
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -138,13 +139,28 @@ def elo_orders(
     return ratings
 
 
+_BLOCK_CELLS = 1 << 22  # battle indices of the orders drawn at once (32 MiB of intp)
+
+
 def _orders(n: int, rounds: int, seed: int, method: str) -> np.ndarray:
+    """Every order at once (rounds x n): :func:`_order_blocks` in one array."""
+    return np.concatenate(list(_order_blocks(n, rounds, seed, method)))
+
+
+def _order_blocks(n: int, rounds: int, seed: int, method: str) -> Iterator[np.ndarray]:
+    """The ``rounds`` random orders of ``n`` battles, drawn from one generator in blocks of
+    about :data:`_BLOCK_CELLS` cells, so memory does not grow with ``rounds`` (one block when
+    rounds x n fits, as it does at the default 1,000 rounds for up to 4,194 battles)."""
+    if method not in ("shuffle", "resample"):
+        raise RatingError(f"ratings: method {method!r} is not 'shuffle' or 'resample'")
     rng = np.random.default_rng(seed)
-    if method == "shuffle":
-        return rng.permuted(np.tile(np.arange(n), (rounds, 1)), axis=1)
-    if method == "resample":
-        return rng.integers(0, n, size=(rounds, n))
-    raise RatingError(f"ratings: method {method!r} is not 'shuffle' or 'resample'")
+    block = max(1, _BLOCK_CELLS // max(n, 1))
+    for start in range(0, rounds, block):
+        size = min(block, rounds - start)
+        if method == "shuffle":
+            yield rng.permuted(np.tile(np.arange(n), (size, 1)), axis=1)
+        else:
+            yield rng.integers(0, n, size=(size, n))
 
 
 def _model_rows(
@@ -228,13 +244,16 @@ def elo_bootstrap(
                     f"ratings: the orders of {aspect!r} must index its {len(group)} battles"
                 )
             label = "given"
+            spread = elo_orders(a, b, s, drawn, len(models), **opts)
         else:
-            drawn = _orders(len(group), rounds, stable_seed(seed, "elo", aspect), method)
+            blocks = _order_blocks(len(group), rounds, stable_seed(seed, "elo", aspect), method)
+            spread = np.concatenate(
+                [elo_orders(a, b, s, block, len(models), **opts) for block in blocks]
+            )  # rounds x models: the orders themselves are never all held at once
             label = method
-        spread = elo_orders(a, b, s, drawn, len(models), **opts)
         low, mid, high = np.quantile(spread, [alpha, 0.5, 1 - alpha], axis=0)
         values = {"elo": given, "elo_median": mid, "elo_ci_low": low, "elo_ci_high": high}
-        values.update({"rounds": int(drawn.shape[0]), "method": label})
+        values.update({"rounds": int(spread.shape[0]), "method": label})
         rows += _model_rows(aspect, models, a, b, values)
     return pd.DataFrame(rows, columns=list(ELO_COLUMNS))
 

@@ -327,20 +327,11 @@ def parse_bytes(text: str) -> int | None:
 
 @contextmanager
 def _arrow_headroom(study: Study, threads: int, batch_rows: int) -> Iterator[None]:
-    """Lower DuckDB's memory_limit while select runs by what the arrow batches in flight and
-    Python need (256 MiB + threads x batch_rows x 640 B), so the whole process stays within
-    ``engine.memory_limit``; restored afterwards."""
-    limit = parse_bytes(study.config.engine.memory_limit)
-    if limit is None:
-        yield
-        return
-    reserve = 256 * 2**20 + threads * batch_rows * 640
-    # values are bound, never formatted into the SQL (see docs/reliability.md)
-    study.con.execute("SET memory_limit = ?", [f"{max(limit - reserve, 128 * 2**20) // 2**20}MiB"])
-    try:
-        yield
-    finally:
-        study.con.execute("SET memory_limit = ?", [study.config.engine.memory_limit])
+    """Room for the arrow batches in flight and Python (256 MiB + threads x batch_rows x
+    640 B) within ``engine.memory_limit``: DuckDB's memory_limit is lowered by that much when
+    the study opens (``store.duckdb_memory_limit``), as the study connection's configuration
+    is locked (an untrusted study cannot change it, and neither can this stage)."""
+    yield
 
 
 def _write_corpus_files(study: Study, files: list[CorpusFile], stats: ScanStats) -> None:

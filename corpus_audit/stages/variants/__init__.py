@@ -52,8 +52,10 @@ def variants(study: Study, *, progress: bool = True) -> StageRun:
         names = sorted(set(texts["variant"]))
         run.provenance["variants"] = names
         if len(names) < 2:
+            _clear(study)  # results of an earlier config no longer match this one
             return run.skip(
-                "no caption variants to compare (set [variants] columns, or run recaption)"
+                "no caption variants to compare (set [variants] columns, or run recaption); "
+                "earlier variant results, if any, were cleared"
             )
         baseline = study.config.variants.baseline
         if baseline not in names:
@@ -76,6 +78,18 @@ def variants(study: Study, *, progress: bool = True) -> StageRun:
         for name, path in sorted(_csv_outputs(study).items()):
             run.outputs[name] = path
     return run
+
+
+def _clear(study: Study) -> None:
+    """Empty ``caption_variants``, ``variant_mentions`` and the ``variant_*`` tables and remove
+    their CSVs, in one transaction: a skipped run leaves no results of another config (which
+    ``status`` and the report would otherwise show as this one's)."""
+    from corpus_audit.stages.variants.compare import write_comparisons
+
+    with study.transaction() as con:
+        for table in ("caption_variants", "variant_mentions"):
+            con.execute(f"DELETE FROM {table}")
+        write_comparisons(study, {})  # no comparisons: empties each table, removes its CSV
 
 
 def _insert(con: Any, table: str, frame: pd.DataFrame) -> None:
@@ -213,7 +227,7 @@ def _column_batches(
             f"{name!r} (variants.columns; columns: {listed})"
         )
     if column in info.types:
-        check_text_column(path, column, info.types[column])
+        check_text_column(path, column, info.types[column], f"variants.columns.{name}")
     file = CorpusFile(file_id, path, fmt)
     for unit in info.units:
         for batch in iter_clean_batches(file, unit, ColumnMap(column), batch_rows):

@@ -151,6 +151,16 @@ def _usable(file: Any, table: pa.Table, has_gender: bool) -> pa.Table:
     )
 
 
+def _where(path: str, row: int) -> str:
+    """Where 0-based data row ``row`` of a corpus file is, as a person looks for it: the line
+    of a JSON Lines file (one record per line), else the record counted from 1 (after a CSV
+    header; a quoted CSV field may span lines, so no line is claimed)."""
+    name = path.lower()
+    if any(name.endswith(ext) for ext in (".jsonl", ".jsonl.gz", ".ndjson")):
+        return f"line {row + 1}"
+    return f"record {row + 1}"
+
+
 def _genders(path: str, rows: np.ndarray, values: list[str | None]) -> list[str | None]:
     out: list[str | None] = []
     for row, value in zip(rows.tolist(), values, strict=True):
@@ -161,8 +171,8 @@ def _genders(path: str, rows: np.ndarray, values: list[str | None]) -> list[str 
             out.append(GENDER_VALUES[key])
         else:
             raise CorpusError(
-                f"{printable(path)}: row {row}: gender {printable(repr(value))} is not female, "
-                "male, non_binary or empty (texts.gender_column)"
+                f"{printable(path)}: {_where(path, row)}: gender {printable(repr(value))} is not "
+                "female, male, non_binary or empty (texts.gender_column)"
             )
     return out
 
