@@ -445,3 +445,18 @@ def test_cli_subprocess_exit_status_and_one_line(small, tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: {path}: record 1: model_a missing"]
+
+
+def test_report_shows_the_imported_ratings_with_figures(imported, records):
+    assert _cli("report", str(imported)) == 0
+    page = (imported / "report" / "report.html").read_text(encoding="utf-8")
+    table = page[page.index('<table id="arena-ratings">') :]
+    table = table[: table.index("</table>")]
+    # 3 aspects x (all: 5 models, de: 4, en: 5)
+    assert table.count("<tr><td>") == 3 * (5 + 4 + 5)
+    assert "bias 454; image quality 456; prompt alignment 454." in page
+    figures = imported / "report" / "figures"
+    for aspect in ASPECT_KEYS.values():
+        assert (figures / f"arena_ratings_{aspect}.png").is_file()
+        assert (figures / f"arena_win_rate_{aspect}.png").is_file()
+    assert "Imported arena votes, win rate: image quality" in page

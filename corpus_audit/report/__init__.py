@@ -113,6 +113,7 @@ def report_fingerprint(study: Study) -> str:
     from corpus_audit.recaption.tables import TABLES as VARIANT_TABLES
 
     extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
+    extra += ("arena_votes", "arena_ratings", "arena_pairs")
     for table in (
         *ANALYSIS_TABLES,
         "similarity_diagnostics",
@@ -140,6 +141,8 @@ def report_fingerprint(study: Study) -> str:
             "__init__.py",
             "preference_section.py",
             "preference_figures.py",
+            "arena_section.py",
+            "leaderboard_page.py",
             "variants_section.py",
         )
     ]

@@ -95,7 +95,7 @@ def win_rate_heatmap(pairs: Any, title: str) -> Any:
     return fig
 
 
-def _interval_figure(ratings: Any, aspect: str) -> Any:
+def interval_figure(ratings: Any, aspect: str) -> Any:
     """Elo median with its interval, Elo in the given order, Bradley-Terry: one panel per
     language (:func:`corpus_audit.report.preference_figures.rating_intervals`)."""
     from corpus_audit.report.preference_figures import rating_intervals
@@ -151,7 +151,7 @@ def page_context(votes: Any, *, rounds: int = 1000, seed: int = 0) -> dict[str, 
                 "title": ASPECT_TITLES.get(aspect, aspect),
                 "languages": languages,
                 "figure": {
-                    "uri": _uri(_interval_figure(ratings, aspect), "intervals"),
+                    "uri": _uri(interval_figure(ratings, aspect), "intervals"),
                     "alt": f"Rating intervals per prompt language: {aspect.replace('_', ' ')}",
                 },
             }
