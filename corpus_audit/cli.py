@@ -196,10 +196,34 @@ def cmd_battles(args: argparse.Namespace) -> int:
             models=args.models,
             out_dir=_out_path(args),
         ),
-        load=lambda study: battles.import_battles(
-            study, [Path(f) for f in args.files], rounds=args.rounds, seed=args.seed
-        ),
+        load=lambda study: _import_votes(study, args),
     )
+
+
+def _import_votes(study: Any, args: argparse.Namespace) -> Any:
+    """``battles import``: annotator sheets (``.csv``) against the exported pairs, or vote
+    files of another arena (``.json`` / ``.jsonl``: corpus_audit/commands/arena.py)."""
+    from corpus_audit.commands import arena as arena_study
+    from corpus_audit.commands import battles
+    from corpus_audit.core.errors import CorpusAuditError
+
+    files = [Path(f) for f in args.files]
+    arena = [arena_study.is_arena_file(f) for f in files]
+    if any(arena) and not all(arena):
+        raise CorpusAuditError(
+            "battles import: give either annotator sheets (.csv) or arena vote files "
+            "(.json, .jsonl), not both in one call"
+        )
+    if all(arena):
+        return arena_study.import_arena(
+            study,
+            files,
+            rounds=args.rounds,
+            seed=args.seed,
+            aspect=args.aspect or arena_study.OVERALL,
+            fmt=args.format,
+        )
+    return battles.import_battles(study, files, rounds=args.rounds, seed=args.seed)
 
 
 def _export_or_import(
@@ -471,10 +495,29 @@ def add_battles_parser(sub: Any) -> None:
     pe.add_argument("--models", nargs="+", help="only these models (default: all)")
     pe.add_argument("--seed", type=int, help="draw seed (default: study.seed)")
     pe.add_argument("--out", help="output directory (default: <study>/battles)")
-    pi = bsub.add_parser("import", help="read annotators' vote CSVs; rate the models")
+    pi = bsub.add_parser(
+        "import",
+        help="read annotators' vote CSVs, or another arena's votes (BAFIS / LMSYS .json, "
+        ".jsonl); rate the models",
+    )
     pi.add_argument("dir")
     pi.add_argument("files", nargs="+")
-    pi.add_argument("--rounds", type=int, default=1000, help="shuffled orders / bootstrap rounds")
+    pi.add_argument(
+        "--rounds",
+        type=int,
+        default=1000,
+        help="shuffled orders / bootstrap rounds (arena files: at most 10000)",
+    )
+    pi.add_argument(
+        "--format",
+        choices=("bafis", "lmsys"),
+        help="arena files: the format (default: from the first record)",
+    )
+    pi.add_argument(
+        "--aspect",
+        choices=("bias", "image_quality", "prompt_alignment", "overall"),
+        help="arena files: the aspect of LMSYS records without one (default: overall)",
+    )
     pi.add_argument("--seed", type=int, help="ratings seed (default: study.seed)")
     p.set_defaults(func=cmd_battles)
 

@@ -1,6 +1,6 @@
 """``corpus-audit demo``: the audit on the bundled demo corpus, and the paper's published tables.
 
-Two pages. **The caption audit** of the demo corpus (``corpus_audit/demo_data``, see its
+Three pages. **The caption audit** of the demo corpus (``corpus_audit/demo_data``, see its
 NOTICE.md: real LAION-400M, MS-COCO and Conceptual Captions captions) is captions only: the
 image URLs cannot be fetched offline and no Stable Diffusion or CLIP weights are reachable, so
 the image stages (images, generate, label) find nothing to do and say so; the caption-side
@@ -10,14 +10,18 @@ paper's published per-occupation %female tables (SD 1.4 and 1.5, ``demo_data/pub
 through ``corpus-audit amplify``: the per-prompt table beside the paper's Table 3, a T-vs-G
 scatter per prompt with the amplification and de-amplification regions, the excluded pairs,
 Wilson intervals of T (500 labelled images each). It is labelled as the published numbers:
-no new measurement.
+no new measurement. **The leaderboard page** rates five text-to-image models from the BAFIS
+arena's published human votes (``demo_data/bafis_arena``): per aspect and prompt language, Elo
+with its shuffled-order interval, Bradley-Terry with its bootstrap interval, ranks from the
+intervals, the win-rate heatmaps; labelled as the published votes.
 
 Outputs, under the study directory:
 - ``summary/indicator_summary.csv`` and ``summary/indicator_summary.html``: per occupation,
   captions and % with male / female / both / any indicator (caption text escaped);
 - ``summary/top_neighbors.html``: the top captions per prompt for a few occupations;
 - ``report/report.html``: the study report (page 1);
-- ``published/amplification.html`` (page 2) and its CSVs.
+- ``published/amplification.html`` (page 2) and its CSVs;
+- ``published/leaderboard.html`` (page 3).
 
 The demo samples 10 captions per occupation (keyword, no_indicators) and per prompt (nn,
 nn_no_indicators) instead of the paper's 500: see ``DEMO_SAMPLE_SIZE``.
@@ -55,6 +59,18 @@ PUBLISHED_NOTE = (
     "paper's in the second decimal. The demo corpus has no images: this page is what the "
     "analysis shows once a study has them."
 )
+LEADERBOARD_TITLE = "Human preference between five text-to-image models: the BAFIS arena's votes"
+LEADERBOARD_NOTE = (
+    "Published votes, not a new measurement. The ratings below are computed by corpus_audit "
+    "from the 459 battle records the BAFIS authors published (T. Klassert, A. Ulges and B. Fu, "
+    '"BAFIS: Dataset + Framework to assess occupational Bias and Human Preference in modern '
+    'Text-to-image Models", RheinMain University of Applied Sciences, 2025; data from their '
+    "repository, MIT licence file / CC BY 4.0, see demo_data/bafis_arena/README.md): real "
+    "annotators compared images of DALL-E 3, Midjourney v6.1, FLUX.1-dev, Stable Diffusion 3 "
+    "and Playground v2.5 for English and German MAGBIG/BAFIS prompts, 2024-08-19 to "
+    "2024-09-10, on three aspects. Playground v2.5 was only shown with English prompts."
+)
+LEADERBOARD_ROUNDS = 1000
 DEMO_OCCUPATIONS = ("doctor", "nurse", "chef", "teacher", "pilot", "student")
 # The demo corpus has 860 occupation captions (most occupations fewer than 30): with the paper's
 # 500 every subset would hold all of them and `nn` would equal `keyword`. 10 keeps the
@@ -107,6 +123,7 @@ def run_demo(
                 echo(run)
         outputs = write_summary(study)
         outputs["amplification_page"] = write_published_page(study.root / "published")
+        outputs["leaderboard_page"] = write_leaderboard(study.root / "published")
         report = study.last_run("report")
         if report is not None and report["provenance"].get("report_path"):
             outputs["report"] = Path(report["provenance"]["report_path"])
@@ -127,8 +144,33 @@ def run_demo(
             "page 2, amplification from the paper's published tables (published numbers, not "
             f"a new measurement): {outputs['amplification_page']}"
         )
+        done.messages.append(
+            "page 3, a leaderboard of five text-to-image models from the BAFIS arena's published "
+            f"human votes (published votes, not a new measurement): {outputs['leaderboard_page']}"
+        )
         echo(done)
     return outputs
+
+
+def arena_votes_file() -> Path:
+    """The BAFIS arena's published votes bundled with the demo (``demo_data/bafis_arena``)."""
+    folder = resources.files("corpus_audit").joinpath("demo_data", "bafis_arena")
+    return Path(str(folder.joinpath("bafis_arena_votes.json")))
+
+
+def write_leaderboard(out_dir: Path) -> Path:
+    """Page 3: the BAFIS arena's published votes as a leaderboard per aspect and prompt
+    language (corpus_audit/report/leaderboard_page.py); its path."""
+    from corpus_audit.report.leaderboard_page import write_leaderboard_page
+
+    return write_leaderboard_page(
+        out_dir / "leaderboard.html",
+        [arena_votes_file()],
+        title=LEADERBOARD_TITLE,
+        note=LEADERBOARD_NOTE,
+        rounds=LEADERBOARD_ROUNDS,
+        seed=0,
+    )
 
 
 def published_tables() -> list[tuple[str, Path]]:

@@ -479,6 +479,9 @@ OTHER_WRITERS: Mapping[str, str] = {
     "battles": "corpus_audit.commands.battles:import_battles",
     "preference_ratings": "corpus_audit.commands.battles:import_battles",
     "preference_pairs": "corpus_audit.commands.battles:import_battles",
+    "arena_votes": "corpus_audit.commands.arena:import_arena",
+    "arena_ratings": "corpus_audit.commands.arena:import_arena",
+    "arena_pairs": "corpus_audit.commands.arena:import_arena",
 }
 
 

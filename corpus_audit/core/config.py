@@ -72,8 +72,13 @@ class LexiconSection:
     # occupation -> occupational category of the prompt tables' occupations (docs/preferences.md)
     categories: str = "builtin:bafis/magbig_categories.csv"
     # prompt language -> official statistics file the categories stage compares it with
+    # (de: the German federal employment agency's 2024 sectors per MAGBIG category,
+    # corpus_audit/methods/lexicon/german_stats.py)
     official_stats: dict[str, str] = field(
-        default_factory=lambda: {"en": "builtin:labor_stats_us_bls2024_pst.csv"}
+        default_factory=lambda: {
+            "en": "builtin:labor_stats_us_bls2024_pst.csv",
+            "de": "builtin:official_stats_de_ba2024.csv",
+        }
     )
 
     def validate(self) -> None:

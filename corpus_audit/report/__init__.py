@@ -79,6 +79,7 @@ def report_fingerprint(study: Study) -> str:
     from corpus_audit.stages.variants.compare import TABLES as VARIANT_TABLES
 
     extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
+    extra += ("arena_votes", "arena_ratings", "arena_pairs")
     for table in (
         *ANALYSIS_TABLES,
         "similarity_diagnostics",
@@ -106,6 +107,8 @@ def report_fingerprint(study: Study) -> str:
             "__init__.py",
             "preference_section.py",
             "preference_figures.py",
+            "arena_section.py",
+            "leaderboard_page.py",
             "render.py",
             "variants_section.py",
         )

@@ -19,6 +19,7 @@ from corpus_audit.core.metrics import METRICS
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.amplification import strategy_sort_key
 from corpus_audit.report import figures as figs
+from corpus_audit.report.arena_section import arena_figures, arena_section
 from corpus_audit.report.preference_section import (
     categories_section,
     preference_figures,
@@ -62,6 +63,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["neighbors"] = top_neighbors(study)
     ctx["categories"] = categories_section(study)
     ctx["preferences"] = preferences_section(study)
+    ctx["arena"] = arena_section(study)
     ctx["variants"] = variants_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
@@ -369,6 +371,7 @@ def figures_section(
     for kind, args in tqdm(jobs, desc="report figures", unit="fig", disable=not progress):
         rendered.append(_render_figure(kind, args, ctx, out_dir))
     rendered += preference_figures(ctx, out_dir, _file_name)
+    rendered += arena_figures(ctx, out_dir, _file_name)
     return [
         {
             "name": r.name,
