@@ -259,6 +259,16 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_images(args: argparse.Namespace) -> int:
+    from corpus_audit.image_import import import_images
+    from corpus_audit.store import Study
+
+    with Study.open(args.dir) as study:
+        run = import_images(study, args.sources, model=args.model, strict=args.strict)
+    _print_run(run)
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     from corpus_audit.config_edit import set_config, show_config
 
@@ -318,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_battles_parser,
         _add_amplify_parser,
         _add_regenerate_parser,
+        _add_import_images_parser,
         _add_texts_parser,
         _add_demo_parser,
     ):
@@ -520,6 +531,34 @@ def _add_regenerate_parser(sub: _Subcommands) -> None:
         help="generate it alone instead of replaying its batch (same within 1-2 pixel levels)",
     )
     p.set_defaults(func=cmd_regenerate)
+
+
+def _add_import_images_parser(sub: _Subcommands) -> None:
+    """``import-images``: another model's images as generated images (image_import.py)."""
+    p = sub.add_parser(
+        "import-images",
+        help="register images made elsewhere (DALL-E 3, Midjourney, any model) as generated "
+        "images: a CSV/JSONL manifest, a <prompt>/<n>.png folder, or BAFIS's metadata.json",
+        description="Register another model's images in the study (docs/generate.md, 'Auditing "
+        "DALL-E 3, Midjourney or any model'). A bad source is one line naming the file and "
+        "line, and nothing is imported; importing the same source again adds nothing.",
+    )
+    p.add_argument("dir", help="the study directory")
+    p.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="a manifest (.csv/.tsv/.jsonl: file, prompt_id or prompt, model, [seed, index]), "
+        "a folder of <prompt text>/<n>.png, or a BAFIS folder / metadata.json",
+    )
+    p.add_argument("--model", help="the model's name (needed by the folder layout; overrides "
+                   "the manifest's model column)")  # fmt: skip
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a missing, unreadable or non-image file is an error (default: a drop reason)",
+    )
+    p.set_defaults(func=cmd_import_images)
 
 
 def _add_texts_parser(sub: _Subcommands) -> None:

@@ -479,6 +479,9 @@ OTHER_WRITERS: Mapping[str, str] = {
     "battles": "corpus_audit.preferences.study:import_battles",
     "preference_ratings": "corpus_audit.preferences.study:import_battles",
     "preference_pairs": "corpus_audit.preferences.study:import_battles",
+    "image_imports": "corpus_audit.image_import:import_images",
+    "imported_images": "corpus_audit.image_import:import_images",
+    "import_skips": "corpus_audit.image_import:import_images",
 }
 
 
