@@ -165,10 +165,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
         _print_table(rows)
+        from corpus_audit.api_images import status_lines as api_lines
+        from corpus_audit.image_import import status_lines as import_lines
         from corpus_audit.subsets import study_shortfall
 
-        for line in study_shortfall(study):
-            print(line)
+        for line in [*study_shortfall(study), *api_lines(study), *import_lines(study)]:
+            print(printable(line))
     return 0
 
 

@@ -424,3 +424,16 @@ class DiffusersGenerator:
 
 
 register_generator("diffusers", DiffusersGenerator)
+
+
+def _openai_images(model_id: str, settings: GenerationSettings, **options: Any) -> Generator:
+    """``openai:<model>``: an OpenAI-compatible images API (corpus_audit/api_images.py; loaded
+    only when a study names it)."""
+    from corpus_audit.api_images import OpenAIImagesGenerator
+
+    return OpenAIImagesGenerator(model_id, settings, **options)
+
+
+_openai_images.per_image = True  # type: ignore[attr-defined]  # generate: one image per request
+_openai_images.needs_config = True  # type: ignore[attr-defined]  # gets the [generate] section
+register_generator("openai", _openai_images)

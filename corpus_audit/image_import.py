@@ -27,7 +27,7 @@ prompt the study does not know, a path leaving the manifest's folder, the same f
 (model, prompt, index) twice) is a :class:`~corpus_audit.errors.ManifestError` naming the file
 and line, and the study is left unchanged. A file that is missing, unreadable or not an image is
 a named drop reason (``import_skips``), not an error (``--strict`` makes it one). Every file is
-hashed: the image id is ``imp:<model-slug>:<prompt_id>:<sha256[:16]>``, so importing the same
+hashed: the image id is ``imp:<model-slug>:<prompt_id>:<index>:<sha256[:16]>``, so importing the same
 source again adds nothing, and a file whose bytes changed since it was imported is reported
 (``changed_since_import``) and left as it was, never silently relabelled. All rows of one
 run go in one transaction.
@@ -491,9 +491,10 @@ def check_file(path: Path, max_pixels: int) -> Checked:
     return Checked(sha, len(data), width, height, None, None)
 
 
-def image_id(model: str, prompt_id: str, sha256: str) -> str:
-    """The id of an imported image: model, prompt and the file's bytes."""
-    return f"imp:{model_slug(model)}:{prompt_id}:{sha256[:16]}"
+def image_id(model: str, prompt_id: str, index: int, sha256: str) -> str:
+    """The id of an imported image: model, prompt, index and the file's bytes (two images of
+    one prompt with the same bytes are two images, not one)."""
+    return f"imp:{model_slug(model)}:{prompt_id}:{index}:{sha256[:16]}"
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -605,8 +606,13 @@ def _plan(
                  "stored rows and labels are kept: import the new file under another name to add it")
             )  # fmt: skip
             continue
-        iid = image_id(item.model, item.prompt.prompt_id, c.sha256)
-        if iid in present_ids:
+        iid = image_id(item.model, item.prompt.prompt_id, item.index, c.sha256)
+        same_file = any(
+            sha == c.sha256
+            and old_id.startswith(f"imp:{model_slug(item.model)}:{item.prompt.prompt_id}:")
+            for old_id, sha in before
+        )  # this file, these bytes, this model and prompt: imported before (index aside)
+        if iid in present_ids or same_file:
             n_present += 1
             continue
         present_ids.add(iid)
@@ -633,7 +639,7 @@ def _plan(
 
 def _present_ids(study: Study, items: Sequence[Item], results: dict[int, Checked]) -> set[str]:
     ids = [
-        image_id(i.model, i.prompt.prompt_id, results[id(i)].sha256 or "")
+        image_id(i.model, i.prompt.prompt_id, i.index, results[id(i)].sha256 or "")
         for i in items
         if results[id(i)].sha256
     ]
@@ -706,3 +712,17 @@ def import_provenance(study: Study) -> list[dict[str, Any]]:
     )
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def status_lines(study: Study) -> list[str]:
+    """One line per import run that added images (``corpus-audit status``)."""
+    lines = []
+    for r in import_provenance(study):
+        if not r["n_added"]:
+            continue
+        lines.append(
+            f"imported {r['n_added']} image(s) of {r['models']} from {r['source_path']} "
+            f"({r['layout']}, sha256 {r['source_sha256'][:12]}, {str(r['imported_at'])[:19]} UTC); "
+            "they cannot be regenerated"
+        )
+    return lines

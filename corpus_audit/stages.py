@@ -156,7 +156,7 @@ declare(
             "engine.device",
         ),
         reads=("prompts", "samples", "captions", "mentions", "indicators", "pst_prompts"),
-        writes=("images", "generated_images", "generation_settings", "paraphrases"),
+        writes=("images", "generated_images", "generation_settings", "paraphrases", "api_images"),
         after=("select", "indicators", "neighbors", "pst_prompts"),
         steps=(
             "the prompts: templates, paraphrases and the captions of the labelled cut",

@@ -156,7 +156,9 @@ def test_import_label_analyze_categories(study_root, tmp_path, capsys):
     )
     assert len(rows) == n
     for iid, model, pid, occ, path, text, seed, origin, sha, index, meta, line in rows:
-        assert iid.startswith(f"imp:{model}:{pid}:") and sha.startswith(iid.rsplit(":", 1)[1])
+        assert iid.startswith(f"imp:{model}:{pid}:{index}:") and sha.startswith(
+            iid.rsplit(":", 1)[1]
+        )
         assert pid == f"bafis/direct/en:1:{occ}" and origin.startswith("import:")
         assert Path(path).is_absolute() and Path(path).is_file()
         if model == "dall-e-3":
@@ -184,8 +186,11 @@ def test_import_label_analyze_categories(study_root, tmp_path, capsys):
     assert "already" in capsys.readouterr().out
 
     # label, analyze, categories through the CLI
-    for stage in ("label", "analyze", "categories"):
+    for stage in ("label", "analyze", "categories", "report"):
         assert main(["-q", stage, str(study_root)]) == 0, stage
+    page = (study_root / "report" / "report.html").read_text(encoding="utf-8")
+    assert 'id="images-elsewhere"' in page and "cannot be regenerated" in page
+    assert "manifest.csv" in page and "mj.jsonl" in page
     capsys.readouterr()
     truth = {}
     for folder, files in ((dalle.parent, dalle_truth), (mj.parent, mj_truth)):
@@ -401,3 +406,108 @@ def test_readers_are_pure_and_match_prompts(study_root, tmp_path):
         items = resolve_entries(source.entries, study_prompts(study))
     assert [i.index for i in items] == [0, 1, 2]
     assert {i.prompt.prompt_id for i in items} == {"bafis/direct/en:1:nurse"}
+
+
+# -- a PST study fed by an import, through the CLI to the report ------------------------------
+def _alone(name: str):
+    """One person beside grey (600 x 300), as tests/test_pst_study.py's singles."""
+    import numpy as np
+    from pst_fixtures import person
+
+    return np.ascontiguousarray(np.concatenate([person(name), np.full_like(person(name), 128)], 1))
+
+
+def test_pst_study_fed_by_an_import_runs_to_the_report(tmp_path, capsys):
+    from pst_fixtures import LABEL_THRESHOLD, side_by_side
+
+    root = tmp_path / "pst"
+    builtin = Path(__file__).parents[1] / "corpus_audit/lexicon/data/pst/roles_en.csv"
+    lines = builtin.read_text(encoding="utf-8").splitlines()
+    roles = tmp_path / "roles.csv"
+    keep = [lines[0]] + [x for x in lines[1:] if x.split(",")[0] in ("carpenter", "nurse")]
+    roles.write_text("\n".join(keep) + "\n", encoding="utf-8")
+    assert main(["-q", "init", str(root), "--kind", "pst"]) == 0
+    settings = [f"pst.roles={roles}", 'pst.kinds=["single", "paired"]', "pst.faircritic_rounds=1",
+                "label.face_model=full_range", f"label.threshold={LABEL_THRESHOLD}",
+                "analysis.bootstrap=200"]  # fmt: skip
+    assert main(["-q", "config", "set", str(root), *settings]) == 0
+    assert main(["-q", "pst_prompts", str(root)]) == 0
+    prompts = _rows(
+        root,
+        "SELECT prompt_id, kind, left_stereotype, right_stereotype FROM pst_prompts ORDER BY 1",
+    )
+    other = {"male": "female", "female": "male"}
+    who = {"male": "man", "female": "woman"}
+    folder = tmp_path / "dalle3_export"
+    folder.mkdir()
+    manifest_lines, truth = [], {}
+    for pid, kind, left, right in prompts:
+        for index in range(2):
+            follows = index == 0 or kind == "single"  # image 1 of a pair: neither follows
+            lg = left if follows else other[left]
+            if kind == "single":
+                pixels = _alone(who[lg])
+                truth[(pid, index, "single")] = lg
+            else:
+                rg = right if follows else other[right]
+                pixels = side_by_side(who[lg], who[rg])
+                truth[(pid, index, "left")], truth[(pid, index, "right")] = lg, rg
+            name = f"{pid.replace(':', '_')}_{index}.png"
+            Image.fromarray(pixels).save(folder / name)
+            manifest_lines.append(json.dumps({"file": name, "prompt_id": pid, "index": index}))
+    (folder / "images.jsonl").write_text("\n".join(manifest_lines), encoding="utf-8")
+    code = main(["-q", "import-images", str(root), str(folder / "images.jsonl"),
+                 "--model", "dall-e-3 (export)"])  # fmt: skip
+    assert code == 0
+    capsys.readouterr()
+    assert main(["-q", "run", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "FairCritic needs a generator it can call again" in out
+
+    people = _rows(
+        root,
+        "SELECT pp.prompt_id, m.image_index, pp.side, pp.perceived, pp.stereotype "
+        "FROM pst_people pp JOIN imported_images m USING (image_id)",
+    )
+    # the two images of a single prompt are the same picture (same bytes): still two images
+    assert len(people) == len(truth)
+    assert {(p, i, s): g for p, i, s, g, _ in people} == truth
+    # SS per kind from the known photos: 100 * (2 * share following - 1)
+    follows: dict[tuple[str, str], list[bool]] = {}
+    kinds = {pid: (kind, pid.split(":")[2]) for pid, kind, _l, _r in prompts}
+    for pid, _i, _s, perceived, stereotype in people:
+        follows.setdefault(kinds[pid], []).append(perceived == stereotype)
+    scores = dict(
+        ((k, v), ss)
+        for k, v, ss in _rows(
+            root,
+            "SELECT kind, variant, ss FROM pst_scores WHERE side = 'image' AND scope = 'overall' "
+            "AND group_name = 'all'",
+        )
+    )
+    for key, values in follows.items():
+        assert scores[key] == pytest.approx(100 * (2 * sum(values) / len(values) - 1)), key
+    assert (root / "report" / "pst.html").is_file()
+    html = (root / "report" / "pst.html").read_text(encoding="utf-8")
+    assert "dall-e-3 (export)" in html or "pst" in html
+
+
+def test_a_reordered_manifest_adds_nothing(study_root, tmp_path, capsys):
+    """Without `index`, the order gives the index; the same files in another order are the
+    same images (known by path and bytes), not new ones."""
+    folder = tmp_path / "order"
+    rows = []
+    for i, name in enumerate([FEMALE, MALE, FEMALE]):
+        _photo_file(folder / f"{i}.png", name, i)
+        rows.append(
+            json.dumps({"file": f"{i}.png", "prompt": "A photo of a doctor.", "model": "m"})
+        )
+    manifest = folder / "m.jsonl"
+    manifest.write_text("\n".join(rows), encoding="utf-8")
+    assert main(["-q", "import-images", str(study_root), str(manifest)]) == 0
+    before = _counts(study_root)
+    manifest.write_text("\n".join(reversed(rows)), encoding="utf-8")
+    assert main(["-q", "import-images", str(study_root), str(manifest)]) == 0
+    after = _counts(study_root)
+    assert (after[0], after[2]) == (before[0], before[2]) == (before[0], 3)
+    capsys.readouterr()

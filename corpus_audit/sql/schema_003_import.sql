@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS image_imports (
 
 -- One row per imported image: where its bytes are and what they were when imported.
 CREATE TABLE IF NOT EXISTS imported_images (
-    image_id     VARCHAR PRIMARY KEY,        -- 'imp:<model-slug>:<prompt_id>:<sha256[:16]>'
+    image_id     VARCHAR PRIMARY KEY,        -- 'imp:<model-slug>:<prompt_id>:<index>:<sha256[:16]>'
     import_id    VARCHAR NOT NULL,           -- the run that added it
     file         VARCHAR NOT NULL,           -- absolute path of the file (images.path too)
     sha256       VARCHAR NOT NULL,           -- of the file's bytes at import
