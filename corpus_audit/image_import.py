@@ -42,6 +42,7 @@ functions of the files and the study's prompt list; :func:`import_images` does t
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -168,9 +169,14 @@ def _inside(folder: Path, rel: str, where: str) -> Path:
             "to it, without '..')"
         )
     full = (folder / given).resolve()
-    if not full.is_relative_to(folder.resolve()):  # a symlink out of the folder
+    if not full.is_relative_to(_resolved(folder)):  # a symlink out of the folder
         raise ManifestError(f"{where}: file {str(rel)!r} resolves outside the manifest's folder")
     return full
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(folder: Path) -> Path:
+    return folder.resolve()
 
 
 def _int(value: Any, key: str, where: str) -> int | None:
@@ -671,21 +677,45 @@ def _write(con: Any, plan: dict[str, Any], now: datetime) -> None:
             json.dumps(package_versions("corpus_audit", "pillow"), sort_keys=True),
         ],
     )  # fmt: skip
-    if plan["images"]:
-        con.executemany(
-            "INSERT INTO images (image_id, source, prompt_id, occupation, path, model_id, "
-            "prompt_text, seed, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            plan["images"],
-        )
-        con.executemany(
-            "INSERT INTO imported_images VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", plan["imported"]
-        )
+    if plan["images"]:  # bulk, through Arrow (executemany costs ~1 ms a row in DuckDB)
+        _bulk_insert(con, "images", IMAGE_COLUMNS, plan["images"])
+        _bulk_insert(con, "imported_images", IMPORTED_COLUMNS, plan["imported"])
     if plan["skips"]:
         con.executemany(
             "INSERT INTO import_skips VALUES (?, ?, ?, ?, ?, ?)",
             [(iid, str(source.path), line, file, reason, detail)
              for iid, _where, line, file, reason, detail in plan["skips"]],
         )  # fmt: skip
+
+
+IMAGE_COLUMNS = {
+    "image_id": "string", "source": "string", "prompt_id": "string", "occupation": "string",
+    "path": "string", "model_id": "string", "prompt_text": "string", "seed": "int64",
+    "origin": "string",
+}  # fmt: skip
+IMPORTED_COLUMNS = {
+    "image_id": "string", "import_id": "string", "file": "string", "sha256": "string",
+    "n_bytes": "int64", "width": "int32", "height": "int32", "source_line": "int32",
+    "image_index": "int32", "metadata": "string",
+}  # fmt: skip
+
+
+def _bulk_insert(con: Any, table: str, columns: dict[str, str], rows: Sequence[tuple]) -> None:
+    """``INSERT INTO table (columns) SELECT ... FROM`` an Arrow table of ``rows`` (the values
+    are data in the Arrow table, never SQL text; the table and column names are constants)."""
+    import pyarrow as pa
+
+    arrays = {
+        name: pa.array([r[i] for r in rows], type=getattr(pa, kind)())
+        for i, (name, kind) in enumerate(columns.items())
+    }
+    view = f"_import_{table}"
+    con.register(view, pa.table(arrays))
+    try:
+        names = ", ".join(columns)
+        con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {view}")
+    finally:
+        con.unregister(view)
 
 
 def imported_model(study: Study, model: str) -> bool:
