@@ -4,7 +4,8 @@ What every API backend needs and nothing more: POST a JSON body to ``<base_url>/
 a bearer key, up to N requests in flight (:meth:`ApiClient.map`), retries of 429 and 5xx
 answers and of network errors and timeouts with exponential backoff and full jitter, honouring
 ``Retry-After`` (seconds or an HTTP date; capped at ``max_backoff``), a per-request timeout,
-and a bounded number of attempts. A 4xx other than 429 is final: :class:`ApiRefusal` carries
+and a bounded number of attempts. Redirects are not followed (urllib would forward the
+``Authorization`` header to the new host); a loopback base URL never goes through a proxy. A 4xx other than 429 is final: :class:`ApiRefusal` carries
 the status, the API's error code and message (a content-policy refusal is one).
 
 The key is read from the environment variable the config names (``key_env``) when the client
@@ -27,6 +28,7 @@ import random
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -95,6 +97,23 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (now if now is not None else time.time()))
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would send the Authorization header to wherever a
+    3xx points. The 3xx comes back as an HTTPError instead."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _opener(base_url: str) -> urllib.request.OpenerDirector:
+    """No redirects; the environment's proxies (HTTPS_PROXY ...) except for a loopback host,
+    which is always reached directly."""
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    loopback = host in ("localhost", "::1") or host.startswith("127.")
+    proxies = urllib.request.ProxyHandler({} if loopback else None)
+    return urllib.request.build_opener(proxies, _NoRedirect())
+
+
 class ApiClient:
     """POST JSON to an OpenAI-compatible API with retries (see the module docstring)."""
 
@@ -126,6 +145,7 @@ class ApiClient:
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         self._sleep = sleep
+        self._open = _opener(self.base_url).open
         self.stats = {"requests": 0, "retries": 0}
         self._stats_lock = threading.Lock()
 
@@ -169,7 +189,7 @@ class ApiClient:
             if self._key:
                 request.add_header("Authorization", f"Bearer {self._key}")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # noqa: S310
+                with self._open(request, timeout=self.timeout) as answer:
                     raw = answer.read()
                     headers = {k.lower(): v for k, v in answer.headers.items()}
                 try:
@@ -182,6 +202,11 @@ class ApiClient:
                 status = exc.code
                 text = _read_error(exc)
                 code, message = _error_fields(text)
+                if 300 <= status < 400:
+                    raise ApiError(
+                        f"{url}: HTTP {status} redirect to {exc.headers.get('Location', '?')!r} "
+                        "not followed (it would carry the key): give the final URL as api_base"
+                    ) from None
                 if status not in RETRY_STATUSES and status < 500:
                     raise ApiRefusal(status, code or f"http_{status}", message or text) from None
                 retry_after = parse_retry_after(

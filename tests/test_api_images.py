@@ -200,6 +200,9 @@ def test_client_honours_retry_after_and_gives_up_after_bounded_attempts(key):
             server.plan["r"] = ["refuse"]
             client.post_json("images/generations", {"prompt": "r"})
         assert info.value.status == 400 and info.value.code == "content_policy_violation"
+        server.plan["moved"] = ["redirect"]
+        with pytest.raises(ApiError, match="redirect .* not followed"):
+            client.post_json("images/generations", {"prompt": "moved"})
         assert KEY not in repr(client) and KEY not in json.dumps(client.describe())
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
     assert parse_retry_after("soon") is None and parse_retry_after("2.5") == 2.5

@@ -11,7 +11,9 @@
 - ``"500"``: ``500`` with a server-error body;
 - ``"refuse"``: ``400`` with ``{"error": {"code": "content_policy_violation", ...}}``;
 - ``"slow"``: waits ``slow_seconds`` (longer than the client's timeout) before answering
-  ``"ok"`` (the client has given up by then and asks again).
+  ``"ok"`` (the client has given up by then and asks again);
+- ``"redirect"``: ``307`` to ``http://127.0.0.1:9/elsewhere`` (a client must not follow it
+  with its key; nothing listens there).
 
 Every request is recorded (:attr:`ImagesServer.requests`: prompt, outcome, whether the
 ``Authorization`` header carried ``expected_key``, time). A request without the expected key is
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-OUTCOMES = ("ok", "429", "500", "refuse", "slow")
+OUTCOMES = ("ok", "429", "500", "refuse", "slow", "redirect")
 
 
 @dataclass
@@ -180,6 +182,12 @@ class ImagesServer:
                     self._send(
                         500,
                         {"error": {"code": "server_error", "message": "The server had an error"}},
+                    )
+                elif outcome == "redirect":
+                    self._send(
+                        307,
+                        {"error": {"code": "moved", "message": "elsewhere"}},
+                        {"Location": "http://127.0.0.1:9/elsewhere"},
                     )
                 elif outcome == "refuse":
                     self._send(
