@@ -218,8 +218,21 @@ def test_import_label_analyze_categories(study_root, tmp_path, capsys):
 
     # battles between the two imported models
     assert main(["-q", "battles", "export", str(study_root), "--n", "4"]) == 0
-    pairs = _rows(study_root, "SELECT model_a, model_b, path_a FROM battle_pairs")
-    assert pairs and all({a, b} == {"dall-e-3", "midjourney"} for a, b, _ in pairs)
+    pairs = _rows(study_root, "SELECT pair_id, prompt_id, model_a, model_b FROM battle_pairs")
+    assert pairs and all({a, b} == {"dall-e-3", "midjourney"} for _p, _q, a, b in pairs)
+    assert (study_root / "battles" / "battles.html").is_file()
+    votes = tmp_path / "votes_ann.csv"  # the annotator prefers dall-e-3's image every time
+    lines = ["item,pair_id,prompt_id,aspect,vote,annotator"]
+    for item, (pair, prompt, a, _b) in enumerate(pairs, 1):
+        lines.append(f"{item},{pair},{prompt},bias,{'A' if a == 'dall-e-3' else 'B'},Ann")
+    votes.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["-q", "battles", "import", str(study_root), str(votes), "--rounds", "50"]) == 0
+    ranks = dict(
+        _rows(study_root, "SELECT model_id, rank FROM preference_ratings WHERE aspect = 'bias'")
+    )
+    assert ranks == {"dall-e-3": 1, "midjourney": 2}
+    assert main(["-q", "report", str(study_root)]) == 0
+    capsys.readouterr()
 
 
 def test_amplification_g_of_an_imported_model(study_root, tmp_path, capsys):
