@@ -262,11 +262,19 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
 
 
 def cmd_import_images(args: argparse.Namespace) -> int:
+    from corpus_audit.errors import ManifestError
     from corpus_audit.image_import import import_images
     from corpus_audit.store import Study
 
     with Study.open(args.dir) as study:
-        run = import_images(study, args.sources, model=args.model, strict=args.strict)
+        if args.verify:
+            from corpus_audit.image_import import verify_imports
+
+            run = verify_imports(study)
+        elif not args.sources:
+            raise ManifestError("import-images: give one or more SOURCE files or folders")
+        else:
+            run = import_images(study, args.sources, model=args.model, strict=args.strict)
     _print_run(run)
     return 0
 
@@ -548,7 +556,7 @@ def _add_import_images_parser(sub: _Subcommands) -> None:
     p.add_argument("dir", help="the study directory")
     p.add_argument(
         "sources",
-        nargs="+",
+        nargs="*",
         metavar="SOURCE",
         help="a manifest (.csv/.tsv/.jsonl: file, prompt_id or prompt, model, [seed, index]), "
         "a folder of <prompt text>/<n>.png, or a BAFIS folder / metadata.json",
@@ -559,6 +567,11 @@ def _add_import_images_parser(sub: _Subcommands) -> None:
         "--strict",
         action="store_true",
         help="a missing, unreadable or non-image file is an error (default: a drop reason)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="hash every imported file again; list those missing or changed since their import",
     )
     p.set_defaults(func=cmd_import_images)
 

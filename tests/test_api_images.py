@@ -217,10 +217,11 @@ def _snapshot(root: Path) -> dict[str, tuple[str, str]]:
 
 
 def test_kill_9_mid_run_then_rerun_gives_the_uninterrupted_images(tmp_path, key):
-    with ImagesServer(image_for, expected_key=key, delay=0.25) as server:
-        whole = _study(tmp_path / "whole", server, api_concurrency=2)
+    with ImagesServer(image_for, expected_key=key, delay=0.05) as server:
+        whole = _study(tmp_path / "whole", server, api_concurrency=2, api_timeout=10.0)
         assert main(["-q", "generate", str(whole)]) == 0
-        killed = _study(tmp_path / "killed", server, api_concurrency=2)
+        killed = _study(tmp_path / "killed", server, api_concurrency=2, api_timeout=10.0)
+        server.delay = 0.5  # 12 images 2 at a time: about 3 s, time to kill it after 4
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),

@@ -351,6 +351,12 @@ def test_changed_bytes_are_reported_not_relabelled(study_root, tmp_path, capsys)
     after = _counts(study_root)
     assert after[0] == before[0] and after[2] == before[2]  # no new image, none replaced
     assert _rows(study_root, "SELECT reason FROM import_skips") == [("changed_since_import",)]
+    (dalle.parent / list(truth)[1]).unlink()
+    assert main(["-q", "import-images", str(study_root), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "dropped 1: changed_since_import" in out and "dropped 1: missing_file" in out
+    assert f"{len(truth)} in, {len(truth) - 2} out" in out
+    assert main(["-q", "import-images", str(study_root)]) == 2  # no source, no --verify
 
 
 def _bad(folder: Path, kind: str) -> tuple[Path, int]:
