@@ -572,13 +572,12 @@ def _known_files(study: Study, files: set[str]) -> dict[str, list[tuple[str, str
     """Already imported: file -> [(image_id, sha256)]."""
     if not files:
         return {}
-    rows = study.con.execute(
-        "SELECT file, image_id, sha256 FROM imported_images WHERE list_contains(?, file)",
-        [sorted(files)],
-    ).fetchall()
+    # every imported row, filtered here: list_contains over a long list is quadratic in DuckDB
+    rows = study.con.execute("SELECT file, image_id, sha256 FROM imported_images").fetchall()
     out: dict[str, list[tuple[str, str]]] = {}
     for file, iid, sha in rows:
-        out.setdefault(file, []).append((iid, sha))
+        if file in files:
+            out.setdefault(file, []).append((iid, sha))
     return out
 
 
@@ -651,10 +650,8 @@ def _present_ids(study: Study, items: Sequence[Item], results: dict[int, Checked
     ]
     if not ids:
         return set()
-    rows = study.con.execute(
-        "SELECT image_id FROM images WHERE list_contains(?, image_id)", [ids]
-    ).fetchall()
-    return {r[0] for r in rows}
+    rows = study.con.execute("SELECT image_id FROM images WHERE starts_with(image_id, 'imp:')")
+    return {r[0] for r in rows.fetchall()} & set(ids)
 
 
 def _study_path(study: Study, file: Path) -> str:
