@@ -38,17 +38,26 @@ REPO = Path(__file__).resolve().parents[1]
 
 @cache
 def _png(order: tuple[str, str]) -> bytes:
+    import numpy as np
+    from pst_fixtures import person
+
+    if order[1] == "grey":  # one person beside grey, as tests/test_pst_study.py's singles
+        pixels = np.concatenate([person(order[0]), np.full_like(person(order[0]), 128)], 1)
+    else:
+        pixels = side_by_side(*order)
     buf = io.BytesIO()
-    Image.fromarray(side_by_side(*order)).save(buf, format="PNG")
+    Image.fromarray(np.ascontiguousarray(pixels)).save(buf, format="PNG")
     return buf.getvalue()
 
 
 def image_for(prompt: str) -> bytes:
-    """The same picture for the same prompt: the woman first unless the carpenter comes first."""
+    """The same picture for the same prompt, following the stereotypes: the nurse a woman, the
+    carpenter a man, side by side in the prompt's order; one role alone beside grey."""
     low = prompt.lower()
     nurse, carpenter = low.find("nurse"), low.find("carpenter")
-    woman_first = carpenter < 0 or 0 <= nurse < carpenter
-    return _png(("woman", "man") if woman_first else ("man", "woman"))
+    if nurse < 0 or carpenter < 0:
+        return _png(("woman" if nurse >= 0 else "man", "grey"))
+    return _png(("woman", "man") if nurse < carpenter else ("man", "woman"))
 
 
 def _roles(path: Path) -> Path:
@@ -271,3 +280,34 @@ def test_faircritic_calls_the_api_backend_again(tmp_path, key, capsys):
     assert rounds == [("openai:dall-e-3", 1, paired[0], 2, 2)]
     assert asked == [paired[1], paired[1]]
     assert key not in capsys.readouterr().out
+
+
+def test_pst_study_on_the_api_runs_to_the_report(tmp_path, key, capsys):
+    """`corpus-audit run` on a PST study whose generator is the API: every person follows its
+    role's stereotype in the server's pictures, so every Stereotype Score is 100."""
+    from pst_fixtures import LABEL_THRESHOLD
+
+    with ImagesServer(image_for, expected_key=key) as server:
+        root = _study(tmp_path / "study", server, api_timeout=10.0)
+        settings = ["pst.faircritic_rounds=1", "pst.faircritic_images=2",
+                    "label.face_model=full_range", f"label.threshold={LABEL_THRESHOLD}",
+                    "analysis.bootstrap=100"]  # fmt: skip
+        assert main(["-q", "config", "set", str(root), *settings]) == 0
+        assert main(["-q", "run", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "[pst_report] done" in out and key not in out
+    people = _rows(root, "SELECT perceived, stereotype FROM pst_people")
+    assert len(people) == 2 * 2 + 4 * 2 * 2  # singles: one person; pairs: two
+    assert all(p == s for p, s in people)
+    scores = _rows(
+        root,
+        "SELECT kind, variant, ss FROM pst_scores WHERE side = 'image' AND scope = 'overall' "
+        "AND group_name = 'all' ORDER BY 1, 2",
+    )
+    assert scores == [
+        ("paired", "fair", 100.0),
+        ("paired", "plain", 100.0),
+        ("single", "plain", 100.0),
+    ]
+    assert _rows(root, "SELECT count(*) FROM pst_rounds")[0][0] >= 1
+    assert (root / "report" / "pst.html").is_file()

@@ -217,6 +217,9 @@ def test_import_label_analyze_categories(study_root, tmp_path, capsys):
         assert cat[(model, "en")][2] == pytest.approx(_wilson_free_share(photos))
 
     # battles between the two imported models
+    assert main(["status", str(study_root)]) == 0
+    status = capsys.readouterr().out
+    assert "imported 6 image(s) of dall-e-3 from " in status and "cannot be regenerated" in status
     assert main(["-q", "battles", "export", str(study_root), "--n", "4"]) == 0
     pairs = _rows(study_root, "SELECT pair_id, prompt_id, model_a, model_b FROM battle_pairs")
     assert pairs and all({a, b} == {"dall-e-3", "midjourney"} for _p, _q, a, b in pairs)
