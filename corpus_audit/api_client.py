@@ -223,10 +223,17 @@ class ApiClient:
                 self._sleep(self._delay(attempt, retry_after))
         raise ApiError(f"{url}: gave up after {self.policy.max_attempts} attempts: {last}")
 
-    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[tuple[T, Future[R]]]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Iterable[T],
+        *,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[tuple[T, Future[R]]]:
         """Run ``fn`` on each item with up to ``concurrency`` in flight; yield ``(item,
-        future)`` in completion order, submitting the next item as one finishes (a consumer
-        that stops early leaves at most ``concurrency`` requests running, which it waits for)."""
+        future)`` in completion order, submitting the next item as one finishes. Once ``stop()``
+        is true nothing more is submitted and the requests in flight are still yielded (their
+        answers can be kept). A consumer that stops early waits for those in flight."""
         it = iter(items)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             running: dict[Future[R], T] = {}
@@ -239,10 +246,11 @@ class ApiClient:
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                     for future in done:
                         item = running.pop(future)
-                        nxt = next(it, None)
-                        if nxt is not None:
-                            running[pool.submit(fn, nxt)] = nxt
                         yield item, future
+                        if stop is None or not stop():
+                            for nxt in it:
+                                running[pool.submit(fn, nxt)] = nxt
+                                break
             finally:
                 for future in running:
                     future.cancel()

@@ -15,9 +15,11 @@ image; here nothing is seeded and ``images.seed`` is NULL). ``api_images`` keeps
 the prompt sent, the **revised prompt** the API returns (DALL-E 3 rewrites prompts), size,
 quality, style, the usage the API reports and the cost from ``generate.api_prices``.
 
-A content-policy refusal (an HTTP 400 whose code is ``content_policy_violation``, or any other
-final 4xx for one prompt) is recorded in ``api_images`` (``status = 'refused'``, the API's
-message) and counted as a drop reason, and the run goes on; a rerun does not ask again.
+A content-policy refusal (an HTTP 400 whose code is ``content_policy_violation`` or
+``moderation_blocked``) is recorded in ``api_images`` (``status = 'refused'``, the API's
+message) and counted as a drop reason, and the run goes on; a rerun does not ask again. Any
+other final answer (401 bad key, 404 unknown model, another 400) or retries running out stops
+the run with one line: nothing more is asked for, the answers in flight are still kept.
 
 These APIs take no seed: an image cannot be regenerated, and the report and ``status`` say so.
 """
@@ -46,6 +48,12 @@ NOT_REPRODUCIBLE = (
     "behind the name"
 )
 REFUSED_CODES = ("content_policy_violation", "moderation_blocked")
+
+
+def is_content_refusal(exc: ApiRefusal) -> bool:
+    """A refusal of this prompt's content (recorded per image, the run goes on), as opposed to
+    a bad key, model or setting (401, 403, 404, other 400s: the run stops)."""
+    return exc.status == 400 and exc.code in REFUSED_CODES
 
 
 @dataclass(frozen=True)
@@ -187,7 +195,9 @@ class OpenAIImagesGenerator:
             try:
                 image = future.result()
                 out[i] = GeneratedImage(image.pixels, None)
-            except ApiRefusal:
+            except ApiRefusal as exc:
+                if not is_content_refusal(exc):
+                    raise ApiError(f"{self.client.base_url}: {exc}") from None
                 out[i] = GeneratedImage(np.zeros((64, 64, 3), np.uint8), True)
         return [out[i] for i in range(len(prompts))]
 
@@ -248,13 +258,23 @@ def generate_missing(
     o = generator.options
     unit_price = generator.cost()
     made = 0
+    failed: list[ApiError] = []  # the API gave up: ask for nothing more, keep what is in flight
     bar = tqdm(total=len(todo), desc=f"generate {model}", unit="img", file=sys.stderr,
                disable=not progress)  # fmt: skip
+    requests = generator.client.map(
+        lambda j: generator.request(j.spec.text), todo, stop=lambda: bool(failed)
+    )
     with bar:
-        for job, future in generator.client.map(lambda j: generator.request(j.spec.text), todo):
+        for job, future in requests:
             try:
                 image = future.result()
+            except ApiError as exc:
+                failed.append(exc)
+                continue
             except ApiRefusal as exc:
+                if not is_content_refusal(exc):  # a bad key, model or setting: stop
+                    failed.append(ApiError(f"{generator.client.base_url}: {exc}"))
+                    continue
                 _record_refusal(study, model, settings_id, job, exc, o)
                 run.drop(f"refused_by_api:{exc.code}")
                 bar.update(1)
@@ -265,6 +285,11 @@ def generate_missing(
             _record_image(study, model, settings_id, job, image, o, unit_price)
             made += 1
             bar.update(1)
+    if failed:
+        raise ApiError(
+            f"{model}: {failed[0]} ({made} image(s) of this run are kept; run generate again to "
+            "ask for the rest)"
+        )
     return made
 
 

@@ -192,6 +192,18 @@ def test_missing_key_is_one_line_and_nothing_is_sent(tmp_path, monkeypatch, caps
     assert _rows(root, "SELECT count(*) FROM images")[0][0] == 0
 
 
+def test_a_wrong_key_stops_the_run_and_records_no_refusal(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(KEY_ENV, "sk-wrong")
+    with ImagesServer(image_for, expected_key=KEY) as server:
+        root = _study(tmp_path / "study", server, api_concurrency=2)
+        assert main(["-q", "generate", str(root)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "401" in err and "invalid_api_key" in err
+        assert "sk-wrong" not in err
+        assert len(server.requests) <= 2  # stopped after the requests already in flight
+    assert _rows(root, "SELECT count(*) FROM api_images")[0][0] == 0
+
+
 def test_client_honours_retry_after_and_gives_up_after_bounded_attempts(key):
     slept: list[float] = []
     with ImagesServer(image_for, expected_key=key, retry_after="7",
