@@ -167,9 +167,14 @@ class OpenAIImagesGenerator:
         items = answer.body.get("data") or []
         if not items or not isinstance(items[0], dict) or not items[0].get("b64_json"):
             raise ApiError(f"{self.client.base_url}: an images answer without data[0].b64_json")
-        data = base64.b64decode(items[0]["b64_json"])
-        with Image.open(io.BytesIO(data)) as im:
-            pixels = np.ascontiguousarray(np.asarray(im.convert("RGB")))
+        try:
+            data = base64.b64decode(items[0]["b64_json"], validate=True)
+            with Image.open(io.BytesIO(data)) as im:
+                pixels = np.ascontiguousarray(np.asarray(im.convert("RGB")))
+        except (ValueError, OSError) as exc:  # binascii.Error is a ValueError
+            raise ApiError(
+                f"{self.client.base_url}: the answer's image cannot be decoded: {exc}"
+            ) from None
         usage = answer.body.get("usage")
         return ApiImage(
             data, pixels, items[0].get("revised_prompt"), usage if isinstance(usage, dict) else None,
