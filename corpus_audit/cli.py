@@ -166,10 +166,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                 }
             )
         _print_table(rows)
+        from corpus_audit.backends.openai_images import status_lines as api_lines
+        from corpus_audit.report.imports import status_lines as import_lines
         from corpus_audit.stages.subsets import study_shortfall
 
-        for line in study_shortfall(study):
-            print(line)
+        for line in [*study_shortfall(study), *api_lines(study), *import_lines(study)]:
+            print(printable(line))
     return 0
 
 
@@ -285,6 +287,24 @@ def cmd_regenerate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_images(args: argparse.Namespace) -> int:
+    from corpus_audit.commands.import_images import import_images
+    from corpus_audit.core.errors import ManifestError
+    from corpus_audit.core.store import Study
+
+    with Study.open(args.dir) as study:
+        if args.verify:
+            from corpus_audit.commands.import_images import verify_imports
+
+            run = verify_imports(study)
+        elif not args.sources:
+            raise ManifestError("import-images: give one or more SOURCE files or folders")
+        else:
+            run = import_images(study, args.sources, model=args.model, strict=args.strict)
+    _print_run(run)
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     from corpus_audit.core.config_edit import set_config, show_config
 
@@ -344,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_battles_parser,
         _add_amplify_parser,
         _add_regenerate_parser,
+        _add_import_images_parser,
         _add_texts_parser,
         _add_demo_parser,
     ):
@@ -565,6 +586,39 @@ def _add_regenerate_parser(sub: _Subcommands) -> None:
         help="generate it alone instead of replaying its batch (same within 1-2 pixel levels)",
     )
     p.set_defaults(func=cmd_regenerate)
+
+
+def _add_import_images_parser(sub: _Subcommands) -> None:
+    """``import-images``: another model's images as generated images (commands/import_images.py)."""
+    p = sub.add_parser(
+        "import-images",
+        help="register images made elsewhere (DALL-E 3, Midjourney, any model) as generated "
+        "images: a CSV/JSONL manifest, a <prompt>/<n>.png folder, or BAFIS's metadata.json",
+        description="Register another model's images in the study (docs/generate.md, 'Auditing "
+        "DALL-E 3, Midjourney or any model'). A bad source is one line naming the file and "
+        "line, and nothing is imported; importing the same source again adds nothing.",
+    )
+    p.add_argument("dir", help="the study directory")
+    p.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="a manifest (.csv/.tsv/.jsonl: file, prompt_id or prompt, model, [seed, index]), "
+        "a folder of <prompt text>/<n>.png, or a BAFIS folder / metadata.json",
+    )
+    p.add_argument("--model", help="the model's name (needed by the folder layout; overrides "
+                   "the manifest's model column)")  # fmt: skip
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a missing, unreadable or non-image file is an error (default: a drop reason)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="hash every imported file again; list those missing or changed since their import",
+    )
+    p.set_defaults(func=cmd_import_images)
 
 
 def _add_texts_parser(sub: _Subcommands) -> None:

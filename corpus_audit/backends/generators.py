@@ -424,3 +424,7 @@ class DiffusersGenerator:
 
 
 register_generator("diffusers", DiffusersGenerator)
+
+
+# an OpenAI-compatible images API, imported only when a study names it
+register_generator("openai", "corpus_audit.backends.openai_images:openai_images")  # type: ignore[arg-type]

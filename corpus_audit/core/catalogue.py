@@ -156,7 +156,7 @@ declare(
             "engine.device",
         ),
         reads=("prompts", "samples", "captions", "mentions", "indicators", "pst_prompts"),
-        writes=("images", "generated_images", "generation_settings", "paraphrases"),
+        writes=("images", "generated_images", "generation_settings", "paraphrases", "api_images"),
         after=("select", "indicators", "neighbors", "pst_prompts"),
         steps=(
             "the prompts: templates, paraphrases and the captions of the labelled cut",
@@ -482,6 +482,9 @@ OTHER_WRITERS: Mapping[str, str] = {
     "arena_votes": "corpus_audit.commands.arena:import_arena",
     "arena_ratings": "corpus_audit.commands.arena:import_arena",
     "arena_pairs": "corpus_audit.commands.arena:import_arena",
+    "image_imports": "corpus_audit.commands.import_images:import_images",
+    "imported_images": "corpus_audit.commands.import_images:import_images",
+    "import_skips": "corpus_audit.commands.import_images:import_images",
 }
 
 

@@ -316,6 +316,29 @@ class GenerateSection:
     paraphrase_max_new_tokens: int = 77  # longest paraphrase, in tokens
     paraphrase_batch_size: int = 16  # captions per paraphraser batch
     paraphrase_keep_lost: bool = False  # also generate from paraphrases that lost the occupation
+    # OpenAI-compatible images API, for "openai:<model>" entries of models (docs/generate.md)
+    api_base: str = "https://api.openai.com/v1"  # the API's base URL (any compatible server)
+    api_key_env: str = "OPENAI_API_KEY"  # environment variable holding the key (never stored)
+    api_size: str = "1024x1024"  # image size sent with each request, e.g. 1024x1792
+    api_quality: str = ""  # standard | hd (DALL-E 3); empty = the API's default, not sent
+    api_style: str = ""  # vivid | natural (DALL-E 3); empty = the API's default, not sent
+    api_concurrency: int = 4  # requests in flight at once
+    api_timeout: float = 120.0  # seconds to wait for one answer before retrying
+    api_max_attempts: int = 6  # attempts per image (429, 5xx, timeouts are retried)
+    api_backoff: float = 1.0  # seconds: first retry delay bound, doubled each attempt (jittered)
+    api_max_backoff: float = 60.0  # seconds: longest wait between attempts (Retry-After too)
+    # USD per image by "model:size:quality", "model:size" or "model" (most specific wins);
+    # OpenAI's published DALL-E 3 prices; edit for your provider
+    api_prices: dict[str, float] = field(
+        default_factory=lambda: {
+            "dall-e-3:1024x1024:standard": 0.04,
+            "dall-e-3:1024x1792:standard": 0.08,
+            "dall-e-3:1792x1024:standard": 0.08,
+            "dall-e-3:1024x1024:hd": 0.08,
+            "dall-e-3:1024x1792:hd": 0.12,
+            "dall-e-3:1792x1024:hd": 0.12,
+        }
+    )
 
     def validate(self) -> None:
         _positive("generate.images_per_prompt", self.images_per_prompt)
@@ -333,6 +356,16 @@ class GenerateSection:
                 raise ConfigError(f"generate.{key}: {value} must be a positive multiple of 8")
         if self.guidance_scale < 0:
             raise ConfigError(f"generate.guidance_scale: {self.guidance_scale} must be >= 0")
+        _positive("generate.api_concurrency", self.api_concurrency)
+        _positive("generate.api_max_attempts", self.api_max_attempts)
+        if not self.api_base.startswith(("http://", "https://")):
+            raise ConfigError(f"generate.api_base: {self.api_base!r} must start with http(s)://")
+        for key in ("api_timeout", "api_backoff", "api_max_backoff"):
+            if getattr(self, key) < 0 or (key == "api_timeout" and self.api_timeout == 0):
+                raise ConfigError(f"generate.{key}: {getattr(self, key)} must be > 0")
+        for key, value in self.api_prices.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"generate.api_prices.{key}: {value!r} is not a price >= 0")
 
 
 @dataclass
@@ -743,8 +776,13 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def _toml_key(key: str) -> str:
+    """A bare key when TOML allows one, else a quoted key (``"dall-e-3:1024x1024"``)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
 
 
 def write_config(config: StudyConfig) -> Path:

@@ -49,6 +49,16 @@ class ImageSourceError(CorpusAuditError):
     """An image source that cannot be used (missing directory, unreadable shard)."""
 
 
+class ManifestError(CorpusAuditError, ValueError):
+    """A source of images to import (a manifest, a folder, a BAFIS metadata.json) that cannot
+    be used as given; the message names the file and the line (or entry)."""
+
+
+class ApiError(CorpusAuditError):
+    """An images API that cannot be used: no key in the named environment variable, a request
+    refused for good (401, 404, ...), or retries exhausted."""
+
+
 class StageOrderError(CorpusAuditError):
     """A stage run before the stages whose tables it reads, or on the tables of a stage
     whose last run did not finish."""

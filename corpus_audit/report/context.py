@@ -509,8 +509,12 @@ def provenance_section(study: Study) -> dict[str, Any]:
         stages.append(
             {"stage": name, "json": json.dumps(prov, indent=2, sort_keys=True, default=str)}
         )
+    from corpus_audit.backends.openai_images import status_lines as api_lines
+    from corpus_audit.report.imports import status_lines as import_lines
+
     return {
         "config": dump_toml(study.config.to_dict()),
+        "elsewhere": [*import_lines(study), *api_lines(study)],  # imports, API images
         "stages": stages,
         "versions": sorted(versions.items()),
         "seed": study.config.study.seed,

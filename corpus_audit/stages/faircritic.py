@@ -129,6 +129,12 @@ def faircritic(study: Study, *, progress: bool = True) -> StageRun:
 
     cfg = study.config.pst
     with study.stage(NAME) as run:
+        if cfg.faircritic_rounds and not study.config.generate.models and _imported(study):
+            return run.skip(
+                "FairCritic needs a generator it can call again, and this study's images were "
+                "imported (import-images): an import cannot make new images. Add a model to "
+                "generate.models (openai:<model> for an images API, or a diffusers model) to run it"
+            )
         if cfg.faircritic_rounds == 0 or not study.config.generate.models:
             return run.skip("FairCritic is off (pst.faircritic_rounds = 0 or no generate.models)")
         require_inputs(study, NAME)
@@ -150,6 +156,11 @@ def faircritic(study: Study, *, progress: bool = True) -> StageRun:
         run.summary = round_summary(study, model)
         run.provenance.update(model=model, rounds=cfg.faircritic_rounds)
     return run
+
+
+def _imported(study: Study) -> bool:
+    """Whether the study holds imported images (corpus_audit/commands/import_images.py)."""
+    return study.table_exists("imported_images") and bool(study.count("imported_images"))
 
 
 def round_summary(study: Study, model: str) -> list[dict[str, Any]]:

@@ -398,9 +398,12 @@ def open_generator(
 ) -> Generator:
     """Load the generator of a ``generate.models`` entry (local paths relative to the study)."""
     backend, name = split_spec(model)
+    factory = GENERATORS.get(backend)
+    if getattr(factory, "needs_config", False):  # an API backend: no local files, no weights
+        return factory(name, settings, config=study.config.generate)
     path = study.config.resolve(name)
     with quiet_loading(not progress):
-        return GENERATORS.get(backend)(str(path) if path.exists() else name, settings)
+        return factory(str(path) if path.exists() else name, settings)
 
 
 def _generate_model(
@@ -432,7 +435,9 @@ def _generate_model(
         )
     run.rows_in += len(jobs)
     made, truncated_now, limit = 0, 0, None
-    if missing:
+    if missing and getattr(GENERATORS.get(split_spec(model)[0]), "per_image", False):
+        made = _generate_per_image(study, run, model, missing, settings, progress=progress)
+    elif missing:
         made, truncated_now, limit = _generate_missing(
             study, run, model, missing, settings, progress=progress
         )
@@ -502,6 +507,27 @@ def _generate_missing(
     return made, truncated_now, limit
 
 
+def _generate_per_image(
+    study: Study,
+    run: StageRun,
+    model: str,
+    missing: Sequence[Any],
+    settings: GenerationSettings,
+    *,
+    progress: bool,
+) -> int:
+    """An API backend (``openai:``): each image committed as it arrives, refusals recorded
+    (corpus_audit/backends/openai_images.py)."""
+    from corpus_audit.backends.openai_images import generate_missing
+
+    generator = open_generator(study, model, settings, progress=progress)
+    try:
+        return generate_missing(study, run, model, generator, missing, progress=progress,
+                                record_settings=_record_settings)  # fmt: skip
+    finally:
+        generator.close()
+
+
 def _check_count(model: str, images: Sequence[Any], batch: Sequence[Any]) -> None:
     """A generator must return one image per prompt of the batch."""
     if len(images) != len(batch):
@@ -535,10 +561,13 @@ def _record_model(
             UserWarning,
             stacklevel=4,
         )
-    run.summary.append(
-        {"model": slug, "prompts": n_specs, "images": total, "new": made, "nsfw": nsfw,
-         "truncated_prompts": truncated}
-    )  # fmt: skip
+    row = {"model": slug, "prompts": n_specs, "images": total, "new": made, "nsfw": nsfw,
+           "truncated_prompts": truncated}  # fmt: skip
+    if getattr(GENERATORS.get(split_spec(model)[0]), "per_image", False):  # an API backend
+        from corpus_audit.backends.openai_images import status_lines
+
+        run.messages += [line for line in status_lines(study) if line.startswith(f"{model}:")]
+    run.summary.append(row)
     run.outputs[f"images {slug}"] = str(study.root / "images" / "generated" / slug)
 
 
@@ -643,9 +672,19 @@ def regenerate_image(
     Pass ``generator`` to reuse a loaded model (it must have the recorded settings).
     """
     row = study.sql("generate/regenerate_image", image_id=image_id).fetchone()
+    if row is None and study.count("images", "image_id = ? AND origin LIKE 'import:%'", [image_id]):
+        raise StageOrderError(
+            f"{study.root}: image '{image_id}' was imported (import-images): it cannot be "
+            "regenerated, the study has no recipe for it"
+        )
     if row is None:
         raise StageOrderError(f"{study.root}: no generated image '{image_id}' in this study")
     model, text, seed, details, batch_id, batch_pos = row
+    if seed is None:  # an images API: no seed (corpus_audit/backends/openai_images.py)
+        raise StageOrderError(
+            f"{study.root}: image '{image_id}' of {model} came from an images API and cannot be "
+            "regenerated: the API takes no seed"
+        )
     prompts, seeds, pick = [text], [int(seed)], 0
     if exact and batch_id is not None:
         batch = study.sql("generate/regenerate_batch", batch_id=batch_id).fetchall()

@@ -1,6 +1,6 @@
 """Issue 23, item 5 (and the Low items on messages): raw tracebacks where one line is promised.
 
-A missing table is covered by ``test_untrusted_study.py`` (status, report, select, battles
+A missing table is covered by ``tests/core/test_untrusted_study.py`` (status, report, select, battles
 export, run); a roles field over 128 KiB by ``test_lexicon_strict.py``.
 """
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import test_generate as tg
 from image_fixtures import shared_agegender, shared_detector
@@ -210,7 +211,11 @@ def test_adapter_over_the_tiny_stable_diffusion_generator(tiny_sd, prompt, criti
     generator = DiffusersGenerator(str(tiny_sd), GenerationSettings(device="cpu", **tg.TINY))
     batch = from_generator(generator)
     two, one = batch(prompt.text, 2, 9), batch(prompt.text, 1, 9)
-    assert [x.shape for x in two] == [(32, 32, 3)] * 2 and (two[0] == one[0]).all()
+    assert [x.shape for x in two] == [(32, 32, 3)] * 2
+    assert (batch(prompt.text, 2, 9)[0] == two[0]).all()  # the same call again: bit for bit
+    # alone vs in a batch of two: the same image within rounding (the CPU kernels chosen for
+    # each batch shape differ in their last bits, as for `regenerate --alone`)
+    assert np.abs(two[0].astype(int) - one[0].astype(int)).max() <= 2
     rounds = FairCritic(batch, critic, writer, rounds=2, images_per_round=1).run(prompt)
     assert rounds["biased"].isna().all() and (rounds["n_kept"] == 0).all()
     assert list(rounds["prompt_text"]) == [prompt.text, prompt.text]

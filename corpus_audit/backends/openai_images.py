@@ -1,0 +1,386 @@
+"""Generator backend ``openai:<model>``: an OpenAI-compatible images endpoint (DALL-E 3 and the like).
+
+A ``generate.models`` entry ``"openai:dall-e-3"`` sends each prompt of the study to
+``<generate.api_base>/images/generations`` (``{"model", "prompt", "n": 1, "size", "quality",
+"style", "response_format": "b64_json"}``; quality and style only when set), with the key read
+from the environment variable ``generate.api_key_env`` (:mod:`corpus_audit.backends.api_client`:
+retries, backoff, timeout, concurrency).
+
+In the ``generate`` stage (:func:`generate_missing`) every image is committed as it arrives:
+its file (the bytes the API sent, unchanged) and then its ``images``, ``generated_images`` and
+``api_images`` rows in one transaction, so a killed run loses only the requests in flight and a
+rerun asks only for what has no row. Images are keyed by model, prompt and index as every
+generated image (the ``image_id`` carries the derived number that is the seed of a diffusers
+image; here nothing is seeded and ``images.seed`` is NULL). ``api_images`` keeps per image
+the prompt sent, the **revised prompt** the API returns (DALL-E 3 rewrites prompts), size,
+quality, style, the usage the API reports and the cost from ``generate.api_prices``.
+
+A content-policy refusal (an HTTP 400 whose code is ``content_policy_violation`` or
+``moderation_blocked``) is recorded in ``api_images`` (``status = 'refused'``, the API's
+message) and counted as a drop reason, and the run goes on; a rerun does not ask again. Any
+other final answer (401 bad key, 404 unknown model, another 400) or retries running out stops
+the run with one line: nothing more is asked for, the answers in flight are still kept.
+
+These APIs take no seed: an image cannot be regenerated, and the report and ``status`` say so.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from corpus_audit.backends.api_client import ApiClient, ApiRefusal, RetryPolicy, utcnow
+from corpus_audit.backends.generators import GeneratedImage, GenerationSettings
+from corpus_audit.core.errors import ApiError
+from corpus_audit.core.fileio import atomic_path
+from corpus_audit.core.store import StageRun, Study
+
+NOT_REPRODUCIBLE = (
+    "cannot be regenerated: the API takes no seed, and the provider may change the model "
+    "behind the name"
+)
+REFUSED_CODES = ("content_policy_violation", "moderation_blocked")
+
+
+def is_content_refusal(exc: ApiRefusal) -> bool:
+    """A refusal of this prompt's content (recorded per image, the run goes on), as opposed to
+    a bad key, model or setting (401, 403, 404, other 400s: the run stops)."""
+    return exc.status == 400 and exc.code in REFUSED_CODES
+
+
+@dataclass(frozen=True)
+class ApiImageOptions:
+    """The ``generate.api_*`` settings a request uses (recorded with every image)."""
+
+    base_url: str = "https://api.openai.com/v1"
+    key_env: str = "OPENAI_API_KEY"
+    size: str = "1024x1024"
+    quality: str = ""
+    style: str = ""
+    concurrency: int = 4
+    timeout: float = 120.0
+    max_attempts: int = 6
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ApiImageOptions:
+        return cls(
+            base_url=cfg.api_base,
+            key_env=cfg.api_key_env,
+            size=cfg.api_size,
+            quality=cfg.api_quality,
+            style=cfg.api_style,
+            concurrency=cfg.api_concurrency,
+            timeout=cfg.api_timeout,
+            max_attempts=cfg.api_max_attempts,
+            backoff=cfg.api_backoff,
+            max_backoff=cfg.api_max_backoff,
+        )
+
+
+@dataclass
+class ApiImage:
+    """One answer: the image's bytes (as sent), its pixels, the revised prompt and the usage."""
+
+    data: bytes
+    pixels: np.ndarray
+    revised_prompt: str | None
+    usage: dict[str, Any] | None
+    attempts: int
+    seconds: float
+
+
+def _size(size: str) -> dict[str, int]:
+    """``"1024x1792"`` -> width and height (0 when the provider's size is not WxH)."""
+    w, _, h = size.partition("x")
+    return {"width": int(w) if w.isdigit() else 0, "height": int(h) if h.isdigit() else 0}
+
+
+def price(prices: dict[str, float], model: str, size: str, quality: str) -> float | None:
+    """USD per image from ``generate.api_prices``: the most specific key of
+    ``model:size:quality``, ``model:size``, ``model``; None when none is listed."""
+    for key in (f"{model}:{size}:{quality or 'standard'}", f"{model}:{size}", model):
+        if key in prices:
+            return float(prices[key])
+    return None
+
+
+class OpenAIImagesGenerator:
+    """The :class:`~corpus_audit.backends.generators.Generator` of an OpenAI-compatible images API."""
+
+    backend = "openai"
+    per_image = True  # the generate stage calls :func:`generate_missing`
+    needs_config = True  # open_generator passes the [generate] section
+    max_prompt_tokens = None
+
+    def __init__(
+        self,
+        model_id: str,
+        settings: GenerationSettings,
+        *,
+        config: Any = None,
+        options: ApiImageOptions | None = None,
+    ) -> None:
+        self.model_id = model_id
+        self.settings = settings
+        self.options = options or (
+            ApiImageOptions.from_config(config) if config is not None else ApiImageOptions()
+        )
+        self.prices = dict(getattr(config, "api_prices", {}) or {})
+        o = self.options
+        self.client = ApiClient(
+            o.base_url,
+            key_env=o.key_env,
+            timeout=o.timeout,
+            policy=RetryPolicy(o.max_attempts, o.backoff, o.max_backoff),
+            concurrency=o.concurrency,
+        )
+
+    def payload(self, prompt: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model_id,
+            "prompt": prompt,
+            "n": 1,
+            "size": self.options.size,
+            "response_format": "b64_json",
+        }
+        if self.options.quality:
+            body["quality"] = self.options.quality
+        if self.options.style:
+            body["style"] = self.options.style
+        return body
+
+    def request(self, prompt: str) -> ApiImage:
+        """One image for ``prompt`` (raises :class:`ApiRefusal` for a refusal)."""
+        from PIL import Image
+
+        answer = self.client.post_json("images/generations", self.payload(prompt))
+        items = answer.body.get("data") or []
+        if not items or not isinstance(items[0], dict) or not items[0].get("b64_json"):
+            raise ApiError(f"{self.client.base_url}: an images answer without data[0].b64_json")
+        try:
+            data = base64.b64decode(items[0]["b64_json"], validate=True)
+            with Image.open(io.BytesIO(data)) as im:
+                pixels = np.ascontiguousarray(np.asarray(im.convert("RGB")))
+        except (ValueError, OSError) as exc:  # binascii.Error is a ValueError
+            raise ApiError(
+                f"{self.client.base_url}: the answer's image cannot be decoded: {exc}"
+            ) from None
+        usage = answer.body.get("usage")
+        return ApiImage(
+            data, pixels, items[0].get("revised_prompt"), usage if isinstance(usage, dict) else None,
+            answer.attempts, answer.seconds,
+        )  # fmt: skip
+
+    def cost(self) -> float | None:
+        o = self.options
+        return price(self.prices, self.model_id, o.size, o.quality)
+
+    # -- the Generator protocol (FairCritic calls generate) ---------------------------------
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [0] * len(texts)
+
+    def generate(self, prompts: Sequence[str], seeds: Sequence[int]) -> list[GeneratedImage]:
+        """One image per prompt, ``concurrency`` requests at a time; seeds are ignored (the API
+        has none). A refused prompt gives a black image flagged ``nsfw`` (no face: the critic
+        counts it as dropped)."""
+        if len(prompts) != len(seeds):
+            raise ValueError("generate: prompts and seeds differ in length")
+        out: dict[int, GeneratedImage] = {}
+        for i, future in self.client.map(lambda i: self.request(prompts[i]), range(len(prompts))):
+            try:
+                image = future.result()
+                out[i] = GeneratedImage(image.pixels, None)
+            except ApiRefusal as exc:
+                if not is_content_refusal(exc):
+                    raise ApiError(f"{self.client.base_url}: {exc}") from None
+                out[i] = GeneratedImage(np.zeros((64, 64, 3), np.uint8), True)
+        return [out[i] for i in range(len(prompts))]
+
+    def describe(self) -> dict[str, Any]:
+        o = self.options
+        return {
+            "backend": self.backend,
+            "model_id": self.model_id,
+            "api": self.client.describe(),
+            "size": o.size,
+            "quality": o.quality or None,
+            "style": o.style or None,
+            "price_usd_per_image": self.cost(),
+            "seed": None,
+            "reproducible": False,
+            "note": NOT_REPRODUCIBLE,
+            "device": "api",
+            "dtype": "",
+            "settings": {**asdict(self.settings), **_size(o.size)},
+        }
+
+    def close(self) -> None:
+        return None
+
+
+# -- the generate stage's path for per-image API backends --------------------------------------
+def generate_missing(
+    study: Study,
+    run: StageRun,
+    model: str,
+    generator: OpenAIImagesGenerator,
+    missing: Sequence[Any],
+    *,
+    progress: bool,
+    record_settings: Any,
+) -> int:
+    """Ask for the ``missing`` jobs (:class:`corpus_audit.stages.generate.Job`), ``concurrency`` at a
+    time; commit each image as it arrives; record refusals. Returns the images made."""
+    from tqdm import tqdm
+
+    refused = {
+        r[0]
+        for r in study.con.execute(
+            "SELECT image_id FROM api_images WHERE model_id = ? AND status = 'refused'", [model]
+        ).fetchall()
+    }
+    todo = [j for j in missing if j.image_id not in refused]
+    if len(todo) < len(missing):
+        run.messages.append(
+            f"{model}: {len(missing) - len(todo)} image(s) refused by the API in an earlier run "
+            "are not asked for again (api_images.status = 'refused')"
+        )
+    details = generator.describe()
+    run.provenance["models"][model] = details
+    settings_id = record_settings(study, model, details)
+    if not todo:
+        return 0
+    o = generator.options
+    unit_price = generator.cost()
+    made = 0
+    failed: list[ApiError] = []  # the API gave up: ask for nothing more, keep what is in flight
+    bar = tqdm(total=len(todo), desc=f"generate {model}", unit="img", file=sys.stderr,
+               disable=not progress)  # fmt: skip
+    requests = generator.client.map(
+        lambda j: generator.request(j.spec.text), todo, stop=lambda: bool(failed)
+    )
+    with bar:
+        for job, future in requests:
+            try:
+                image = future.result()
+            except ApiError as exc:
+                failed.append(exc)
+                continue
+            except ApiRefusal as exc:
+                if not is_content_refusal(exc):  # a bad key, model or setting: stop
+                    failed.append(ApiError(f"{generator.client.base_url}: {exc}"))
+                    continue
+                _record_refusal(study, model, settings_id, job, exc, o)
+                run.drop(f"refused_by_api:{exc.code}")
+                bar.update(1)
+                continue
+            path = study.path(job.rel_path)
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(image.data)
+            _record_image(study, model, settings_id, job, image, o, unit_price)
+            made += 1
+            bar.update(1)
+    if failed:
+        raise ApiError(
+            f"{model}: {failed[0]} ({made} image(s) of this run are kept; run generate again to "
+            "ask for the rest)"
+        )
+    return made
+
+
+def _api_row(job: Any, model: str, o: ApiImageOptions) -> list[Any]:
+    return [job.image_id, model, job.spec.key, job.index, job.spec.text, o.size, o.quality or None,
+            o.style or None]  # fmt: skip
+
+
+def _record_image(
+    study: Study,
+    model: str,
+    settings_id: str,
+    job: Any,
+    image: ApiImage,
+    o: ApiImageOptions,
+    unit_price: float | None,
+) -> None:
+    spec = job.spec
+    sha = hashlib.sha256(image.data).hexdigest()
+    with study.transaction() as con:
+        con.execute(
+            "INSERT INTO images (image_id, source, caption_id, prompt_id, occupation, path, "
+            "model_id, prompt_text, seed, nsfw, strategy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [job.image_id, "generated", spec.caption_id, spec.prompt_id, spec.occupation,
+             job.rel_path, model, spec.text, None, None, spec.strategy],
+        )  # fmt: skip
+        con.execute(
+            "INSERT INTO generated_images VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [job.image_id, settings_id, spec.key, job.index, None, False, None, None],
+        )
+        con.execute(
+            "INSERT INTO api_images VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [*_api_row(job, model, o), "ok", image.revised_prompt,
+             json.dumps(image.usage, sort_keys=True) if image.usage else None, unit_price,
+             None, None, image.attempts, sha, utcnow()],
+        )  # fmt: skip
+
+
+def _record_refusal(
+    study: Study, model: str, settings_id: str, job: Any, exc: ApiRefusal, o: ApiImageOptions
+) -> None:
+    del settings_id
+    with study.transaction() as con:
+        con.execute(
+            "INSERT INTO api_images VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [*_api_row(job, model, o), "refused", None, None, None, exc.code,
+             exc.message[:2000], None, None, utcnow()],
+        )  # fmt: skip
+
+
+def api_summary(study: Study, model: str) -> dict[str, Any]:
+    """Images done and refused and their cost for one API model (status, the stage summary)."""
+    row = study.con.execute(
+        "SELECT count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status = 'refused'), "
+        "sum(cost_usd) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status = 'ok' AND "
+        "cost_usd IS NULL) FROM api_images WHERE model_id = ?",
+        [model],
+    ).fetchone()
+    done, refused, cost, unpriced = row
+    return {"images": int(done or 0), "refused": int(refused or 0),
+            "cost_usd": None if cost is None else round(float(cost), 4),
+            "unpriced": int(unpriced or 0)}  # fmt: skip
+
+
+def status_lines(study: Study) -> list[str]:
+    """One line per API model: images done, refused, cost (``corpus-audit status``)."""
+    if not study.table_exists("api_images"):
+        return []
+    models = [r[0] for r in study.con.execute(
+        "SELECT DISTINCT model_id FROM api_images ORDER BY 1").fetchall()]  # fmt: skip
+    lines = []
+    for model in models:
+        s = api_summary(study, model)
+        cost = "cost unknown (no generate.api_prices entry)" if s["cost_usd"] is None else (
+            f"${s['cost_usd']:.2f}" + (f" (+{s['unpriced']} unpriced)" if s["unpriced"] else ""))  # fmt: skip
+        lines.append(
+            f"{model}: {s['images']} image(s) from the API, {s['refused']} refused, {cost}; "
+            f"{NOT_REPRODUCIBLE}"
+        )
+    return lines
+
+
+def openai_images(model_id: str, settings: GenerationSettings, **options: Any) -> Any:
+    """``openai:<model>``: the generator factory the ``GENERATORS`` registry names lazily."""
+    return OpenAIImagesGenerator(model_id, settings, **options)
+
+
+openai_images.per_image = True  # type: ignore[attr-defined]  # generate: one image per request
+openai_images.needs_config = True  # type: ignore[attr-defined]  # gets the [generate] section

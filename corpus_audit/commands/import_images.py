@@ -1,0 +1,745 @@
+"""``corpus-audit import-images``: another model's images, registered as a study's generated images.
+
+A user with a folder of images from DALL-E 3, Midjourney, an SDXL on a cluster or any other
+model, and the prompt of each file, registers them with::
+
+    corpus-audit import-images DIR SOURCE... [--model NAME] [--strict]
+
+Each SOURCE is one of three layouts (:func:`read_source` tells them apart):
+
+- a **manifest**, CSV (``.csv``/``.tsv``) or JSONL (``.jsonl``/``.ndjson``): one image per
+  row/line with ``file`` (relative to the manifest's folder), ``prompt_id`` or ``prompt`` (the
+  text; matched to the study's prompts exactly after whitespace normalisation), ``model``
+  (or ``--model``), optional ``seed`` and ``index``; every other column is kept as metadata;
+- a **folder per prompt** (DALL-Eval and other tools): ``<root>/<prompt text>/<n>.png``; the
+  folder name is the prompt text, ``n`` the index; needs ``--model``;
+- the **BAFIS dataset**: a folder with ``metadata.json`` (``{"0": {"occupation", "model",
+  "prompt_group", "language", "prompt"}, ...}``, files ``<key>.png`` beside it), or that file.
+
+Imported images become ``images`` rows with ``source = 'generated'`` (``origin =
+'import:<import_id>'``), so ``label``, ``analyze``, the PST stages, ``categories``, ``battles``
+and the report use them as they use the images ``generate`` made. Their provenance is in
+``image_imports`` (source path and SHA-256, layout, time) and ``imported_images`` (the file,
+its SHA-256 and size, manifest line, index, metadata).
+
+Checks, all before anything is written: a bad source (not UTF-8, bad JSON, a missing column, a
+prompt the study does not know, a path leaving the manifest's folder, the same file or the same
+(model, prompt, index) twice) is a :class:`~corpus_audit.core.errors.ManifestError` naming the file
+and line, and the study is left unchanged. A file that is missing, unreadable or not an image is
+a named drop reason (``import_skips``), not an error (``--strict`` makes it one). Every file is
+hashed: the image id is ``imp:<model-slug>:<prompt_id>:<index>:<sha256[:16]>``, so importing the same
+source again adds nothing, and a file whose bytes changed since it was imported is reported
+(``changed_since_import``) and left as it was, never silently relabelled. All rows of one
+run go in one transaction.
+
+Imported images have no recipe the study can replay: ``regenerate`` and FairCritic refuse them
+with a message.
+
+The readers (:func:`read_source` and its helpers) and :func:`resolve_entries` are pure
+functions of the files and the study's prompt list; :func:`import_images` does the writing.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import io
+import json
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from corpus_audit.backends.generators import model_slug
+from corpus_audit.core.errors import ManifestError, printable
+from corpus_audit.core.store import StageRun, Study
+
+LAYOUTS = ("csv", "jsonl", "folder", "bafis")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")
+BAFIS_METADATA = "metadata.json"
+KNOWN_COLUMNS = ("file", "prompt_id", "prompt", "model", "seed", "index")
+_HASHERS = max(1, min(8, (os.cpu_count() or 2)))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One image a source names, as read (before matching it to the study)."""
+
+    source: Path  # the manifest, metadata.json or folder
+    where: str  # "line 7", 'entry "17"' or the file's path in the folder: for messages
+    line: int | None
+    file: Path  # absolute
+    model: str | None
+    prompt_id: str | None = None
+    prompt: str | None = None
+    seed: int | None = None
+    index: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    hints: dict[str, str] = field(
+        default_factory=dict
+    )  # BAFIS: family, variant, language, occupation
+
+
+@dataclass(frozen=True)
+class StudyPrompt:
+    prompt_id: str
+    text: str
+    occupation: str | None
+    family: str | None = None
+    variant: str | None = None
+    language: str | None = None
+
+
+@dataclass(frozen=True)
+class Item:
+    """An entry matched to a study prompt: what will be imported."""
+
+    entry: Entry
+    model: str
+    prompt: StudyPrompt
+    index: int
+
+
+@dataclass
+class Source:
+    """One SOURCE argument, read."""
+
+    path: Path
+    layout: str
+    sha256: str
+    entries: list[Entry]
+
+
+def normalise(text: str) -> str:
+    """Whitespace normalisation for matching prompt texts: runs of whitespace -> one space."""
+    return " ".join(str(text).split())
+
+
+# -- readers (pure) -------------------------------------------------------------------------
+def read_source(path: Path | str, model: str | None = None) -> Source:
+    """Read one SOURCE: a manifest file, a BAFIS folder/metadata.json or a folder per prompt."""
+    p = Path(path).expanduser().resolve()
+    if p.is_dir():
+        if (p / BAFIS_METADATA).is_file():
+            return read_bafis(p / BAFIS_METADATA, model)
+        return read_folder(p, model)
+    if not p.is_file():
+        raise ManifestError(f"{printable(p)}: no such manifest file or folder")
+    name = p.name.lower()
+    if name == BAFIS_METADATA or name.endswith(".json") and not name.endswith(".jsonl"):
+        return read_bafis(p, model)
+    if name.endswith((".jsonl", ".ndjson")):
+        return read_jsonl(p, model)
+    if name.endswith((".csv", ".tsv")):
+        return read_csv(p, model)
+    raise ManifestError(
+        f"{p}: unknown manifest type (give a .csv, .tsv, .jsonl, a BAFIS metadata.json, or a "
+        "folder of <prompt>/<n>.png)"
+    )
+
+
+def _text(path: Path) -> tuple[str, str]:
+    """The file's text and the SHA-256 of its bytes; not UTF-8 is an error naming the line."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ManifestError(
+            f"{path}:{line}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); save "
+            "the manifest as UTF-8"
+        ) from None
+    return text, hashlib.sha256(data).hexdigest()
+
+
+def _inside(folder: Path, rel: str, where: str) -> Path:
+    """``rel`` resolved against ``folder``; a path leaving it is an error (``where`` names it)."""
+    if not rel or not str(rel).strip():
+        raise ManifestError(f"{where}: empty 'file'")
+    given = Path(str(rel).strip())
+    if given.is_absolute() or ".." in given.parts:
+        raise ManifestError(
+            f"{where}: file {str(rel)!r} leaves the manifest's folder (give a path relative "
+            "to it, without '..')"
+        )
+    full = (folder / given).resolve()
+    if not full.is_relative_to(_resolved(folder)):  # a symlink out of the folder
+        raise ManifestError(f"{where}: file {str(rel)!r} resolves outside the manifest's folder")
+    return full
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(folder: Path) -> Path:
+    return folder.resolve()
+
+
+def _int(value: Any, key: str, where: str) -> int | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ManifestError(f"{where}: {key} must be an integer, got {value!r}")
+    try:
+        number = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise ManifestError(f"{where}: {key} must be an integer, got {value!r}") from None
+    if number < 0:
+        raise ManifestError(f"{where}: {key} must be >= 0, got {number}")
+    return number
+
+
+def _entry(path: Path, line: int, record: dict[str, Any], model: str | None) -> Entry:
+    """One manifest record (CSV row or JSONL object) as an :class:`Entry`."""
+    where = f"{path}:{line}"
+    record = {str(k).strip(): v for k, v in record.items() if k is not None}
+    file = record.get("file")
+    if file is None or not str(file).strip():
+        raise ManifestError(f"{where}: no 'file' (columns: file, prompt_id or prompt, model)")
+    prompt_id = _str_or_none(record.get("prompt_id"))
+    prompt = _str_or_none(record.get("prompt"))
+    if prompt_id is None and prompt is None:
+        raise ManifestError(f"{where}: give 'prompt_id' or 'prompt'")
+    row_model = model or _str_or_none(record.get("model"))
+    if not row_model:
+        raise ManifestError(f"{where}: no 'model' (add the column, or give --model NAME)")
+    return Entry(
+        source=path,
+        where=where,
+        line=line,
+        file=_inside(path.parent, str(file), where),
+        model=row_model,
+        prompt_id=prompt_id,
+        prompt=prompt,
+        seed=_int(record.get("seed"), "seed", where),
+        index=_int(record.get("index"), "index", where),
+        metadata={k: v for k, v in record.items() if k not in KNOWN_COLUMNS},
+    )
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def read_csv(path: Path, model: str | None = None) -> Source:
+    """A CSV/TSV manifest (header row; comma or tab by the suffix)."""
+    text, sha = _text(path)
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    if not reader.fieldnames:
+        raise ManifestError(f"{path}:1: empty manifest (no header row)")
+    entries = []
+    try:
+        for record in reader:
+            if None in record:
+                raise ManifestError(f"{path}:{reader.line_num}: more fields than the header has")
+            if not any((v or "").strip() for v in record.values()):
+                continue  # a blank line
+            entries.append(_entry(path, reader.line_num, record, model))
+    except csv.Error as exc:
+        raise ManifestError(f"{path}:{reader.line_num}: bad CSV: {exc}") from None
+    return Source(path, "csv", sha, entries)
+
+
+def read_jsonl(path: Path, model: str | None = None) -> Source:
+    """A JSONL manifest: one JSON object per line (blank lines skipped)."""
+    text, sha = _text(path)
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise ManifestError(
+                f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
+            )
+        entries.append(_entry(path, number, record, model))
+    return Source(path, "jsonl", sha, entries)
+
+
+_BAFIS_KEY = re.compile(r'^\s*"((?:[^"\\]|\\.)*)"\s*:\s*\{', re.M)
+_BAFIS_GROUP = re.compile(r"^(?P<family>[a-z0-9]+)_occupations_(?P<variant>\w+)$")
+
+
+def read_bafis(path: Path, model: str | None = None) -> Source:
+    """The BAFIS dataset's ``metadata.json``: ``{key: {occupation, model, prompt_group,
+    language, prompt}}``, the image of ``key`` being ``<key>.png`` beside it."""
+    text, sha = _text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(
+            f"{path}:1: expected a JSON object of entries (the BAFIS metadata.json)"
+        )
+    lines = {m.group(1): text.count("\n", 0, m.start()) + 1 for m in _BAFIS_KEY.finditer(text)}
+    entries = []
+    for key, meta in data.items():
+        line = lines.get(key)
+        where = f"{path}:{line}" if line else f'{path}: entry "{key}"'
+        if not isinstance(meta, dict):
+            raise ManifestError(f"{where}: entry {key!r} is not an object")
+        group = str(meta.get("prompt_group") or "")
+        hints = {
+            "occupation": str(meta.get("occupation") or ""),
+            "language": str(meta.get("language") or ""),
+        }
+        m = _BAFIS_GROUP.match(group)
+        if m:
+            hints.update(family=m.group("family"), variant=m.group("variant"))
+        entry_model = model or _str_or_none(meta.get("model"))
+        if not entry_model:
+            raise ManifestError(f"{where}: entry {key!r} has no 'model' (or give --model NAME)")
+        prompt = _str_or_none(meta.get("prompt"))
+        if prompt is None and not m:
+            raise ManifestError(f"{where}: entry {key!r} has no 'prompt' and no known prompt_group")
+        name = str(meta.get("file") or f"{key}.png")
+        entries.append(
+            Entry(
+                source=path,
+                where=where,
+                line=line,
+                file=_inside(path.parent, name, where),
+                model=entry_model,
+                prompt=prompt,
+                index=None,
+                metadata={"bafis_key": key, **{k: v for k, v in meta.items() if k != "prompt"}},
+                hints={k: v for k, v in hints.items() if v},
+            )
+        )
+    return Source(path, "bafis", sha, entries)
+
+
+def read_folder(root: Path, model: str | None = None) -> Source:
+    """``<root>/<prompt text>/<n>.<ext>``: one folder per prompt, named by its text."""
+    if not model:
+        raise ManifestError(
+            f"{root}: a folder of <prompt>/<n>.png names no model: give --model NAME"
+        )
+    entries = []
+    listing = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files = sorted(
+            (f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES),
+            key=lambda f: (not f.stem.isdigit(), int(f.stem) if f.stem.isdigit() else 0, f.name),
+        )
+        for order, f in enumerate(files):
+            rel = f"{folder.name}/{f.name}"
+            listing.append(rel)
+            entries.append(
+                Entry(
+                    source=root,
+                    where=f"{root}/{rel}",
+                    line=None,
+                    file=f.resolve(),
+                    model=model,
+                    prompt=folder.name,
+                    index=int(f.stem) if f.stem.isdigit() else order,
+                    metadata={"folder": folder.name},
+                )
+            )
+    if not entries:
+        raise ManifestError(f"{root}: no <prompt>/<n>.png image files in this folder")
+    sha = hashlib.sha256("\n".join(listing).encode()).hexdigest()
+    return Source(root, "folder", sha, entries)
+
+
+# -- matching to the study (pure) -----------------------------------------------------------
+def study_prompts(study: Study) -> list[StudyPrompt]:
+    """The prompts an import can name: ``prompts`` (with their MAGBIG/BAFIS categories) and,
+    in a PST study, ``pst_prompts``."""
+    rows = study.con.execute(
+        "SELECT p.prompt_id, p.text, p.occupation, c.family, c.variant, c.language "
+        "FROM prompts p LEFT JOIN prompt_categories c USING (prompt_id) ORDER BY p.prompt_id"
+    ).fetchall()
+    out = [StudyPrompt(*r) for r in rows]
+    if study.table_exists("pst_prompts"):
+        out += [
+            StudyPrompt(pid, text, occ)
+            for pid, text, occ in study.con.execute(
+                "SELECT prompt_id, text, occupation FROM pst_prompts ORDER BY prompt_id"
+            ).fetchall()
+        ]
+    return out
+
+
+def resolve_entries(entries: Sequence[Entry], prompts: Sequence[StudyPrompt]) -> list[Item]:
+    """Match every entry to one study prompt and give it its index; the first problem is a
+    :class:`ManifestError` naming the entry's file and line."""
+    by_id = {p.prompt_id: p for p in prompts}
+    by_text: dict[str, list[StudyPrompt]] = {}
+    for p in prompts:
+        by_text.setdefault(normalise(p.text), []).append(p)
+    items: list[Item] = []
+    seen_files: dict[Path, str] = {}
+    seen_keys: dict[tuple[str, str, int], str] = {}
+    counters: dict[tuple[str, str], int] = {}
+    for e in entries:
+        prompt = _match(e, by_id, by_text, prompts)
+        if e.file in seen_files:
+            raise ManifestError(
+                f"{e.where}: file {e.file.name!r} is listed twice (first at {seen_files[e.file]})"
+            )
+        seen_files[e.file] = e.where
+        model = str(e.model)
+        if e.index is None:
+            index = counters.get((model, prompt.prompt_id), 0)
+            while (model, prompt.prompt_id, index) in seen_keys:
+                index += 1
+        else:
+            index = e.index
+        key = (model, prompt.prompt_id, index)
+        if key in seen_keys:
+            raise ManifestError(
+                f"{e.where}: image {index} of model {model!r} for prompt {prompt.prompt_id!r} is "
+                f"listed twice (first at {seen_keys[key]})"
+            )
+        seen_keys[key] = e.where
+        counters[(model, prompt.prompt_id)] = index + 1
+        items.append(Item(e, model, prompt, index))
+    return items
+
+
+def _match(
+    e: Entry,
+    by_id: dict[str, StudyPrompt],
+    by_text: dict[str, list[StudyPrompt]],
+    prompts: Sequence[StudyPrompt],
+) -> StudyPrompt:
+    if e.prompt_id is not None:
+        found = by_id.get(e.prompt_id)
+        if found is None:
+            raise ManifestError(
+                f"{e.where}: prompt_id {e.prompt_id!r} is not a prompt of the study"
+            )
+        if e.prompt is not None and normalise(e.prompt) != normalise(found.text):
+            raise ManifestError(
+                f"{e.where}: prompt {e.prompt!r} differs from the text of {e.prompt_id!r} "
+                f"({found.text!r})"
+            )
+        return found
+    candidates = list(by_text.get(normalise(e.prompt or ""), []))
+    if not candidates and e.prompt is not None and "_" in e.prompt:  # folder names: _ for space
+        candidates = list(by_text.get(normalise(e.prompt.replace("_", " ")), []))
+    if not candidates and e.prompt is None and e.hints.get("family"):
+        candidates = [
+            p
+            for p in prompts
+            if (p.family, p.variant, p.language, p.occupation)
+            == tuple(e.hints.get(k) for k in ("family", "variant", "language", "occupation"))
+        ]
+    if len(candidates) > 1 and e.hints:
+        narrowed = [
+            p
+            for p in candidates
+            if all(
+                getattr(p, k) in (None, e.hints[k])
+                for k in ("family", "variant", "language", "occupation")
+                if k in e.hints
+            )
+        ]
+        candidates = narrowed or candidates
+    if not candidates:
+        shown = e.prompt if e.prompt is not None else e.hints
+        raise ManifestError(
+            f"{e.where}: prompt {shown!r} is not a prompt of the study (texts are matched "
+            "exactly after whitespace normalisation; `select` or `pst_prompts` writes them)"
+        )
+    if len(candidates) > 1:
+        ids = ", ".join(p.prompt_id for p in candidates[:4])
+        raise ManifestError(
+            f"{e.where}: prompt {e.prompt!r} matches several prompts of the study ({ids}): "
+            "give prompt_id"
+        )
+    return candidates[0]
+
+
+# -- files ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Checked:
+    """A file read and hashed: ``reason`` is None when it is a usable image."""
+
+    sha256: str | None
+    n_bytes: int
+    width: int | None
+    height: int | None
+    reason: str | None  # missing_file | unreadable | not_an_image
+    detail: str | None
+
+
+def check_file(path: Path, max_pixels: int) -> Checked:
+    """Read, hash and open (header only) one image file."""
+    from corpus_audit.core.imagefile import UnreadableImage, image_size
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Checked(None, 0, None, None, "missing_file", "no such file")
+    except OSError as exc:
+        return Checked(None, 0, None, None, "unreadable", f"cannot read: {exc.strerror or exc}")
+    sha = hashlib.sha256(data).hexdigest()
+    try:
+        width, height = image_size(data, max_pixels=max_pixels)
+    except UnreadableImage as exc:
+        reason = "not_an_image" if "not a recognised image" in exc.detail else "unreadable"
+        return Checked(sha, len(data), None, None, reason, exc.detail)
+    return Checked(sha, len(data), width, height, None, None)
+
+
+def image_id(model: str, prompt_id: str, index: int, sha256: str) -> str:
+    """The id of an imported image: model, prompt, index and the file's bytes (two images of
+    one prompt with the same bytes are two images, not one)."""
+    return f"imp:{model_slug(model)}:{prompt_id}:{index}:{sha256[:16]}"
+
+
+# -- the command ----------------------------------------------------------------------------
+def import_images(
+    study: Study,
+    sources: Sequence[Path | str],
+    *,
+    model: str | None = None,
+    strict: bool = False,
+) -> StageRun:
+    """Import the images of ``sources`` (see the module docstring); returns the run's counts.
+
+    Nothing is written when a source is bad (:class:`ManifestError`), nor, with ``strict``,
+    when any file is missing, unreadable or not an image.
+    """
+    run = StageRun("import-images")
+    read = [read_source(s, model) for s in sources]
+    prompts = study_prompts(study)
+    if not prompts:
+        raise ManifestError(
+            f"{study.root}: the study has no prompts yet: run `corpus-audit select` (or "
+            "`pst_prompts` in a PST study) before importing images"
+        )
+    matched = resolve_entries([e for s in read for e in s.entries], prompts)
+    by_source: dict[Path, list[Item]] = {}
+    for item in matched:
+        by_source.setdefault(item.entry.source, []).append(item)
+    max_pixels = study.config.images.max_pixels
+    with ThreadPoolExecutor(max_workers=_HASHERS) as pool:  # hashing releases the GIL
+        checked = list(pool.map(lambda it: check_file(it.entry.file, max_pixels), matched))
+    results = dict(zip((id(i) for i in matched), checked, strict=True))
+    known = _known_files(study, {str(i.entry.file) for i in matched})
+    plans = []
+    for source in read:
+        items = by_source.get(source.path, [])
+        plans.append(_plan(study, run, source, items, results, known, model))
+    if strict:
+        bad = [s for p in plans for s in p["skips"] if s[4] != "changed_since_import"]
+        if bad:
+            _iid, where, _line, file, reason, detail = bad[0]
+            raise ManifestError(
+                f"{where}: {reason}: {file} ({detail}); nothing imported (--strict)"
+            )
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with study.transaction() as con:
+        for p in plans:
+            _write(con, p, now)
+    for p in plans:
+        run.rows_in += p["n_items"]
+        run.rows_out += len(p["images"])
+        for _iid, where, _line, file, reason, detail in p["skips"]:
+            run.drop(reason)
+            run.messages.append(f"{where}: {reason}: {file}" + (f" ({detail})" if detail else ""))
+        run.summary.append(
+            {"source": p["source"].path.name, "layout": p["source"].layout, "entries": p["n_items"],
+             "added": len(p["images"]), "already_imported": p["n_present"], "dropped": len(p["skips"])}
+        )  # fmt: skip
+    models = sorted({i.model for i in matched})
+    run.messages.append(
+        f"imported images are source = 'generated' rows of model(s) {', '.join(models)}; run "
+        "`corpus-audit label` next (they cannot be regenerated: no recipe is known)"
+    )
+    if run.rows_out == 0:
+        run.skipped = True
+    return run
+
+
+def _known_files(study: Study, files: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """Already imported: file -> [(image_id, sha256)]."""
+    if not files:
+        return {}
+    # every imported row, filtered here: list_contains over a long list is quadratic in DuckDB
+    rows = study.con.execute("SELECT file, image_id, sha256 FROM imported_images").fetchall()
+    out: dict[str, list[tuple[str, str]]] = {}
+    for file, iid, sha in rows:
+        if file in files:
+            out.setdefault(file, []).append((iid, sha))
+    return out
+
+
+def _plan(
+    study: Study,
+    run: StageRun,
+    source: Source,
+    items: Sequence[Item],
+    results: dict[int, Checked],
+    known: dict[str, list[tuple[str, str]]],
+    model: str | None,
+) -> dict[str, Any]:
+    """The rows one source adds: images, imported_images, import_skips, image_imports."""
+    import_id = uuid.uuid4().hex[:16]
+    present_ids = _present_ids(study, items, results)
+    images, imported, skips = [], [], []
+    n_present = 0
+    for item in items:
+        e, c = item.entry, results[id(item)]
+        file = str(e.file)
+        if c.reason is not None:
+            skips.append((import_id, e.where, e.line, file, c.reason, c.detail))
+            continue
+        assert c.sha256 is not None
+        before = known.get(file, [])
+        if before and all(sha != c.sha256 for _iid, sha in before):
+            old = before[0][1]
+            skips.append(
+                (import_id, e.where, e.line, file, "changed_since_import",
+                 f"sha256 {old[:12]}... at import ({before[0][0]}), now {c.sha256[:12]}...; the "
+                 "stored rows and labels are kept: import the new file under another name to add it")
+            )  # fmt: skip
+            continue
+        iid = image_id(item.model, item.prompt.prompt_id, item.index, c.sha256)
+        same_file = any(
+            sha == c.sha256
+            and old_id.startswith(f"imp:{model_slug(item.model)}:{item.prompt.prompt_id}:")
+            for old_id, sha in before
+        )  # this file, these bytes, this model and prompt: imported before (index aside)
+        if iid in present_ids or same_file:
+            n_present += 1
+            continue
+        present_ids.add(iid)
+        rel = _study_path(study, e.file)
+        images.append(
+            (iid, "generated", item.prompt.prompt_id, item.prompt.occupation, rel, item.model,
+             e.prompt if e.prompt is not None else item.prompt.text, e.seed, f"import:{import_id}")
+        )  # fmt: skip
+        imported.append(
+            (iid, import_id, file, c.sha256, c.n_bytes, c.width, c.height, e.line, item.index,
+             json.dumps(e.metadata, ensure_ascii=False, sort_keys=True, default=str))
+        )  # fmt: skip
+    return {
+        "import_id": import_id,
+        "source": source,
+        "model": model,
+        "n_items": len(items),
+        "n_present": n_present,
+        "images": images,
+        "imported": imported,
+        "skips": skips,
+    }
+
+
+def _present_ids(study: Study, items: Sequence[Item], results: dict[int, Checked]) -> set[str]:
+    ids = [
+        image_id(i.model, i.prompt.prompt_id, i.index, results[id(i)].sha256 or "")
+        for i in items
+        if results[id(i)].sha256
+    ]
+    if not ids:
+        return set()
+    rows = study.con.execute("SELECT image_id FROM images WHERE starts_with(image_id, 'imp:')")
+    return {r[0] for r in rows.fetchall()} & set(ids)
+
+
+def _study_path(study: Study, file: Path) -> str:
+    """``images.path``: relative to the study when the file is inside it, else absolute."""
+    try:
+        return file.relative_to(study.root.resolve()).as_posix()
+    except ValueError:
+        return str(file)
+
+
+def _write(con: Any, plan: dict[str, Any], now: datetime) -> None:
+    from corpus_audit.core.versions import package_versions
+
+    source: Source = plan["source"]
+    con.execute(
+        "INSERT INTO image_imports VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            plan["import_id"], str(source.path), source.layout, source.sha256, plan["model"], now,
+            plan["n_items"], len(plan["images"]), plan["n_present"], len(plan["skips"]),
+            json.dumps(package_versions("corpus_audit", "pillow"), sort_keys=True),
+        ],
+    )  # fmt: skip
+    if plan["images"]:  # bulk, through Arrow (executemany costs ~1 ms a row in DuckDB)
+        _bulk_insert(con, "images", IMAGE_COLUMNS, plan["images"])
+        _bulk_insert(con, "imported_images", IMPORTED_COLUMNS, plan["imported"])
+    if plan["skips"]:
+        con.executemany(
+            "INSERT INTO import_skips VALUES (?, ?, ?, ?, ?, ?)",
+            [(iid, str(source.path), line, file, reason, detail)
+             for iid, _where, line, file, reason, detail in plan["skips"]],
+        )  # fmt: skip
+
+
+IMAGE_COLUMNS = {
+    "image_id": "string", "source": "string", "prompt_id": "string", "occupation": "string",
+    "path": "string", "model_id": "string", "prompt_text": "string", "seed": "int64",
+    "origin": "string",
+}  # fmt: skip
+IMPORTED_COLUMNS = {
+    "image_id": "string", "import_id": "string", "file": "string", "sha256": "string",
+    "n_bytes": "int64", "width": "int32", "height": "int32", "source_line": "int32",
+    "image_index": "int32", "metadata": "string",
+}  # fmt: skip
+
+
+def _bulk_insert(con: Any, table: str, columns: dict[str, str], rows: Sequence[tuple]) -> None:
+    """``INSERT INTO table (columns) SELECT ... FROM`` an Arrow table of ``rows`` (the values
+    are data in the Arrow table, never SQL text; the table and column names are constants)."""
+    import pyarrow as pa
+
+    arrays = {
+        name: pa.array([r[i] for r in rows], type=getattr(pa, kind)())
+        for i, (name, kind) in enumerate(columns.items())
+    }
+    view = f"_import_{table}"
+    con.register(view, pa.table(arrays))
+    try:
+        names = ", ".join(columns)
+        con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {view}")
+    finally:
+        con.unregister(view)
+
+
+def verify_imports(study: Study) -> StageRun:
+    """``import-images DIR --verify``: hash every imported file again and report those missing,
+    unreadable or changed since their import (nothing is written)."""
+    run = StageRun("import-images --verify")
+    if not study.table_exists("imported_images"):
+        return run.skip("no imported images")
+    rows = study.con.execute(
+        "SELECT image_id, file, sha256 FROM imported_images ORDER BY file"
+    ).fetchall()
+    max_pixels = study.config.images.max_pixels
+    with ThreadPoolExecutor(max_workers=_HASHERS) as pool:
+        checked = list(pool.map(lambda r: check_file(Path(r[1]), max_pixels), rows))
+    run.rows_in = len(rows)
+    for (iid, file, sha), c in zip(rows, checked, strict=True):
+        if c.reason is not None:
+            run.drop(c.reason)
+            run.messages.append(f"{file}: {c.reason} ({c.detail}); image {iid}")
+        elif c.sha256 != sha:
+            run.drop("changed_since_import")
+            run.messages.append(
+                f"{file}: changed since import (sha256 {sha[:12]}... then, {c.sha256[:12] if c.sha256 else '?'}... "
+                f"now); image {iid} keeps its labels from the old bytes"
+            )
+        else:
+            run.rows_out += 1
+    run.summary.append({"imported": len(rows), "unchanged": run.rows_out,
+                        "changed_or_missing": len(rows) - run.rows_out})  # fmt: skip
+    return run
