@@ -35,8 +35,8 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
         mine = [
             w
             for w in words
-            if (w["comparison"], w["scope"], w["occupation"])
-            == (group["comparison"], group["scope"], group["occupation"])
+            if (w["model"], w["comparison"], w["scope"], w["occupation"])
+            == (group["model"], group["comparison"], group["scope"], group["occupation"])
         ]
         top = max((abs(w["z"]) for w in mine), default=1.0)
         for w in mine:
@@ -53,15 +53,21 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
             "SELECT association, count(*) AS texts FROM texts_associations GROUP BY ALL "
             "ORDER BY ALL",
         ),
-        "agreement": _rows(study, "SELECT * FROM texts_agreement ORDER BY specified_by, gender"),
+        "agreement": _rows(
+            study, "SELECT * FROM texts_agreement ORDER BY model NULLS FIRST, specified_by, gender"
+        ),
         "groups": groups,
         "who": _rows(
             study,
-            "SELECT * FROM texts_who WHERE associated > 0 ORDER BY labels, associated DESC, "
-            "occupation",
+            "SELECT * FROM texts_who WHERE associated > 0 "
+            "ORDER BY model NULLS FIRST, labels, associated DESC, occupation",
         ),
-        "srbs": _rows(study, "SELECT * FROM texts_srbs ORDER BY scope, occupation, side"),
-        "srbs_tests": _rows(study, "SELECT * FROM texts_srbs_tests ORDER BY scope"),
+        "srbs": _rows(
+            study, "SELECT * FROM texts_srbs ORDER BY model NULLS FIRST, scope, occupation, side"
+        ),
+        "srbs_tests": _rows(
+            study, "SELECT * FROM texts_srbs_tests ORDER BY model NULLS FIRST, scope"
+        ),
         "figures": _figures(study, figures_dir),
         "min_associated": study.config.texts.min_associated,
     }
@@ -72,16 +78,21 @@ def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     import pandas as pd
 
     from corpus_audit.report.figures import save
+    from corpus_audit.slugs import slug
     from corpus_audit.texts.figures import decile_figure
 
     out = []
-    deciles = study.con.execute("SELECT * FROM texts_deciles ORDER BY labels, decile").df()
-    for labels, frame in deciles.groupby("labels", sort=True):
+    deciles = study.con.execute(
+        "SELECT * FROM texts_deciles ORDER BY model NULLS FIRST, labels, decile"
+    ).df()
+    deciles["model"] = deciles["model"].fillna("")
+    for (model, labels), frame in deciles.groupby(["model", "labels"], sort=False):
         what = "associated texts" if labels == "association" else "specified texts"
+        of = f"{model}, " if model else ""  # LLM texts: one figure per model
         rendered = save(
-            decile_figure(pd.DataFrame(frame), what),
-            f"who_deciles_{labels}",
-            f"Occupations per decile of % women ({what})",
+            decile_figure(pd.DataFrame(frame).drop(columns="model"), what),
+            f"who_deciles_{slug(model) + '_' if model else ''}{labels}",
+            f"Occupations per decile of % women ({of}{what})",
             "Occupations with enough labelled texts, split by the side of 50 % their labour "
             "statistic lies on.",
             out_dir,
