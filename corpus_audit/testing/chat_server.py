@@ -5,7 +5,7 @@
 ``POST /v1/chat/completions`` the way an OpenAI-compatible server does (``choices`` with
 ``message.content``, ``finish_reason``; ``usage``). What it says is the test's:
 
-- ``respond(prompt, n, seed) -> list[str]``: the texts of one request (``n`` of them, or fewer
+- ``respond(prompt, n, seed, model) -> list[str]``: the texts of one request (``n`` of them, or fewer
   to act like a server that ignores ``n``); a text starting with ``REFUSE:`` is sent as a
   refusal (``message.refusal``, empty content, ``finish_reason`` ``content_filter``);
 - ``fail(request_number, body) -> (status, headers) | None``: an error answer instead (e.g.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Respond = Callable[[str, int, int | None], list[str]]
+Respond = Callable[[str, int, int | None, str], list[str]]  # (prompt, n, seed, model)
 Fail = Callable[[int, dict[str, Any]], tuple[int, dict[str, str]] | None]
 
 
@@ -146,7 +146,7 @@ class ChatServer:
         messages = body.get("messages") or [{}]
         prompt = str(messages[-1].get("content", ""))
         n = int(body.get("n") or 1)
-        texts = self.respond(prompt, n, body.get("seed"))
+        texts = self.respond(prompt, n, body.get("seed"), str(body.get("model", "")))
         choices = []
         for i, text in enumerate(texts):
             if text.startswith("REFUSE:"):
