@@ -209,7 +209,13 @@ def test_transformers_chat_template_batches_and_seeds(tiny_lm):
     requests = [TextRequest("Generate a persona of a nurse", 3, 11), TextRequest("hi", 2, 12)]
     first = generate_all(gen, requests)
     assert [len(o) for o in first] == [3, 2]
-    assert [c.seed for o in first for c in o] == [11, 11, 11, 11, 13]  # batch of 4, then "hi" sample 1: 12 + 1
+    assert [c.seed for o in first for c in o] == [
+        11,
+        11,
+        11,
+        11,
+        13,
+    ]  # batch of 4, then "hi" sample 1: 12 + 1
     assert all(
         0 < c.completion_tokens <= 8 and c.finish_reason in ("stop", "length")
         for o in first

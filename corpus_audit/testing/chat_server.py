@@ -130,7 +130,10 @@ class ChatServer:
         else:
             if self.delay_s:
                 time.sleep(self.delay_s)
-            payload = self._completion(body)
+            try:
+                payload = self._completion(body)
+            except Exception as exc:  # noqa: BLE001  (a test's responder failed: say so)
+                status, payload = 500, {"error": {"message": f"responder: {exc!r}"}}
         with self._lock:
             self.log.append(Logged(number, arrived, status, body, auth))
         data = json.dumps(payload).encode("utf-8")

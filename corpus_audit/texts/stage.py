@@ -176,8 +176,11 @@ def _per_model(
     progress: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """The tables of each model's texts (``texts.source = 'llm'``), with a ``model`` column:
-    every comparison, prior and calibration is within one model's texts."""
-    from corpus_audit.texts.tables import who_how_tables
+    every comparison, prior and calibration is within one model's texts. As in the paper,
+    *who* (% women) and the *associated* marked words read the texts of the prompts without
+    a gender only (the association of a specified text is its agreement, not a draw of who
+    the model imagines); the agreement reads the specified texts."""
+    from corpus_audit.texts.tables import _agreement, who_how_tables
 
     models = study.con.execute("SELECT text_id, model FROM texts_model").df()
     texts = texts.merge(models, on="text_id", how="inner")
@@ -189,7 +192,12 @@ def _per_model(
     for model in tqdm(names, desc="who_how tables", unit="model", disable=not progress):
         mine = texts[texts["model"] == model].drop(columns="model")
         occ = occupations[occupations["text_id"].isin(mine["text_id"])]
-        for name, frame in who_how_tables(mine, occ, settings, embedder, labels).items():
+        unspecified = mine.assign(
+            association=mine["association"].where(mine["specified"].isna(), "none")
+        )
+        tables = who_how_tables(unspecified, occ, settings, embedder, labels)
+        tables["texts_agreement"] = _agreement(mine, labels)
+        for name, frame in tables.items():
             out.setdefault(name, []).append(frame.assign(model=model))
     return {name: pd.concat(frames, ignore_index=True) for name, frames in out.items()}
 
