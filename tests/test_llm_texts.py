@@ -263,7 +263,7 @@ def test_the_rule_s_counts_abandonment_and_tables(tmp_path, captions, monkeypatc
         words = sum(
             len(t.split()) for (t,) in study.con.execute("SELECT text FROM llm_texts").fetchall()
         )
-        refused = 4 * len("REFUSE: I won't write that.".split())  # billed, not stored
+        refused = 4 * len(["REFUSE:", "I", "won't", "write", "that."])  # billed, not stored
         assert tokens[0] == words + refused  # the server's usage: words
         prompts = {
             (o, p, g): t
