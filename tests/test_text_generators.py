@@ -246,3 +246,18 @@ def test_transformers_without_chat_template_reads_plain_text(tiny_lm):
 def test_transformers_missing_model_is_a_model_error(tmp_path):
     with pytest.raises(ModelError, match="cannot load it as a causal language model"):
         load_text_generator(f"transformers:{tmp_path / 'nothing'}", SamplingSettings())
+
+
+def test_the_registry_and_config_import_no_model_library():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import corpus_audit.text_generators, corpus_audit.config;"
+        " corpus_audit.config.config_from_dict({'llm': {'models': ['openai:m',"
+        " 'transformers:/x']}}, '.');"
+        " import corpus_audit.texts.sampling, corpus_audit.texts.generate_stage;"
+        " print(sorted(m for m in ('torch', 'transformers', 'httpx') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

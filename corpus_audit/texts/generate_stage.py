@@ -140,7 +140,7 @@ def _run_model(study: Study, model: str, pairs: list[Pair], counter: Any, *, pro
 
 
 def _load(study: Study, model: str) -> Any:
-    from corpus_audit.text_generators import SamplingSettings, load_text_generator, split_spec
+    from corpus_audit.text_generators import load_text_generator, split_spec
 
     cfg = study.config.llm
     settings = sampling_of(study)
@@ -159,7 +159,6 @@ def _load(study: Study, model: str) -> Any:
         backoff_s=cfg.backoff_s,
         max_backoff_s=cfg.max_backoff_s,
     )
-    assert isinstance(settings, SamplingSettings)
     with study.transaction():
         study.con.execute(
             "INSERT OR REPLACE INTO llm_models VALUES (?, ?, ?, ?, ?)",
