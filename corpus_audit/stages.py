@@ -206,6 +206,22 @@ declare(
         ),
     )
 )
+# LLM-written texts (docs/who_vs_how.md): the texts of `who_how` in an LLM study
+declare(
+    Stage(
+        "llm_texts",
+        "corpus_audit.texts.generate_stage:llm_texts",
+        "LLM-written biographies and personas per occupation, drawn by the paper's rule",
+        config=("llm", "study.seed", "texts.association_terms", "engine.device"),
+        writes=("llm_texts", "llm_pairs", "llm_models"),
+        steps=(
+            "the (occupation, prompt, gender) pairs of the prompt and occupation files",
+            "per model: batches of n, every batch committed as it arrives (resumable)",
+            "unspecified prompts until n texts a side, abandoned below 10 % of n",
+        ),
+    )
+)
+
 declare(
     Stage(
         "who_how",
@@ -346,22 +362,6 @@ declare(
             "variants",
         ),
         steps=("figures (PNG)", "the HTML page, every corpus text escaped"),
-    )
-)
-
-# -- LLM-written texts (docs/who_vs_how.md); `corpus-audit run` runs them in an LLM study --
-declare(
-    Stage(
-        "llm_texts",
-        "corpus_audit.texts.generate_stage:llm_texts",
-        "LLM-written biographies and personas per occupation, drawn by the paper's rule",
-        config=("llm", "study.seed", "texts.association_terms", "engine.device"),
-        writes=("llm_texts", "llm_pairs", "llm_models"),
-        steps=(
-            "the (occupation, prompt, gender) pairs of the prompt and occupation files",
-            "per model: batches of n, every batch committed as it arrives (resumable)",
-            "unspecified prompts until n texts a side, abandoned below 10 % of n",
-        ),
     )
 )
 
