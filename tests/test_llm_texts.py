@@ -318,6 +318,15 @@ def test_the_rule_s_counts_abandonment_and_tables(tmp_path, captions, monkeypatc
             "AND scope = 'occupation' AND texts_female = 20 GROUP BY ALL ORDER BY ALL"
         ).fetchall()
         assert compared == [("openai:model-a", 4), ("openai:model-b", 4)]
+        from corpus_audit.texts.page import who_how_section
+
+        section = who_how_section(study, tmp_path / "figures")
+        names = [f["name"] for f in section["figures"]]
+        for model in ("openai_model-a", "openai_model-b"):  # per model: deciles, Figure 1
+            assert f"who_deciles_{model}_association" in names
+            assert f"who_vs_labour_{model}" in names
+        groups = {(g["model"], g["comparison"], g["occupation"]) for g in section["groups"]}
+        assert ("openai:model-b", "associated", "nurse") in groups
     assert main(["status", str(root)]) == 0
     out = capsys.readouterr().out
     assert "llm_texts openai:model-a:" in out and "abandoned 2" in out
@@ -442,7 +451,8 @@ def test_init_kind_llm_and_run_do_the_whole_study(tmp_path, capsys):
         assert study.count("llm_texts") >= 2 * 3 + 2  # 3 specified pairs + the unspecified one
         models = study.con.execute("SELECT DISTINCT model FROM texts_agreement").fetchall()
         assert models == [(f"transformers:{lm}",)]
-    assert (root / "report" / "report.html").is_file()
+    page = (root / "report" / "report.html").read_text(encoding="utf-8")
+    assert f"% women vs labour statistics (transformers:{lm})" in page
     # nothing left: a second run asks the model nothing
     assert main(["llm_texts", str(root), "-q"]) == 0
     assert "[llm_texts] skipped" in capsys.readouterr().out

@@ -97,15 +97,40 @@ def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
             "statistic lies on.",
             out_dir,
         )
-        uri = "data:image/png;base64," + base64.b64encode(rendered.png).decode("ascii")
-        out.append(
-            {
-                "name": rendered.name,
-                "title": rendered.title,
-                "uri": uri,
-                "caption": rendered.caption,
-            }
+        out.append(_figure_entry(rendered))
+    if study.config.texts.source == "llm":  # the paper's Figure 1, per model
+        out.extend(_who_scatters(study, out_dir))
+    return out
+
+
+def _figure_entry(rendered: Any) -> dict[str, str]:
+    uri = "data:image/png;base64," + base64.b64encode(rendered.png).decode("ascii")
+    return {"name": rendered.name, "title": rendered.title, "uri": uri, "caption": rendered.caption}
+
+
+def _who_scatters(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
+    """Per model of an LLM study: % women of the texts associated with a gender (prompts
+    without one) against the labour statistic, one point per occupation with its interval."""
+    from corpus_audit.report.figures import save
+    from corpus_audit.slugs import slug
+    from corpus_audit.texts.figures import who_scatter
+
+    who = study.con.execute(
+        "SELECT * FROM texts_who WHERE labels = 'association' AND model IS NOT NULL "
+        "ORDER BY model, occupation"
+    ).df()
+    out = []
+    for model, frame in who.groupby("model", sort=True):
+        rendered = save(
+            who_scatter(frame, 1, f"texts of {model}"),
+            f"who_vs_labour_{slug(model)}",
+            f"% women vs labour statistics ({model})",
+            "Per occupation: % women among the texts of prompts without a gender that the rule "
+            "associates with a gender (Wilson interval), against the labour statistic; the "
+            "dashed line is parity with it.",
+            out_dir,
         )
+        out.append(_figure_entry(rendered))
     return out
 
 
