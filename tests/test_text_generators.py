@@ -113,7 +113,8 @@ def test_429_waits_the_retry_after_and_500_backs_off():
         (got,) = generate_all(gen, [TextRequest("y", 1, 2)])
         assert [r.status for r in server.log[2:]] == [500, 503, 200]
         gaps = [server.log[k + 1].at - server.log[k].at for k in (2, 3)]
-        assert 0.01 <= gaps[0] < 0.25 and 0.02 <= gaps[1] < 0.3  # 0.02 * 2**k, jitter [0.5, 1]
+        # 0.02 * 2**k with jitter [0.5, 1]: 10-20 ms, then 20-40 ms (slack for a busy machine)
+        assert 0.01 <= gaps[0] < 0.5 and 0.02 <= gaps[1] < 0.5
         assert gen.stats == {"http_requests": 5, "retries": 3, "retry_after_waits": 1}
 
 
@@ -185,7 +186,7 @@ def test_requests_run_concurrently_up_to_the_limit():
         out = generate_all(client(server, concurrency=4), requests)
         took = time.monotonic() - start
     assert [o[0].text.split(" / ")[0] for o in out] == [f"p{i}" for i in range(8)]
-    assert peak[0] == 4 and took < 0.6  # 8 x 0.1 s one at a time
+    assert peak[0] == 4 and took < 0.75  # 0.2 s ideal; 8 x 0.1 s one at a time
 
 
 # -- transformers ---------------------------------------------------------------------------
