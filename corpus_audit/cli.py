@@ -86,10 +86,18 @@ def cmd_init(args: argparse.Namespace) -> int:
         "lexicon": {"occupations": args.occupations},
         "pst": {"enabled": True if args.kind == "pst" else None},
     }
-    if not args.corpus and args.kind != "pst":
+    if args.kind == "llm":  # docs/who_vs_how.md: the texts come from llm.models
+        overrides["llm"] = {"enabled": True, "models": args.model or None}
+        overrides["texts"] = {"source": "llm"}
+        overrides["lexicon"]["labor_stats"] = "builtin:more_of_the_same/occupations_en.csv"
+    elif args.model:
         from corpus_audit.core.errors import StudyError
 
-        raise StudyError("init: give --corpus (only a --kind pst study may go without one)")
+        raise StudyError("init: --model is for a --kind llm study (llm.models)")
+    if not args.corpus and args.kind not in ("pst", "llm"):
+        from corpus_audit.core.errors import StudyError
+
+        raise StudyError("init: give --corpus (only a --kind pst or llm study may go without one)")
     for section, values in overrides.items():  # flags given on the command line win
         preset.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
     study = init_study(Path(args.dir), args.corpus or [], overrides=preset, overwrite=args.force)
@@ -172,6 +180,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         for line in [*study_shortfall(study), *api_lines(study), *import_lines(study)]:
             print(printable(line))
+        if study.config.llm.enabled:
+            from corpus_audit.stages.llm_texts import status_lines
+
+            for line in status_lines(study):
+                print(printable(line))
     return 0
 
 
@@ -403,9 +416,16 @@ def _add_init_parser(sub: _Subcommands) -> None:
     p.add_argument("dir")
     p.add_argument(
         "--kind",
-        choices=["amplification", "pst"],
+        choices=["amplification", "pst", "llm"],
         default="amplification",
-        help="amplification (default) or pst: the Paired Stereotype Test (docs/pst.md)",
+        help="amplification (default), pst: the Paired Stereotype Test (docs/pst.md), or llm: "
+        "who-vs-how on texts language models write (docs/who_vs_how.md)",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        help="with --kind llm: a text generator, transformers:<path or hub id> or "
+        "openai:<model> (repeat for several; llm.models)",
     )
     p.add_argument(
         "--corpus",

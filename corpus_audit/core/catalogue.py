@@ -206,13 +206,29 @@ declare(
         ),
     )
 )
+# LLM-written texts (docs/who_vs_how.md): the texts of `who_how` in an LLM study
+declare(
+    Stage(
+        "llm_texts",
+        "corpus_audit.stages.llm_texts:llm_texts",
+        "LLM-written biographies and personas per occupation, drawn by the paper's rule",
+        config=("llm", "study.seed", "texts.association_terms", "engine.device"),
+        writes=("llm_texts", "llm_pairs", "llm_models"),
+        steps=(
+            "the (occupation, prompt, gender) pairs of the prompt and occupation files",
+            "per model: batches of n, every batch committed as it arrives (resumable)",
+            "unspecified prompts until n texts a side, abandoned below 10 % of n",
+        ),
+    )
+)
+
 declare(
     Stage(
         "who_how",
         "corpus_audit.stages.who_how:who_how",
         "who is represented and how: gender association, marked words, SRBS of the texts",
         config=("texts", "lexicon", "analysis.confidence", "corpus"),
-        reads=("captions", "mentions", "indicators", "indicator_triggers"),
+        reads=("captions", "mentions", "indicators", "indicator_triggers", "llm_texts"),
         writes=(
             "texts_documents",
             "texts_occupations",
@@ -227,9 +243,9 @@ declare(
             "texts_srbs",
             "texts_srbs_tests",
         ),
-        after=("select", "indicators"),
+        after=("select", "indicators", "llm_texts"),
         steps=(
-            "the texts: occupation captions, or the files of a text corpus (texts.source)",
+            "the texts: occupation captions, the files of a text corpus, or LLM texts (per model)",
             "gender association of every text (batches committed, resumable)",
             "agreement, who vs labour statistics, calibrated marked words, SRBS",
         ),
@@ -461,7 +477,13 @@ PST_RUN_ORDER = [
     "pst_analyze",
     "pst_report",
 ]
-RUN_ORDERS = {"amplification": RUN_ORDER, "pst": PST_RUN_ORDER}  # study kind -> run order
+# What `corpus-audit run` executes in an LLM study (`[llm] enabled`; `init --kind llm`).
+LLM_RUN_ORDER = ["llm_texts", "who_how", "report"]
+RUN_ORDERS = {  # study kind -> run order
+    "amplification": RUN_ORDER,
+    "pst": PST_RUN_ORDER,
+    "llm": LLM_RUN_ORDER,
+}
 # Stages no run order includes: they run when asked (`corpus-audit recaption DIR --model ...`).
 ON_DEMAND = ("recaption",)
 
@@ -504,13 +526,13 @@ def readers(table: str) -> list[str]:
 
 
 def data_flow() -> str:
-    """The data-flow picture of docs/architecture.md: per stage (in run order: the audit's, the on-demand stages, the PST's), each table it
+    """The data-flow picture of docs/architecture.md: per stage (in run order: the audit's, the on-demand stages, the PST's, the LLM study's), each table it
     writes and the stages that read it (``stages -> tables -> stages``). Rows a stage owns in
     a shared table are shown after the name. ``python -m corpus_audit.core.catalogue`` prints it; a
     test keeps the page equal to it."""
     lines = []
     width = max(len(t) + len(o) + 3 for _, s in STAGES.items() for t, o in _outputs(s))
-    for name in dict.fromkeys([*RUN_ORDER, *ON_DEMAND, *PST_RUN_ORDER]):
+    for name in dict.fromkeys([*RUN_ORDER, *ON_DEMAND, *PST_RUN_ORDER, *LLM_RUN_ORDER]):
         outputs = _outputs(STAGES.get(name)) or [("(files only)", "")]
         for i, (table, owned) in enumerate(outputs):
             shown = f"{table} [{owned}]" if owned else table

@@ -30,7 +30,8 @@ CAPTION_PROMPTS = ("labelled", "all")  # generate.caption_prompts
 PARITY_SIDES = ("upper", "neither")  # analysis.parity_side
 IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
 PST_KINDS = ("single", "paired", "power")  # pst.kinds (corpus_audit.methods.lexicon.pst.KINDS)
-TEXT_SOURCES = ("captions", "corpus")  # texts.source
+TEXT_SOURCES = ("captions", "corpus", "llm")  # texts.source
+LLM_GENDERS = ("female", "male", "non_binary")  # llm.genders
 
 
 @dataclass
@@ -507,7 +508,8 @@ class TextsSection:
     ``who_how`` stage and ``corpus-audit texts``, docs/who_vs_how.md)."""
 
     # captions: the study's occupation captions (select, indicators) | corpus: the files of
-    # corpus.paths read as a text corpus (what `corpus-audit texts FILE --out DIR` sets)
+    # corpus.paths read as a text corpus (what `corpus-audit texts FILE --out DIR` sets) |
+    # llm: the texts of the llm_texts stage, compared per model (`init --kind llm`)
     source: str = "captions"
     occupation_column: str = ""  # corpus: each text's occupation; "" = found by the lexicon
     gender_column: str = ""  # corpus: specified gender (female | male | non_binary | empty)
@@ -540,6 +542,68 @@ class TextsSection:
 
 
 @dataclass
+class LlmSection:
+    """LLM-written biographies and personas for who-vs-how (the ``llm_texts`` stage; "More of
+    the Same"; docs/who_vs_how.md). ``enabled`` makes the study an LLM study: ``corpus-audit
+    run`` then runs :data:`corpus_audit.core.catalogue.RUN_ORDERS` ``["llm"]``."""
+
+    enabled: bool = False  # true: an LLM study (`corpus-audit init DIR --kind llm`)
+    # text generators: transformers:<local path or hub id> | openai:<model> (any
+    # OpenAI-compatible chat-completions server at api_base); each model's texts are compared
+    models: list[str] = field(default_factory=list)
+    prompts: str = "builtin:more_of_the_same/prompts_en.toml"  # prompt templates (TOML)
+    occupations: str = "builtin:more_of_the_same/occupations_en.csv"  # occupations (CSV)
+    only_occupations: list[str] = field(default_factory=list)  # these of the file; [] = all
+    only_prompts: list[str] = field(default_factory=list)  # these prompt ids; [] = all
+    # genders of the specified prompts (female, male, non_binary); [] = unspecified prompts only
+    genders: list[str] = field(default_factory=lambda: ["female", "male", "non_binary"])
+    n: int = 100  # texts per specified pair; per side (women, men) for unspecified prompts
+    abandon_below: float = 0.1  # abandon an unspecified pair below this share of n a side, [0, 1]
+    max_texts: int = 2000  # cap of texts per unspecified (occupation, prompt), >= n
+    temperature: float = 1.0  # sampling temperature, >= 0 (the paper: the API default, 1)
+    top_p: float = 1.0  # nucleus sampling, in (0, 1] (the paper: the API default, 1)
+    max_tokens: int = 750  # longest text in tokens (the paper: 750)
+    send_seed: bool = True  # send each request's seed to backends that take one
+    # openai: the server, e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama)
+    api_base: str = "https://api.openai.com/v1"
+    # openai: the NAME of the environment variable holding the API key (the key itself is
+    # never written to study.toml, the database or the output); unset or empty: no key sent
+    api_key_env: str = "OPENAI_API_KEY"
+    n_per_request: int = 100  # openai: completions per HTTP request (1: servers ignoring n)
+    concurrency: int = 8  # openai: HTTP requests in flight
+    timeout_s: float = 120.0  # openai: seconds per HTTP request before it is retried
+    max_retries: int = 6  # openai: retries of a request (429, 5xx, timeouts), >= 0
+    backoff_s: float = 1.0  # openai: first backoff in seconds (doubled per retry, jittered)
+    max_backoff_s: float = 60.0  # openai: longest backoff without a Retry-After
+    batch_size: int = 16  # transformers: sequences per generate() call
+    dtype: str = "auto"  # transformers: auto | float16 | bfloat16 | float32
+
+    def validate(self) -> None:
+        from corpus_audit.core.registry import load
+
+        split_spec = load("corpus_audit.backends.text_generators:split_spec")  # no backend import
+        for spec in self.models:
+            split_spec(spec)
+        for gender in self.genders:
+            _choice("llm.genders", gender, set(LLM_GENDERS))
+        for key in ("n", "max_tokens", "n_per_request", "concurrency", "batch_size"):
+            _positive(f"llm.{key}", getattr(self, key))
+        _unit("llm.abandon_below", self.abandon_below)
+        if self.max_texts < self.n:
+            raise ConfigError(f"llm.max_texts: {self.max_texts} must be >= llm.n ({self.n})")
+        if self.temperature < 0:
+            raise ConfigError(f"llm.temperature: {self.temperature} must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"llm.top_p: {self.top_p} is not in (0, 1]")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"llm.timeout_s: {self.timeout_s} must be > 0")
+        for key in ("max_retries", "backoff_s", "max_backoff_s"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"llm.{key}: {getattr(self, key)} must be >= 0")
+        _choice("llm.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
+
+
+@dataclass
 class StudyConfig:
     """The whole study config; ``root`` is the study directory (not written to the file)."""
 
@@ -556,6 +620,7 @@ class StudyConfig:
     analysis: AnalysisSection = field(default_factory=AnalysisSection)
     pst: PstSection = field(default_factory=PstSection)
     texts: TextsSection = field(default_factory=TextsSection)
+    llm: LlmSection = field(default_factory=LlmSection)
     variants: VariantsSection = field(default_factory=VariantsSection)
     recaption: RecaptionSection = field(default_factory=RecaptionSection)
     root: Path = field(default=Path("."), metadata={"file": False})

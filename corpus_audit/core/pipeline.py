@@ -79,8 +79,11 @@ def run_all(study: Study, *, until: str | None = None, progress: bool = True) ->
 
 
 def study_kind(config: StudyConfig) -> str:
-    """``pst`` for a Paired Stereotype Test study (``[pst] enabled``), else ``amplification``."""
-    return "pst" if config.pst.enabled else "amplification"
+    """``pst`` for a Paired Stereotype Test study (``[pst] enabled``), ``llm`` for a study of
+    LLM-written texts (``[llm] enabled``), else ``amplification``."""
+    if config.pst.enabled:
+        return "pst"
+    return "llm" if config.llm.enabled else "amplification"
 
 
 @dataclass

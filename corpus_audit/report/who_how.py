@@ -35,8 +35,8 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
         mine = [
             w
             for w in words
-            if (w["comparison"], w["scope"], w["occupation"])
-            == (group["comparison"], group["scope"], group["occupation"])
+            if (w["model"], w["comparison"], w["scope"], w["occupation"])
+            == (group["model"], group["comparison"], group["scope"], group["occupation"])
         ]
         top = max((abs(w["z"]) for w in mine), default=1.0)
         for w in mine:
@@ -53,15 +53,21 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
             "SELECT association, count(*) AS texts FROM texts_associations GROUP BY ALL "
             "ORDER BY ALL",
         ),
-        "agreement": _rows(study, "SELECT * FROM texts_agreement ORDER BY specified_by, gender"),
+        "agreement": _rows(
+            study, "SELECT * FROM texts_agreement ORDER BY model NULLS FIRST, specified_by, gender"
+        ),
         "groups": groups,
         "who": _rows(
             study,
-            "SELECT * FROM texts_who WHERE associated > 0 ORDER BY labels, associated DESC, "
-            "occupation",
+            "SELECT * FROM texts_who WHERE associated > 0 "
+            "ORDER BY model NULLS FIRST, labels, associated DESC, occupation",
         ),
-        "srbs": _rows(study, "SELECT * FROM texts_srbs ORDER BY scope, occupation, side"),
-        "srbs_tests": _rows(study, "SELECT * FROM texts_srbs_tests ORDER BY scope"),
+        "srbs": _rows(
+            study, "SELECT * FROM texts_srbs ORDER BY model NULLS FIRST, scope, occupation, side"
+        ),
+        "srbs_tests": _rows(
+            study, "SELECT * FROM texts_srbs_tests ORDER BY model NULLS FIRST, scope"
+        ),
         "figures": _figures(study, figures_dir),
         "min_associated": study.config.texts.min_associated,
     }
@@ -71,30 +77,60 @@ def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     """The decile figure for each kind of label that places an occupation."""
     import pandas as pd
 
+    from corpus_audit.core.slugs import slug
     from corpus_audit.report.figures import save
     from corpus_audit.report.who_how_figures import decile_figure
 
     out = []
-    deciles = study.con.execute("SELECT * FROM texts_deciles ORDER BY labels, decile").df()
-    for labels, frame in deciles.groupby("labels", sort=True):
+    deciles = study.con.execute(
+        "SELECT * FROM texts_deciles ORDER BY model NULLS FIRST, labels, decile"
+    ).df()
+    deciles["model"] = deciles["model"].fillna("")
+    for (model, labels), frame in deciles.groupby(["model", "labels"], sort=False):
         what = "associated texts" if labels == "association" else "specified texts"
+        of = f"{model}, " if model else ""  # LLM texts: one figure per model
         rendered = save(
-            decile_figure(pd.DataFrame(frame), what),
-            f"who_deciles_{labels}",
-            f"Occupations per decile of % women ({what})",
+            decile_figure(pd.DataFrame(frame).drop(columns="model"), what),
+            f"who_deciles_{slug(model) + '_' if model else ''}{labels}",
+            f"Occupations per decile of % women ({of}{what})",
             "Occupations with enough labelled texts, split by the side of 50 % their labour "
             "statistic lies on.",
             out_dir,
         )
-        uri = "data:image/png;base64," + base64.b64encode(rendered.png).decode("ascii")
-        out.append(
-            {
-                "name": rendered.name,
-                "title": rendered.title,
-                "uri": uri,
-                "caption": rendered.caption,
-            }
+        out.append(_figure_entry(rendered))
+    if study.config.texts.source == "llm":  # the paper's Figure 1, per model
+        out.extend(_who_scatters(study, out_dir))
+    return out
+
+
+def _figure_entry(rendered: Any) -> dict[str, str]:
+    uri = "data:image/png;base64," + base64.b64encode(rendered.png).decode("ascii")
+    return {"name": rendered.name, "title": rendered.title, "uri": uri, "caption": rendered.caption}
+
+
+def _who_scatters(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
+    """Per model of an LLM study: % women of the texts associated with a gender (prompts
+    without one) against the labour statistic, one point per occupation with its interval."""
+    from corpus_audit.core.slugs import slug
+    from corpus_audit.report.figures import save
+    from corpus_audit.report.who_how_figures import who_scatter
+
+    who = study.con.execute(
+        "SELECT * FROM texts_who WHERE labels = 'association' AND model IS NOT NULL "
+        "ORDER BY model, occupation"
+    ).df()
+    out = []
+    for model, frame in who.groupby("model", sort=True):
+        rendered = save(
+            who_scatter(frame, 1, f"texts of {model}"),
+            f"who_vs_labour_{slug(model)}",
+            f"% women vs labour statistics ({model})",
+            "Per occupation: % women among the texts of prompts without a gender that the rule "
+            "associates with a gender (Wilson interval), against the labour statistic; the "
+            "dashed line is parity with it.",
+            out_dir,
         )
+        out.append(_figure_entry(rendered))
     return out
 
 

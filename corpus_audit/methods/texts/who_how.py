@@ -76,7 +76,7 @@ def who_how_tables(
     rows = occupations[["text_id", "occupation"]].merge(texts, on="text_id", how="inner")
     rows = rows.sort_values(["text_id", "occupation"], kind="stable").reset_index(drop=True)
     labels = agreement_labels or {"specified": "specified"}
-    out = {"texts_agreement": _agreement(texts, labels)}
+    out = {"texts_agreement": agreement_table(texts, labels)}
     out.update(_who(rows, settings))
     marked = {}
     for scope, frame, occupations in (
@@ -97,7 +97,7 @@ def who_how_tables(
     return out
 
 
-def _agreement(texts: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
+def agreement_table(texts: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
     from corpus_audit.methods.texts.association import agreement
 
     parts = []

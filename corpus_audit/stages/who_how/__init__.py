@@ -62,6 +62,9 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
         if cfg.source == "captions":
             require(study, "select", by=STAGE, optional=("indicators",))
             study.con.execute(sql_text("who_how/10_views_captions.sql"))
+        elif cfg.source == "llm":  # the llm_texts stage's texts, compared per model
+            require(study, "llm_texts", by=STAGE)
+            study.con.execute(sql_text("who_how/12_views_llm.sql"))
         else:
             from corpus_audit.stages.who_how.inputs import read_documents
 
@@ -81,7 +84,8 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
 
 def progress(study: Study) -> Progress:
     """Texts with an association, of all input texts (for ``status``)."""
-    table = "captions" if study.config.texts.source == "captions" else "texts_documents"
+    tables = {"captions": "captions", "llm": "llm_texts"}
+    table = tables.get(study.config.texts.source, "texts_documents")
     return Progress(study.count("texts_associations"), study.count(table), "texts")
 
 
@@ -132,10 +136,10 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
     from corpus_audit.methods.texts.who_how import who_how_tables
 
     settings = table_settings(study, terms)
-    inputs = {
-        name: study.fingerprint(name)
-        for name in ("texts_text", "texts_labels", "texts_occ", "texts_associations")
-    }
+    names = ["texts_text", "texts_labels", "texts_occ", "texts_associations"]
+    if study.config.texts.source == "llm":
+        names.append("texts_model")
+    inputs = {name: study.fingerprint(name) for name in names}
     cfg = study.config.texts
     config = [repr(settings), cfg.source, cfg.srbs, cfg.embedding_model]
     fingerprint = _fingerprint({"inputs": inputs, "settings": config})
@@ -146,16 +150,56 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
     labels = {"gender column": "specified"}
     if cfg.source == "captions":
         labels = {"indicator words": "specified", "indicators": "indicator"}
-    steps = tqdm(total=1, desc="who_how tables", unit="step", disable=not progress)
-    with steps:
-        tables = who_how_tables(texts, occupations, settings, _embedder(study), labels)
-        steps.update(1)
+    if cfg.source == "llm":
+        labels = {"prompt": "specified"}
+        tables = _per_model(study, texts, occupations, settings, labels, progress=progress)
+    else:
+        steps = tqdm(total=1, desc="who_how tables", unit="step", disable=not progress)
+        with steps:
+            tables = who_how_tables(texts, occupations, settings, _embedder(study), labels)
+            steps.update(1)
     with study.transaction():
         for name in _result_tables():
             _replace(study, name, tables[name])
         _store(study, "analysis", fingerprint, {"inputs": inputs})
     run.provenance["tables_fingerprint"] = fingerprint
     return True
+
+
+def _per_model(
+    study: Study,
+    texts: pd.DataFrame,
+    occupations: pd.DataFrame,
+    settings: Any,
+    labels: dict[str, str],
+    *,
+    progress: bool = True,
+) -> dict[str, pd.DataFrame]:
+    """The tables of each model's texts (``texts.source = 'llm'``), with a ``model`` column:
+    every comparison, prior and calibration is within one model's texts. As in the paper,
+    *who* (% women) and the *associated* marked words read the texts of the prompts without
+    a gender only (the association of a specified text is its agreement, not a draw of who
+    the model imagines); the agreement reads the specified texts."""
+    from corpus_audit.methods.texts.who_how import agreement_table, who_how_tables
+
+    models = study.con.execute("SELECT text_id, model FROM texts_model").df()
+    texts = texts.merge(models, on="text_id", how="inner")
+    embedder = _embedder(study)
+    out: dict[str, list[pd.DataFrame]] = {}
+    names = sorted(texts["model"].unique())
+    if not names:  # no text yet: the empty tables
+        return who_how_tables(texts.drop(columns="model"), occupations, settings, None, labels)
+    for model in tqdm(names, desc="who_how tables", unit="model", disable=not progress):
+        mine = texts[texts["model"] == model].drop(columns="model")
+        occ = occupations[occupations["text_id"].isin(mine["text_id"])]
+        unspecified = mine.assign(
+            association=mine["association"].where(mine["specified"].isna(), "none")
+        )
+        tables = who_how_tables(unspecified, occ, settings, embedder, labels)
+        tables["texts_agreement"] = agreement_table(mine, labels)
+        for name, frame in tables.items():
+            out.setdefault(name, []).append(frame.assign(model=model))
+    return {name: pd.concat(frames, ignore_index=True) for name, frames in out.items()}
 
 
 def table_settings(study: Study, terms: Any) -> Any:
@@ -260,23 +304,28 @@ def messages(study: Study) -> list[str]:
         "SELECT association, count(*) FROM texts_associations GROUP BY ALL ORDER BY ALL"
     ).fetchall()
     out = ["associations: " + ", ".join(f"{a} {n:,}" for a, n in rows)]
-    for by, gender, spec, pct, among in study.con.execute(
-        "SELECT specified_by, gender, specified, agreement_pct, agreement_associated_pct "
-        "FROM texts_agreement WHERE specified > 0 ORDER BY specified_by, gender"
+    for model, by, gender, spec, pct, among in study.con.execute(
+        "SELECT model, specified_by, gender, specified, agreement_pct, agreement_associated_pct "
+        "FROM texts_agreement WHERE specified > 0 ORDER BY model, specified_by, gender"
     ).fetchall():
         out.append(
-            f"agreement with {by}, {gender}: {pct:.1f} % of {spec:,} specified texts "
+            f"{_of(model)}agreement with {by}, {gender}: {pct:.1f} % of {spec:,} specified texts "
             f"({among if among is not None else float('nan'):.1f} % of those associated)"
         )
-    for scope, unit, nf, nm, mf, mm, t, p in study.con.execute(
-        "SELECT scope, unit, n_female, n_male, mean_female, mean_male, t, p "
-        "FROM texts_srbs_tests ORDER BY scope"
+    for model, scope, unit, nf, nm, mf, mm, t, p in study.con.execute(
+        "SELECT model, scope, unit, n_female, n_male, mean_female, mean_male, t, p "
+        "FROM texts_srbs_tests ORDER BY model, scope"
     ).fetchall():
         out.append(
-            f"SRBS {scope} ({unit}s: {nf} women's, {nm} men's): mean {_f(mf)} vs {_f(mm)}, "
+            f"{_of(model)}SRBS {scope} ({unit}s: {nf} women's, {nm} men's): mean {_f(mf)} vs {_f(mm)}, "
             f"Welch t = {_f(t)}, p = {_f(p, '.3g')}"
         )
     return out
+
+
+def _of(model: str | None) -> str:
+    """``"MODEL: "`` for a row of one model's texts (texts.source = 'llm'), else nothing."""
+    return f"{model}: " if model else ""
 
 
 def _f(value: float | None, fmt: str = "+.3f") -> str:
