@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import random
 import threading
@@ -85,16 +86,18 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - (now if now is not None else time.time())
+    if not math.isfinite(seconds):  # "inf", "nan": not a wait anyone meant
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - (now if now is not None else time.time()))
+    return max(0.0, seconds)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -105,7 +108,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _opener(base_url: str) -> urllib.request.OpenerDirector:
+def opener(base_url: str) -> urllib.request.OpenerDirector:
     """No redirects; the environment's proxies (HTTPS_PROXY ...) except for a loopback host,
     which is always reached directly."""
     host = urllib.parse.urlsplit(base_url).hostname or ""
@@ -145,7 +148,7 @@ class ApiClient:
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         self._sleep = sleep
-        self._open = _opener(self.base_url).open
+        self._open = opener(self.base_url).open
         self.stats = {"requests": 0, "retries": 0}
         self._stats_lock = threading.Lock()
 

@@ -64,35 +64,9 @@ def win_rate_heatmap(pairs: Any, title: str) -> Any:
     """Win rate (wins / (wins + losses), ties left out) of the row model against the column
     model, with the battles behind it; ``pairs``: one (aspect, language) of the
     :func:`corpus_audit.methods.preferences.leaderboard.pairs` frame."""
-    import numpy as np
+    from corpus_audit.report.preference_figures import pair_heatmap
 
-    from corpus_audit.report.figures import new_figure
-
-    models = sorted(set(pairs["model_id"]) | set(pairs["opponent"]))
-    index = {m: i for i, m in enumerate(models)}
-    grid = np.full((len(models), len(models)), np.nan)
-    counts = np.zeros((len(models), len(models)), dtype=int)
-    for rec in pairs.to_dict("records"):
-        i, j = index[rec["model_id"]], index[rec["opponent"]]
-        if rec["win_rate"] is not None and rec["win_rate"] == rec["win_rate"]:
-            grid[i, j] = rec["win_rate"]
-        counts[i, j] = rec["battles"]
-    side = 0.7 * len(models) + 2.4
-    fig = new_figure(side + 0.8, side)
-    ax = fig.subplots()
-    image = ax.imshow(grid, vmin=0, vmax=1, cmap="RdBu")
-    for i in range(len(models)):
-        for j in range(len(models)):
-            if counts[i, j]:
-                text = "–" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}"
-                ax.text(j, i, f"{text}\n({counts[i, j]})", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(models)), models, rotation=45, ha="right", fontsize=8)
-    ax.set_yticks(range(len(models)), models, fontsize=8)
-    ax.set_xlabel("opponent")
-    ax.set_ylabel("model")
-    fig.colorbar(image, ax=ax, label="win rate: wins / (wins + losses)")
-    ax.set_title(title, fontsize=9)
-    return fig
+    return pair_heatmap(pairs, "win_rate", "win rate: wins / (wins + losses)", title)
 
 
 def interval_figure(ratings: Any, aspect: str) -> Any:

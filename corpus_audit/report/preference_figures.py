@@ -153,39 +153,45 @@ def rating_intervals(ratings: Any) -> Any:
     return fig
 
 
-def win_rate_heatmap(pairs: Any, aspect: str) -> Any:
-    """Score of the row model against the column model (0-1) with battle counts; ``pairs`` is
-    the :func:`corpus_audit.methods.preferences.elo.pair_matrix` frame."""
+def pair_heatmap(part: Any, value: str, label: str, title: str) -> Any:
+    """Row model against column model: ``value`` (a share in [0, 1]; NaN drawn as "–") with
+    the battles behind it, one cell per pair that met; ``part`` has ``model_id``,
+    ``opponent``, ``value`` and ``battles`` columns. ``label`` names the colour bar."""
     import numpy as np
 
-    part = pairs[pairs["aspect"] == aspect]
     models = sorted(set(part["model_id"]) | set(part["opponent"]))
     index = {m: i for i, m in enumerate(models)}
     grid = np.full((len(models), len(models)), np.nan)
     counts = np.zeros((len(models), len(models)), dtype=int)
     for rec in part.to_dict("records"):
         i, j = index[rec["model_id"]], index[rec["opponent"]]
-        grid[i, j] = rec["score"]
+        if rec[value] is not None and rec[value] == rec[value]:
+            grid[i, j] = rec[value]
         counts[i, j] = rec["battles"]
-    side = 0.7 * len(models) + 2.2
+    side = 0.7 * len(models) + 2.4
     fig = new_figure(side + 0.8, side)
     ax = fig.subplots()
     image = ax.imshow(grid, vmin=0, vmax=1, cmap="RdBu")
     for i in range(len(models)):
         for j in range(len(models)):
             if counts[i, j]:
-                ax.text(
-                    j,
-                    i,
-                    f"{grid[i, j]:.2f}\n({counts[i, j]})",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                )
+                text = "–" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}"
+                ax.text(j, i, f"{text}\n({counts[i, j]})", ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(models)), models, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(models)), models, fontsize=8)
     ax.set_xlabel("opponent")
     ax.set_ylabel("model")
-    fig.colorbar(image, ax=ax, label="score (wins + ties/2) / battles")
-    ax.set_title(f"Pairwise score: {aspect.replace('_', ' ')}", fontsize=9)
+    fig.colorbar(image, ax=ax, label=label)
+    ax.set_title(title, fontsize=9)
     return fig
+
+
+def win_rate_heatmap(pairs: Any, aspect: str) -> Any:
+    """Score of the row model against the column model (0-1) with battle counts; ``pairs`` is
+    the :func:`corpus_audit.methods.preferences.elo.pair_matrix` frame."""
+    return pair_heatmap(
+        pairs[pairs["aspect"] == aspect],
+        "score",
+        "score (wins + ties/2) / battles",
+        f"Pairwise score: {aspect.replace('_', ' ')}",
+    )

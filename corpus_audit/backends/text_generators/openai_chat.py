@@ -25,7 +25,6 @@ message. Standard library only (``urllib``, threads), so no client package is ne
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import json
 import math
@@ -39,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from corpus_audit.backends.api_client import RETRY_STATUSES, opener, parse_retry_after
 from corpus_audit.backends.text_generators.base import (
     REFUSAL_FINISH_REASONS,
     Completion,
@@ -48,27 +48,7 @@ from corpus_audit.backends.text_generators.base import (
 )
 from corpus_audit.core.errors import ModelError, printable
 
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 DEFAULT_API_BASE = "https://api.openai.com/v1"
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: a number of seconds (fractions taken)
-    or an HTTP date; None when absent or unreadable. Never negative."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 def split_tokens(total: int | None, texts: Sequence[str]) -> list[int | None]:
@@ -133,11 +113,9 @@ class OpenAIChat:
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._jitter = random.Random()
-        host = (urllib.parse.urlsplit(self.api_base).hostname or "").lower()
-        # a loopback server is reached directly, whatever proxy the environment names
-        no_proxy = host in ("127.0.0.1", "localhost", "::1")
-        handlers = [urllib.request.ProxyHandler({})] if no_proxy else []
-        self._opener = urllib.request.build_opener(*handlers)
+        # redirects are not followed (they would carry the key elsewhere); a loopback server is
+        # reached directly, whatever proxy the environment names
+        self._opener = opener(self.api_base)
         self._lock = threading.Lock()
         self.stats = {"http_requests": 0, "retries": 0, "retry_after_waits": 0}
 
