@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS arena_votes (
 );
 
 -- Ratings per aspect x language (`all` = every language) and model
--- (corpus_audit.preferences.leaderboard.LEADERBOARD_COLUMNS).
+-- (corpus_audit.methods.preferences.leaderboard.LEADERBOARD_COLUMNS).
 CREATE TABLE IF NOT EXISTS arena_ratings (
     aspect       VARCHAR NOT NULL,
     language     VARCHAR NOT NULL,
@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS arena_ratings (
 );
 
 -- Battles, wins, losses, ties per aspect x language and ordered model pair
--- (corpus_audit.preferences.leaderboard.PAIR_COLUMNS).
+-- (corpus_audit.methods.preferences.leaderboard.PAIR_COLUMNS).
 CREATE TABLE IF NOT EXISTS arena_pairs (
     aspect        VARCHAR NOT NULL,
     language      VARCHAR NOT NULL,
