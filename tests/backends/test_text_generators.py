@@ -145,7 +145,6 @@ def test_retries_are_bounded_and_errors_never_show_the_key(monkeypatch):
     assert gen.describe()["api_key_env"] == "CA_TEST_KEY" and gen.describe()["key_sent"]
 
 
-
 def test_a_redirect_is_not_followed_with_the_key(monkeypatch):
     """A 302 would make urllib repeat the request elsewhere with the Authorization header:
     the client stops at the redirect with one line (the shared opener of api_client)."""
@@ -154,6 +153,7 @@ def test_a_redirect_is_not_followed_with_the_key(monkeypatch):
         with pytest.raises(ModelError, match="HTTP 302") as err:
             generate_all(client(server), [TextRequest("x", 1, 1)])
         assert server.count == 1 and KEY not in str(err.value)
+
 
 def test_no_key_variable_sends_no_header(monkeypatch):
     monkeypatch.delenv("CA_TEST_KEY", raising=False)
