@@ -1,0 +1,148 @@
+"""The model stages on the Ray engine: ``neighbors``' embedding runs on embedder actors (CPU
+actors here: ``engine.gpus_per_worker = 0``) and writes the same embedding cache and the
+same nn samples as a local run; an actor killed mid-run is restarted by Ray and the tables
+still equal the local run.
+
+Real data (1,000 LAION captions of ../shared/data), the real select and indicators stages,
+the real SBERT model (all-MiniLM-L6-v2, offline). The Ray cluster is one local cluster for
+the module (2 CPUs, the machine's cores), which the stages join; the tests skip, saying
+why, when the ``ray`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from corpus_audit.backends.engines import open_engine
+from corpus_audit.backends.engines.faults import FailingWorkerFactory
+from corpus_audit.core.pipeline import init_study, stage_function
+from corpus_audit.core.store import Study
+from corpus_audit.stages import neighbors as nb_module
+
+NN_TABLES = {
+    "samples": "SELECT strategy, prompt_id, caption_id, rank, score FROM samples "
+    "WHERE strategy IN ('nn', 'nn_no_indicators')",
+    "similarity_diagnostics": "SELECT strategy, prompt_id, n_captions, mean_similarity, "
+    "short_of_k, recall_at_k FROM similarity_diagnostics",
+    "caption_embeddings": "SELECT caption_id, model_id FROM caption_embeddings",
+    "prompt_embeddings": "SELECT prompt_id, model_id FROM prompt_embeddings",
+}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    pytest.importorskip(
+        "ray", reason="ray is not installed (pip install 'corpus_audit[ray]'): Ray engine untested"
+    )
+    engine = open_engine("ray", num_cpus=2, object_store_memory=256 * 2**20)
+    engine.describe()  # starts the cluster; the stages join it (and leave it running)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, laion_path: Path) -> Path:
+    d = tmp_path_factory.mktemp("heavy_corpus")
+    pq.write_table(pq.read_table(laion_path).slice(0, 1000), d / "laion1k.parquet")
+    return d
+
+
+def _study(root: Path, corpus: Path, engine: str) -> Study:
+    return init_study(
+        root,
+        [str(corpus)],
+        overrides={
+            "select": {"sample_size": 10, "sample_unit": "captions"},
+            "indicators": {"use_names": False},
+            "neighbors": {"k": 8, "cache_dir": str(root / "cache"), "chunk_size": 64},
+            "engine": {"engine": engine, "threads": 2},
+        },
+    )
+
+
+def _run_neighbors(root: Path, corpus: Path, engine: str) -> dict:
+    study = _study(root, corpus, engine)
+    try:
+        for stage in ("select", "indicators", "neighbors"):
+            run = stage_function(stage)(study, progress=False)
+        tables = {
+            name: study.con.execute(sql + " ORDER BY ALL").fetchall()
+            for name, sql in NN_TABLES.items()
+        }
+        return {"run": run, "tables": tables, "cache": _cache(Path(run.provenance["cache_dir"]))}
+    finally:
+        study.close()
+
+
+def _cache(cache_dir: Path) -> dict:
+    """The cache's bytes, part names aside (parts are named by a fresh uuid): meta.json, and
+    per part its keys and the bytes of its ``.npy`` (header and vectors)."""
+    parts = []
+    for keys_file in sorted(cache_dir.glob("part-*.keys.parquet")):
+        keys = tuple(pq.read_table(keys_file).column("key").to_pylist())
+        npy = keys_file.with_name(keys_file.name[: -len(".keys.parquet")] + ".npy")
+        parts.append((keys, npy.read_bytes()))
+    return {"meta": (cache_dir / "meta.json").read_bytes(), "parts": sorted(parts)}
+
+
+@pytest.fixture(scope="module")
+def local_neighbors(tmp_path_factory, corpus) -> dict:
+    return _run_neighbors(tmp_path_factory.mktemp("local") / "s", corpus, "local")
+
+
+def _assert_same(got: dict, expected: dict) -> None:
+    for name, rows in expected["tables"].items():
+        assert rows, f"{name} is empty: the comparison would prove nothing"
+        assert got["tables"][name] == rows, name
+    assert got["cache"]["meta"] == expected["cache"]["meta"]
+    assert len(got["cache"]["parts"]) == len(expected["cache"]["parts"]) > 2  # several units
+    assert got["cache"]["parts"] == expected["cache"]["parts"]  # same keys, same bytes
+
+
+def test_neighbors_on_ray_writes_the_local_cache_and_samples(
+    ray_cluster, tmp_path, corpus, local_neighbors
+):
+    got = _run_neighbors(tmp_path / "s", corpus, "ray")
+    _assert_same(got, local_neighbors)
+    run = got["run"]
+    assert run.provenance["engine"]["engine"] == "ray"
+    assert run.provenance["engine"]["cpus"] == 2
+    assert run.provenance["embedded"] == local_neighbors["run"].provenance["embedded"]
+    assert run.provenance["embedder"] == local_neighbors["run"].provenance["embedder"]
+    meta = json.loads(got["cache"]["meta"])
+    assert meta["fingerprint"] == run.provenance["model_id"]
+
+
+def test_neighbors_on_ray_survives_a_killed_embedder(
+    ray_cluster, tmp_path, corpus, local_neighbors, monkeypatch
+):
+    """The first chunk kills its actor (os._exit); Ray restarts it, the chunk is redone, and
+    the cache holds each chunk once."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    spec = nb_module._EmbedState.spec
+    monkeypatch.setattr(
+        nb_module._EmbedState,
+        "spec",
+        lambda self: FailingWorkerFactory(spec(self), markers, how="exit", limit=1),
+    )
+    got = _run_neighbors(tmp_path / "s", corpus, "ray")
+    assert len(list(markers.iterdir())) == 1  # the fault did happen
+    _assert_same(got, local_neighbors)
+
+
+def test_gpus_per_worker_is_validated(tmp_path, corpus):
+    from corpus_audit.core.config import ConfigError, load_config
+
+    _study(tmp_path / "s", corpus, "local").close()
+    toml = tmp_path / "s" / "study.toml"
+    text = toml.read_text()
+    toml.write_text(text.replace("gpus_per_worker = 0.0", "gpus_per_worker = -0.5"))
+    with pytest.raises(ConfigError, match=r"engine\.gpus_per_worker: must be in \[0, 64\]"):
+        load_config(toml.parent)
+    toml.write_text(text.replace("gpus_per_worker = 0.0", "gpus_per_worker = 0.25"))
+    assert load_config(toml.parent).engine.gpus_per_worker == 0.25
