@@ -146,3 +146,56 @@ def test_gpus_per_worker_is_validated(tmp_path, corpus):
         load_config(toml.parent)
     toml.write_text(text.replace("gpus_per_worker = 0.0", "gpus_per_worker = 0.25"))
     assert load_config(toml.parent).engine.gpus_per_worker == 0.25
+
+
+# -- label -------------------------------------------------------------------------------------
+LABEL_TABLES = {
+    "face_filter": "SELECT * FROM face_filter",
+    "faces": "SELECT * FROM faces",
+    "labels": "SELECT image_id, classifier, p_female, label, threshold FROM labels",
+}
+
+
+def _label_tables(make_study, laion_path, tmp_path, engine: str, name: str) -> tuple[dict, object]:
+    """test_label's study (5 real photos, 8 bad files, a webdataset shard, a generated image)
+    labelled with the real MediaPipe detector and agegender classifier, 4 images a batch."""
+    from test_label import _build
+
+    from corpus_audit.stages.label import label
+
+    study, _ = _build(make_study, laion_path, tmp_path, name=name)
+    study.config.label.batch_size = 4
+    study.config.engine.engine = engine
+    run = label(study, progress=False)
+    tables = {
+        name: study.con.execute(sql + " ORDER BY ALL").fetchall()
+        for name, sql in LABEL_TABLES.items()
+    }
+    return tables, run
+
+
+@pytest.mark.filterwarnings("ignore:clip classifier .*random:UserWarning")
+def test_label_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
+    ray_cluster, make_study, laion_path, tmp_path, monkeypatch
+):
+    import corpus_audit.stages.label as label_module
+
+    local, local_run = _label_tables(make_study, laion_path, tmp_path, "local", "l")
+    for name, rows in local.items():
+        assert rows, f"{name} is empty: the comparison would prove nothing"
+    got, run = _label_tables(make_study, laion_path, tmp_path, "ray", "r")
+    assert got == local
+    assert run.provenance["engine"]["engine"] == "ray"
+    assert run.rows_out == local_run.rows_out and run.dropped == local_run.dropped
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    real = label_module.LabelerSpec
+    monkeypatch.setattr(
+        label_module,
+        "LabelerSpec",
+        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
+    )
+    again, _ = _label_tables(make_study, laion_path, tmp_path, "ray", "k")
+    assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
+    assert again == local
