@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from test_generate import tiny_sd, tokenizer_dir  # noqa: F401 - fixtures lent to this module
 
 from corpus_audit.backends.engines import open_engine
 from corpus_audit.backends.engines.faults import FailingWorkerFactory
@@ -197,5 +198,72 @@ def test_label_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
         lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
     )
     again, _ = _label_tables(make_study, laion_path, tmp_path, "ray", "k")
+    assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
+    assert again == local
+
+
+# -- generate ----------------------------------------------------------------------------------
+def _generated(make_study, laion_path, model: Path, engine: str, name: str) -> tuple[dict, object]:
+    """test_generate's study (2 occupations x 2 templates, 3 images each, batches of 4) run
+    with the tiny random SD pipeline; the rows and every image's pixels."""
+    from PIL import Image
+    from test_generate import TINY, fill_tables
+
+    from corpus_audit.stages.generate import generate
+
+    study = make_study(
+        [laion_path],
+        name=name,
+        generate={"models": [str(model)], "images_per_prompt": 3, "batch_size": 4, **TINY},
+        engine={"device": "cpu", "engine": engine, "threads": 2},
+    )
+    fill_tables(study, laion_path)
+    run = generate(study, progress=False)
+    rows = study.con.execute(
+        "SELECT image_id, prompt_id, path, seed, nsfw, prompt_text FROM images "
+        "WHERE source = 'generated' ORDER BY ALL"
+    ).fetchall()
+    pixels = {}
+    for image_id, _, path, *_ in rows:
+        with Image.open(study.root / path) as im:
+            pixels[image_id] = im.convert("RGB").tobytes()
+    return {"rows": rows, "pixels": pixels}, run
+
+
+def test_generate_on_ray_draws_the_local_pixels_and_survives_a_killed_actor(
+    ray_cluster,
+    make_study,
+    laion_path,
+    tiny_sd,  # noqa: F811 - the fixture
+    monkeypatch,
+    tmp_path,
+):
+    import torch
+
+    import corpus_audit.stages.generate as generate_module
+
+    # CPU pixels depend on torch's intra-op thread count (the order of float sums; 4 of the
+    # 12 tiny images differ by 1 level in 1 pixel between 2 threads and 1): the reference
+    # runs with the threads of a 1-CPU Ray actor (Ray sets OMP_NUM_THREADS=1 for it)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local, _ = _generated(make_study, laion_path, tiny_sd, "local", "gl")
+    finally:
+        torch.set_num_threads(threads)
+    assert len(local["rows"]) == 12
+    got, run = _generated(make_study, laion_path, tiny_sd, "ray", "gr")
+    assert got == local
+    assert run.provenance["engine"]["engine"] == "ray"
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    real = generate_module.GeneratorSpec
+    monkeypatch.setattr(
+        generate_module,
+        "GeneratorSpec",
+        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
+    )
+    again, _ = _generated(make_study, laion_path, tiny_sd, "ray", "gk")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
