@@ -1,10 +1,11 @@
-"""Local vs Ray (a local cluster) for the ``select`` scan and the ``indicators`` labelling.
+"""Local vs Ray (a local cluster) for the ``select`` scan, the ``indicators`` labelling and
+the ``neighbors`` embedding.
 
 Usage::
 
     python benchmarks/bench_engines.py [--rows 10000000] [--threads 2] [--captions 20000]
                                        [--batch 2500] [--repeat 2] [--skip indicators]
-                                       [--json OUT.json]
+                                       [--texts 4096] [--chunk 512] [--json OUT.json]
 
 Reuses the synthetic LAION-like corpus of ``bench_select.py`` (``benchmarks/synth_corpus.py``,
 cached under ``--data-dir``; written once if missing). Same process, side by side:
@@ -25,6 +26,15 @@ cached under ``--data-dir``; written once if missing). Same process, side by sid
 2. ``local`` engine: ``engines.indicator_tagging.tag_batches`` with one in-process worker
    holding that same NER pool;
 3. ``ray`` engine: ``--threads`` CPU actors, each loading spaCy once and running NER itself.
+
+**neighbors embedding** of the first ``--texts`` real LAION captions (the bundled 10 k
+sample) with the default SBERT model at fp32, in chunks of ``--chunk`` texts (the stage's
+units, ``stages.neighbors.embed_chunks``):
+
+1. ``local`` engine: one embedder in this process (the stage's local path; the model is
+   loaded before the timing, as the stage has it loaded already);
+2. ``ray`` engine: ``--threads`` CPU embedder actors (``engine.gpus_per_worker = 0``), each
+   loading the model inside the timed run. Check: the vectors are byte-identical.
 
 Every timing includes what the run must start (NER processes, actors, model loads), but not
 the Ray cluster (its start and the first tasks' worker warm-up are reported apart). Methods
@@ -58,6 +68,7 @@ from corpus_audit.core.store import sql_text  # noqa: E402
 from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
 from corpus_audit.methods.matching import build_matcher  # noqa: E402
 from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches  # noqa: E402
+from corpus_audit.stages.neighbors import EmbedderSpec, embed_chunks  # noqa: E402
 from corpus_audit.stages.select.scan import (
     scan_corpus,  # noqa: E402
     scan_into,  # noqa: E402
@@ -241,6 +252,46 @@ def bench_indicators(files, engines: dict, args) -> list[dict]:
     return _best_of(args.repeat, methods)
 
 
+def bench_embedding(engines: dict, args) -> list[dict]:
+    """The neighbors embedding units on each engine; the first engine's vectors are the
+    reference the others must equal byte for byte."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from corpus_audit.backends.embeddings import DEFAULT_MODEL, plan_fingerprint
+
+    source = bench_select.synth_corpus.VOCAB_SOURCE
+    texts = [t for t in pq.read_table(source, columns=["TEXT"]).column("TEXT").to_pylist() if t]
+    texts = texts[: args.texts]
+    chunks = [(i, texts[i : i + args.chunk]) for i in range(0, len(texts), args.chunk)]
+    fp = plan_fingerprint(DEFAULT_MODEL, device="cpu", precision="fp32")
+    spec = EmbedderSpec(DEFAULT_MODEL, device="cpu", precision="fp32", fingerprint=fp)
+    spec()  # the driver's embedder loaded before the timing (the stage has it already)
+    print(f"  {len(texts):,} texts in {len(chunks)} chunks of {args.chunk:,}", flush=True)
+    expected: list[bytes] = []
+
+    def run(name: str, engine: Any) -> dict:
+        workers = 1 if name == "local" else args.threads
+        t0 = time.perf_counter()
+        got = [c.vectors.tobytes() for _, c in embed_chunks(engine, spec, chunks)]
+        wall = time.perf_counter() - t0
+        if not expected:
+            expected[:] = got
+        return {"step": "embedding", "workers": workers, "texts": len(texts),
+                "seconds": round(wall, 3), "texts_per_s": round(len(texts) / wall, 1),
+                "same_output": got == expected, "dim": int(np.frombuffer(got[0], np.float32).size
+                                                          // len(chunks[0][1]))}  # fmt: skip
+
+    methods = [
+        (
+            f"engine {name} ({1 if name == 'local' else args.threads} worker(s))",
+            partial(run, name, e),
+        )
+        for name, e in engines.items()
+    ]
+    return _best_of(args.repeat, methods)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
@@ -257,8 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(__file__).resolve().parent / "out" / "synth",
         help="where synthetic corpora are cached (shared with bench_select.py)",
     )
+    ap.add_argument("--texts", type=int, default=4096, help="texts for the embedding step")
+    ap.add_argument("--chunk", type=int, default=512, help="texts per embedding unit")
     ap.add_argument("--object-store-mb", type=int, default=1024, help="Ray object store size")
-    ap.add_argument("--skip", default="", help="comma list: select,indicators,ray")
+    ap.add_argument("--skip", default="", help="comma list: select,indicators,embedding,ray")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = ap.parse_args(argv)
     if min(args.rows, args.threads, args.captions, args.batch, args.batch_rows, args.repeat) < 1:
@@ -300,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         if "indicators" not in skip:
             print("indicators:", flush=True)
             runs += bench_indicators(files, engines, args)
+        if "embedding" not in skip:
+            print("neighbors embedding:", flush=True)
+            runs += bench_embedding(engines, args)
     finally:
         for engine in engines.values():
             engine.close()
@@ -319,12 +375,12 @@ def _report(runs: list[dict], ray_start: float) -> bool:
         f"{'util':>5s}"
     )
     ok = True
-    for step in ("select scan", "indicators"):
+    for step in ("select scan", "indicators", "embedding"):
         rows = [r for r in runs if r["step"] == step]
         if not rows:
             continue
         for r in rows:
-            rate = r.get("rows_per_s") or r.get("captions_per_s")
+            rate = r.get("rows_per_s") or r.get("captions_per_s") or r.get("texts_per_s")
             per = r.get("per_worker_per_s")
             util = r.get("utilisation")
             print(

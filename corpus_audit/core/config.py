@@ -111,6 +111,10 @@ class EngineSection:
     ray_address: str = ""
     ray_max_retries: int = 3  # ray only: retries of a unit after an error or a dead worker, >= 0
     ray_max_restarts: int = 3  # ray only: restarts of a dead actor, >= 0
+    # ray only: GPUs each model actor (neighbors' embedders, label's labellers, generate's
+    # pipelines) reserves; 0 = CPU actors, 1 = one device each, a fraction (0.25) packs
+    # several actors on one device; in [0, 64]
+    gpus_per_worker: float = 0.0
 
     def validate(self) -> None:
         # light: engines import their backends on open
@@ -123,6 +127,10 @@ class EngineSection:
         for key in ("ray_max_retries", "ray_max_restarts"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"engine.{key}: must be >= 0, got {getattr(self, key)}")
+        if not 0 <= self.gpus_per_worker <= 64:
+            raise ConfigError(
+                f"engine.gpus_per_worker: must be in [0, 64], got {self.gpus_per_worker}"
+            )
         if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
             raise ConfigError(
                 f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps"

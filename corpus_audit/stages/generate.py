@@ -484,12 +484,10 @@ def _generate_missing(
             bar.update(len(batch))
 
         # PNG encoding runs in threads while the next batch is generated on the device.
+        batches = list(_chunks(missing, study.config.generate.batch_size))
         with bar, ThreadPoolExecutor(max_workers=_WRITERS) as pool:
             try:
-                for batch in _chunks(missing, study.config.generate.batch_size):
-                    images = generator.generate(
-                        [j.spec.text for j in batch], [j.seed for j in batch]
-                    )
+                for batch, images in _batch_images(study, run, model, generator, batches, settings):
                     _check_count(model, images, batch)
                     futures = [
                         pool.submit(_write_file, study, model, job, image, details)
@@ -505,6 +503,70 @@ def _generate_missing(
     finally:
         generator.close()
     return made, truncated_now, limit
+
+
+def _batch_images(
+    study: Study,
+    run: StageRun,
+    model: str,
+    generator: Generator,
+    batches: Sequence[Sequence[Job]],
+    settings: GenerationSettings,
+) -> Iterator[tuple[Sequence[Job], Sequence[GeneratedImage]]]:
+    """``(batch, its images)`` in batch order: drawn by ``generator`` here on the local
+    engine; on Ray by generator actors (one per ``engine.gpus_per_worker`` GPUs), each batch's
+    prompts and derived seeds travelling with it, so an image is the same whichever actor drew
+    it. The driver's generator still gives the settings and token counts."""
+    eng = study.config.engine
+    backend, name = split_spec(model)
+    # an API backend (no weights here) keeps its own concurrency on the driver
+    if eng.engine == "local" or getattr(GENERATORS.get(backend), "needs_config", False):
+        for batch in batches:
+            yield batch, generator.generate([j.spec.text for j in batch], [j.seed for j in batch])
+        return
+    from corpus_audit.backends.engines import engine_from_config
+    from corpus_audit.backends.engines.base import Resources
+
+    path = study.config.resolve(name)
+    spec = GeneratorSpec(backend, str(path) if path.exists() else name, settings)
+    units = [
+        (i, (tuple(j.spec.text for j in batch), tuple(j.seed for j in batch)))
+        for i, batch in enumerate(batches)
+    ]
+    with engine_from_config(eng) as engine:
+        run.provenance["engine"] = engine.describe()
+        resources = Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
+        for i, images in engine.map_actors(spec, units, resources=resources):
+            yield batches[i], images
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """A local-model generator's recipe (picklable): backend, model path or id, settings.
+    ``GeneratorSpec(...)()`` loads it once in the worker (device ``auto``: the GPU Ray gave
+    the actor, if any)."""
+
+    backend: str
+    model: str
+    settings: GenerationSettings
+
+    def __call__(self) -> GeneratorWorker:
+        return GeneratorWorker(self)
+
+
+class GeneratorWorker:
+    """One loaded generator serving ``(prompts, seeds)`` batches."""
+
+    def __init__(self, spec: GeneratorSpec) -> None:
+        with quiet_loading(True):
+            self.generator = GENERATORS.get(spec.backend)(spec.model, spec.settings)
+
+    def __call__(self, payload: tuple[tuple[str, ...], tuple[int, ...]]) -> list[GeneratedImage]:
+        texts, seeds = payload
+        return list(self.generator.generate(list(texts), list(seeds)))
+
+    def close(self) -> None:
+        self.generator.close()
 
 
 def _generate_per_image(

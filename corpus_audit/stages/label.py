@@ -23,11 +23,20 @@ and a rerun continues where it stopped; nothing is written twice. Switching
 reuses the face filter results. Changing ``images.max_pixels`` later filters again the
 images it concerns: those refused as too large that now fit, and those labelled before
 that are now too large (:data:`PIXEL_LIMIT_SQL`).
+
+With ``engine.engine = "ray"`` the batches are the engine's work units: a CPU task decodes a
+batch (:func:`decode_unit`, the engine's ``prepare``) and a labeller actor
+(:class:`LabelerSpec` -> :class:`LabelWorker`: detector + classifier loaded once,
+``engine.gpus_per_worker`` GPUs each) runs :func:`process_batch` on it, the function the
+local loop runs; the driver writes each batch's rows with :func:`write_batch`, in batch order,
+one transaction each. The image paths must be readable by the workers (the study directory
+and image sources on a file system every node mounts at the same path).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -55,10 +64,12 @@ from corpus_audit.core.store import StageRun, Study, dicts
 DECODE_MAX_SIDE = 2048
 
 PENDING_SQL = """
-SELECT i.image_id, i.path, f.image_id IS NOT NULL AS filtered, f.kept_face
+SELECT i.image_id, i.path, f.image_id IS NOT NULL AS filtered, f.kept_face,
+       fa.x, fa.y, fa.w, fa.h, fa.score, fa.image_width
 FROM images i
 LEFT JOIN face_filter f USING (image_id)
 LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
+LEFT JOIN faces fa ON fa.image_id = i.image_id AND fa.face_index = f.kept_face
 WHERE f.image_id IS NULL OR (f.kept AND l.image_id IS NULL)
 ORDER BY i.image_id
 """
@@ -72,6 +83,21 @@ class Pending:
     path: str
     filtered: bool  # face_filter row exists (only the label is missing)
     kept_face: int | None
+    # the kept face stored when it was filtered: x, y, w, h, score, image_width (None: none)
+    stored_face: tuple | None = None
+
+
+@dataclass(frozen=True)
+class FilterSettings:
+    """The ``[label]`` settings :func:`process_batch` applies, as plain values."""
+
+    threshold: float
+    min_face_fraction: float
+    count_small_faces: bool
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> FilterSettings:
+        return cls(cfg.threshold, cfg.min_face_fraction, cfg.count_small_faces)
 
 
 # Images whose face filter result depends on images.max_pixels and no longer matches it:
@@ -105,7 +131,10 @@ def resolve_image_path(study: Study, path: str) -> Path:
 def pending_images(study: Study, cid: str) -> list[Pending]:
     """Images without a face-filter row, or kept but without a label from ``cid``."""
     rows = study.con.execute(PENDING_SQL, [cid]).fetchall()
-    return [Pending(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+    return [
+        Pending(r[0], r[1], bool(r[2]), r[3], tuple(r[4:10]) if r[4] is not None else None)
+        for r in rows
+    ]
 
 
 def _chunks(items: Sequence[Pending], size: int) -> Iterator[Sequence[Pending]]:
@@ -129,12 +158,11 @@ def forget_pixel_limit_changes(study: Study) -> int:
 
 
 def _decode_batch(
-    study: Study,
-    batch: Sequence[Pending],
+    paths: Sequence[Path],
     budget: DecodeBudget,
     pool: ThreadPoolExecutor | None,
 ) -> list[tuple[Decoded | None, str | None]]:
-    paths = [resolve_image_path(study, p.path) for p in batch]
+    """Each image decoded (or the detail of why not), in order."""
     max_pixels = budget.pixels
 
     def one(path: Path) -> tuple[Decoded | None, str | None]:
@@ -155,15 +183,10 @@ def _scaled(face: Face, factor: float) -> Face:
     return Face(face.x * factor, face.y * factor, face.w * factor, face.h * factor, face.score)
 
 
-def _stored_face(study: Study, image_id: str, index: int | None, image: Decoded) -> Face | None:
+def _stored_face(item: Pending, image: Decoded) -> Face | None:
     """The kept face of an image filtered earlier, in the pixels of ``image``'s array."""
-    if index is None:
-        return None
-    row = study.con.execute(
-        "SELECT x, y, w, h, score, image_width FROM faces WHERE image_id = ? AND face_index = ?",
-        [image_id, index],
-    ).fetchone()
-    if not row:
+    row = item.stored_face
+    if item.kept_face is None or not row:
         return None
     face = Face(*map(float, row[:5]))
     stored_width = int(row[5] or image.width)
@@ -171,15 +194,15 @@ def _stored_face(study: Study, image_id: str, index: int | None, image: Decoded)
 
 
 def process_batch(
-    study: Study,
+    cfg: FilterSettings,
     batch: Sequence[Pending],
     decoded: list[tuple[Decoded | None, str | None]],
     detector: Any,
     classifier: Any,
     cid: str,
 ) -> BatchResult:
-    """Face filter + classifier for one decoded batch (no database writes)."""
-    cfg = study.config.label
+    """Face filter + classifier for one decoded batch (no database writes; the one path of
+    the local loop and the engine's workers)."""
     out = BatchResult([], [], [], Counter())
     to_classify: list[tuple[str, np.ndarray, Face | None]] = []
     for item, (image, detail) in zip(batch, decoded, strict=True):
@@ -187,7 +210,7 @@ def process_batch(
             if image is None:
                 out.reasons["unreadable_now"] += 1
                 continue
-            face = _stored_face(study, item.image_id, item.kept_face, image)
+            face = _stored_face(item, image)
             to_classify.append((item.image_id, image.array, face))
             continue
         if image is None:
@@ -196,7 +219,7 @@ def process_batch(
             )
             out.reasons["unreadable"] += 1
             continue
-        kept = _filter_image(study, item.image_id, image, detector, out)
+        kept = _filter_image(cfg, item.image_id, image, detector, out)
         if kept is not None:
             to_classify.append(kept)
     if to_classify:
@@ -208,11 +231,10 @@ def process_batch(
 
 
 def _filter_image(
-    study: Study, image_id: str, image: Decoded, detector: Any, out: BatchResult
+    cfg: FilterSettings, image_id: str, image: Decoded, detector: Any, out: BatchResult
 ) -> tuple[str, np.ndarray, Face | None] | None:
     """Run the face filter on one decoded image: add its ``face_filter`` and ``faces`` rows
     (and a drop reason) to ``out``; returns what to classify when the image is kept."""
-    cfg = study.config.label
     array = image.array
     height, width = array.shape[:2]
     # the one-face rule works on fractions of the size: the same at any decoded size
@@ -290,7 +312,10 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
             run.summary = _summary(study, cid)
             return run
         classifier, detector = _open_models(study, cid, pending)
-        reasons = _label_pending(study, run, pending, detector, classifier, cid, progress=progress)
+        label_batches = (
+            _label_pending if study.config.engine.engine == "local" else _label_on_engine
+        )
+        reasons = label_batches(study, run, pending, detector, classifier, cid, progress=progress)
         _record(study, run, cid, classifier, detector, reasons)
     return run
 
@@ -342,18 +367,23 @@ def _label_pending(
     try:
         budget = DecodeBudget(study.config.images.max_pixels)
         batches = list(_chunks(pending, cfg.batch_size))
+        settings = FilterSettings.from_config(cfg)
+
+        def paths(batch: Sequence[Pending]) -> list[Path]:
+            return [resolve_image_path(study, p.path) for p in batch]
+
         future: Future | None = (
-            prefetch.submit(_decode_batch, study, batches[0], budget, pool) if batches else None
+            prefetch.submit(_decode_batch, paths(batches[0]), budget, pool) if batches else None
         )
         for i, batch in enumerate(batches):
             assert future is not None
             decoded = future.result()
             future = (
-                prefetch.submit(_decode_batch, study, batches[i + 1], budget, pool)
+                prefetch.submit(_decode_batch, paths(batches[i + 1]), budget, pool)
                 if i + 1 < len(batches)
                 else None
             )
-            result = process_batch(study, batch, decoded, detector, classifier, cid)
+            result = process_batch(settings, batch, decoded, detector, classifier, cid)
             write_batch(study, result)
             reasons.update(result.reasons)
             run.rows_out += len(result.label_rows)
@@ -369,6 +399,120 @@ def _label_pending(
         close = getattr(classifier, "close", None)
         if close is not None:
             close()
+    return reasons
+
+
+# -- the batches as engine work -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelUnit:
+    """One batch as a work unit: the pending images and their absolute paths."""
+
+    batch: tuple[Pending, ...]
+    paths: tuple[str, ...]
+
+
+def decode_unit(unit: LabelUnit, *, max_pixels: int) -> tuple[LabelUnit, list]:
+    """The engine's ``prepare`` (a CPU task): the batch decoded, as the local loop decodes it
+    (one decode at a time under a budget of ``max_pixels``)."""
+    with large_pillow_blocks():
+        decoded = _decode_batch([Path(p) for p in unit.paths], DecodeBudget(max_pixels), None)
+    return unit, decoded
+
+
+@dataclass(frozen=True)
+class LabelerSpec:
+    """The labeller's recipe (picklable): the ``[label]`` section, the device (resolved in
+    the worker: ``auto`` uses the GPU Ray gave the actor, if any), the seed, the classifier
+    id the driver expects. ``LabelerSpec(...)()`` builds a :class:`LabelWorker`."""
+
+    label: Any  # LabelSection (a plain dataclass)
+    device: str
+    seed: int
+    cid: str
+
+    def __call__(self) -> LabelWorker:
+        return LabelWorker(self)
+
+
+class LabelWorker:
+    """Face detector (loaded on the first batch that needs it) and classifier, loaded once."""
+
+    def __init__(self, spec: LabelerSpec) -> None:
+        self.spec = spec
+        self.settings = FilterSettings.from_config(spec.label)
+        self.classifier = build_classifier(spec.label, device=spec.device, seed=spec.seed)
+        if self.classifier.id != spec.cid:
+            raise RuntimeError(f"classifier id mismatch: {self.classifier.id} != {spec.cid}")
+        self.detector: Any = None
+
+    def __call__(self, prepared: tuple[LabelUnit, list]) -> BatchResult:
+        unit, decoded = prepared
+        if self.detector is None and any(not p.filtered for p in unit.batch):
+            cfg = self.spec.label
+            self.detector = get_face_detector(
+                cfg.face_detector,
+                face_model=cfg.face_model,
+                min_detection_confidence=cfg.min_detection_confidence,
+            )
+        return process_batch(
+            self.settings, unit.batch, decoded, self.detector, self.classifier, self.spec.cid
+        )
+
+    def close(self) -> None:
+        if self.detector is not None:
+            self.detector.close()
+        close = getattr(self.classifier, "close", None)
+        if close is not None:
+            close()
+
+
+def _label_on_engine(
+    study: Study,
+    run: StageRun,
+    pending: Sequence[Pending],
+    detector: Any,
+    classifier: Any,
+    cid: str,
+    *,
+    progress: bool,
+) -> Counter:
+    """The batches decoded by CPU tasks and labelled by the engine's labeller actors; each
+    batch written here, in batch order, in its own transaction. The driver's models (loaded
+    by :func:`_open_models` so a model that cannot load fails before any work) are closed."""
+    from corpus_audit.backends.engines import engine_from_config
+    from corpus_audit.backends.engines.base import Progress as EngineProgress
+    from corpus_audit.backends.engines.base import Resources
+
+    if detector is not None:
+        detector.close()
+    getattr(classifier, "close", lambda: None)()
+    cfg = study.config.label
+    eng = study.config.engine
+    spec = LabelerSpec(cfg, eng.device, int(study.config.study.seed), cid)
+    units = [
+        (
+            i,
+            LabelUnit(tuple(batch), tuple(str(resolve_image_path(study, p.path)) for p in batch)),
+        )
+        for i, batch in enumerate(_chunks(pending, cfg.batch_size))
+    ]
+    prepare = functools.partial(decode_unit, max_pixels=int(study.config.images.max_pixels))
+    reasons: Counter = Counter()
+    with engine_from_config(eng) as engine:
+        run.provenance["engine"] = engine.describe()
+        results = engine.map_actors(
+            spec,
+            units,
+            resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
+            prepare=prepare,
+            progress=EngineProgress("label", unit="batch", enabled=progress),
+        )
+        for _, result in results:
+            write_batch(study, result)
+            reasons.update(result.reasons)
+            run.rows_out += len(result.label_rows)
     return reasons
 
 

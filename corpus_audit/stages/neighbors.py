@@ -30,7 +30,10 @@ Work, and what makes it resumable:
    (:class:`corpus_audit.backends.embeddings.EmbeddingCache`); the missing ones are embedded in chunks
    sorted by length and written to the cache as they finish (a killed run loses at most one
    chunk; memory holds one chunk, not the corpus). The model is not even loaded when nothing
-   is missing.
+   is missing. The chunks are the engine's work units (:func:`embed_chunks`): one embedder
+   in this process on the local engine, embedder actors (``engine.gpus_per_worker`` GPUs
+   each, CPU actors at 0) on Ray; either way the driver writes every part of the cache, in
+   chunk order, from the vectors the workers return.
 2. Per occupation: its vectors are gathered from the memory-mapped cache parts, a FAISS index
    is built (or reloaded, memory-mapped, from ``<index_dir>/<model>/``) and searched; samples,
    diagnostics and a progress row are written in one transaction. An occupation whose inputs
@@ -41,6 +44,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +72,7 @@ from corpus_audit.backends.index import (
     search,
     torch_exact_search,
 )
-from corpus_audit.core.errors import printable
+from corpus_audit.core.errors import ModelError, printable
 from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
@@ -125,16 +130,29 @@ def progress(study: Study) -> Progress | None:
 
 
 class _EmbedState:
-    """The embedder (loaded lazily), its fingerprint and cache."""
+    """The embedder (loaded lazily), its fingerprint and cache.
+
+    ``device`` is where the driver searches; the embedder's device (and so its planned
+    fingerprint) is the workers': the same on the local engine, on Ray ``engine.device`` when
+    it names one, else ``cuda`` for GPU actors (``engine.gpus_per_worker`` > 0) and ``cpu``.
+    """
 
     def __init__(self, study: Study, cache_root: Path, device: str) -> None:
         cfg = study.config.neighbors
+        eng = study.config.engine
         self.study = study
         self.cache_root = cache_root
         self.device = device
+        self.on_engine = eng.engine != "local"
+        embed_device = device
+        if self.on_engine:
+            embed_device = eng.device if eng.device != "auto" else "cpu"
+            if eng.device == "auto" and eng.gpus_per_worker > 0:
+                embed_device = "cuda"
+        self.worker_provenance: dict[str, Any] | None = None  # the actors' embedder
         self.kwargs = {
             "backend": cfg.embedder,
-            "device": device,
+            "device": embed_device,
             "precision": cfg.precision,
             "max_seq_length": cfg.max_seq_length,
         }
@@ -152,6 +170,97 @@ class _EmbedState:
                 self.fingerprint = self._embedder.fingerprint
                 self.cache = EmbeddingCache(self.cache_root, self.fingerprint)
         return self._embedder
+
+    def spec(self) -> EmbedderSpec:
+        """The recipe of the workers' embedder, with the fingerprint they must have."""
+        cfg = self.study.config.neighbors
+        return EmbedderSpec(
+            model=cfg.model,
+            backend=self.kwargs["backend"],
+            device=self.kwargs["device"],
+            precision=self.kwargs["precision"],
+            batch_size=cfg.batch_size,
+            max_seq_length=self.kwargs["max_seq_length"],
+            fingerprint=self.fingerprint,
+        )
+
+
+# -- embedding as engine work ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    """Everything an embedding worker depends on, as plain values (picklable): the
+    ``[neighbors]`` model settings, the device the worker embeds on and the fingerprint the
+    driver's cache is keyed by. ``EmbedderSpec(...)()`` builds an :class:`EmbedWorker`."""
+
+    model: str
+    backend: str = "sbert"
+    device: str = "cpu"
+    precision: str = "auto"
+    batch_size: int = 0
+    max_seq_length: int = 0
+    fingerprint: str | None = None
+
+    def __call__(self) -> EmbedWorker:
+        return EmbedWorker(self)
+
+
+@dataclass
+class EmbeddedChunk:
+    """One chunk embedded: ``vectors`` (texts x dim, float32 unit rows, in the chunk's
+    order) and the worker's embedder provenance (for the cache's ``meta.json``)."""
+
+    vectors: np.ndarray
+    provenance: dict[str, Any]
+
+
+class EmbedWorker:
+    """An embedder loaded once per worker (:func:`load_embedder` keeps one per process, so
+    on the local engine it is the driver's own). Refuses to embed when its fingerprint is
+    not the driver's: a precision fallback on one device would mix vectors in one cache."""
+
+    def __init__(self, spec: EmbedderSpec) -> None:
+        self.embedder = load_embedder(
+            spec.model,
+            backend=spec.backend,
+            device=spec.device,
+            precision=spec.precision,
+            batch_size=spec.batch_size,
+            max_seq_length=spec.max_seq_length,
+        )
+        got = self.embedder.fingerprint
+        if spec.fingerprint is not None and got != spec.fingerprint:
+            raise ModelError(
+                f"neighbors: the worker's embedder has fingerprint {got}, the driver planned "
+                f"{spec.fingerprint} (a precision fallback on the worker's device?); set "
+                "neighbors.precision explicitly"
+            )
+        self.provenance = self.embedder.provenance()
+
+    def __call__(self, texts: list[str]) -> EmbeddedChunk:
+        return EmbeddedChunk(self.embedder.encode(texts), self.provenance)
+
+
+def embed_chunks(
+    engine: Any,
+    spec: EmbedderSpec,
+    chunks: Iterable[tuple[int, list[str]]],
+    *,
+    gpus_per_worker: float = 0.0,
+    progress: bool = False,
+) -> Iterator[tuple[int, EmbeddedChunk]]:
+    """Embed ``(chunk number, texts)`` units with ``spec``'s workers (one CPU and
+    ``gpus_per_worker`` GPUs each), in chunk order."""
+    from corpus_audit.backends.engines.base import Progress as EngineProgress
+    from corpus_audit.backends.engines.base import Resources
+
+    yield from engine.map_actors(
+        spec,
+        chunks,
+        resources=Resources(num_cpus=1, num_gpus=gpus_per_worker),
+        progress=EngineProgress("neighbors: embed", unit="chunk", enabled=progress),
+    )
 
 
 def _find_cached(study: Study, cache: EmbeddingCache) -> None:
@@ -180,10 +289,7 @@ def _find_cached(study: Study, cache: EmbeddingCache) -> None:
 
 def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress: bool) -> int:
     """Embed every text not in the cache, chunk by chunk; map captions/prompts to vectors."""
-    from tqdm import tqdm
-
     con = study.con
-    cfg = study.config.neighbors
     study.sql("neighbors/10_texts")
     _find_cached(study, state.cache)
     study.sql("neighbors/30_missing")
@@ -191,32 +297,13 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
     embedded = 0
     if n_missing:
         before = state.fingerprint
-        embedder = state.embedder()
+        if not state.on_engine or state.fingerprint is None:
+            state.embedder()  # locally: the worker's own (one per process); else: fingerprint
         if state.fingerprint != before:  # fell back to another precision: look up again
             _find_cached(study, state.cache)
             study.sql("neighbors/30_missing")
             n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
-        state.cache.ensure(embedder.provenance())
-        bar = tqdm(
-            total=n_missing,
-            desc="neighbors: embed",
-            unit="text",
-            disable=not progress,
-            dynamic_ncols=True,
-        )
-        try:
-            for start in range(0, n_missing, cfg.chunk_size):
-                rows = con.execute(
-                    "SELECT key, text FROM _nb_missing WHERE rn > ? AND rn <= ? ORDER BY rn",
-                    [start, start + cfg.chunk_size],
-                ).fetchall()
-                keys = [r[0] for r in rows]
-                vectors = embedder.encode([r[1] for r in rows])
-                state.cache.add(keys, vectors)
-                embedded += len(rows)
-                bar.update(len(rows))
-        finally:
-            bar.close()
+        embedded = _embed_on_engine(study, state, run, n_missing, progress=progress)
         _find_cached(study, state.cache)
     n_unfound = int(
         con.execute(
@@ -236,6 +323,53 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
     run.provenance["texts"] = int(con.execute("SELECT count(*) FROM _nb_texts").fetchone()[0])
     run.provenance["cache_dir"] = str(state.cache.dir)
     run.outputs["embedding_cache"] = str(state.cache.dir)
+    return embedded
+
+
+def _embed_on_engine(
+    study: Study, state: _EmbedState, run: StageRun, n_missing: int, *, progress: bool
+) -> int:
+    """The chunks of ``_nb_missing`` embedded on the configured engine; each chunk's vectors
+    written to the cache here, in chunk order, as one part (as a local run writes them)."""
+    from tqdm import tqdm
+
+    from corpus_audit.backends.engines import engine_from_config
+
+    con = study.con
+    chunk = study.config.neighbors.chunk_size
+    in_flight: dict[int, list[str]] = {}  # the keys of the chunks out with the workers
+
+    def units() -> Iterator[tuple[int, list[str]]]:
+        for start in range(0, n_missing, chunk):
+            rows = con.execute(
+                "SELECT key, text FROM _nb_missing WHERE rn > ? AND rn <= ? ORDER BY rn",
+                [start, start + chunk],
+            ).fetchall()
+            in_flight[start] = [r[0] for r in rows]
+            yield start, [r[1] for r in rows]
+
+    embedded = 0
+    bar = tqdm(
+        total=n_missing,
+        desc="neighbors: embed",
+        unit="text",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    try:
+        with engine_from_config(study.config.engine) as engine:
+            run.provenance["engine"] = engine.describe()
+            gpus = study.config.engine.gpus_per_worker if state.on_engine else 0.0
+            for start, result in embed_chunks(engine, state.spec(), units(), gpus_per_worker=gpus):
+                keys = in_flight.pop(start)
+                if state.worker_provenance is None:
+                    state.worker_provenance = result.provenance
+                    state.cache.ensure(result.provenance)
+                state.cache.add(keys, result.vectors)
+                embedded += len(keys)
+                bar.update(len(keys))
+    finally:
+        bar.close()
     return embedded
 
 
@@ -360,6 +494,8 @@ def _record(
     )
     if state._embedder is not None:
         run.provenance["embedder"] = state._embedder.provenance()
+    elif state.worker_provenance is not None:
+        run.provenance["embedder"] = state.worker_provenance
 
 
 def _gather(cache: EmbeddingCache, paths: Any, rows: Any) -> np.ndarray:

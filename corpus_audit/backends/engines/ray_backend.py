@@ -69,12 +69,18 @@ def _call(fn: Callable[[Any], Any], payload: Any) -> Any:
 
 
 class _ActorHost:
-    """One worker per actor process: built once by ``factory()``, then serves units."""
+    """One worker per actor process: built once by ``factory()``, then serves units (each
+    through ``prepare`` first when the cluster has no CPU left for ``prepare`` tasks)."""
 
-    def __init__(self, factory: Callable[[], Any]) -> None:
+    def __init__(
+        self, factory: Callable[[], Any], prepare: Callable[[Any], Any] | None = None
+    ) -> None:
         self.worker = factory()
+        self.prepare = prepare
 
     def serve(self, payload: Any) -> Any:
+        if self.prepare is not None:
+            payload = self.prepare(payload)
         return self.worker(payload)
 
     def close(self) -> None:
@@ -184,12 +190,22 @@ class RayEngine(Engine):
             max_restarts=self.max_restarts,
             max_task_retries=self.max_retries,
         )
+        prepare = actors.prepare
+        cpus = ray.cluster_resources().get("CPU", 0)
         n = actors.workers or self.parallelism(resources)
+        if prepare is not None and not actors.workers:
+            # leave one CPU for the prepare tasks: actors holding every CPU would wait
+            # forever for prepare tasks that can never be scheduled
+            n = max(1, min(n, int((cpus - ONE_CPU.num_cpus) // resources.num_cpus)))
+        # no CPU left for a prepare task (a 1-CPU cluster, or workers given): prepare
+        # runs in the actor, before its worker
+        in_actor = prepare is not None and cpus - n * resources.num_cpus < ONE_CPU.num_cpus
         # the factory travels by value with each actor, so a restart never depends on an
         # object the driver might have released
-        hosts = [host.remote(actors.factory) for _ in range(n)]
-        prepare = actors.prepare
-        prep = (self._task(ONE_CPU), ray.put(prepare)) if prepare is not None else None
+        hosts = [host.remote(actors.factory, prepare if in_actor else None) for _ in range(n)]
+        prep = None
+        if prepare is not None and not in_actor:
+            prep = (self._task(ONE_CPU), ray.put(prepare))
         return _RayActors(hosts, prep, list(self.retry_exceptions), self.in_flight)
 
     # -- provenance and cleanup ------------------------------------------------------------------

@@ -1,0 +1,269 @@
+"""The model stages on the Ray engine: ``neighbors``' embedding runs on embedder actors (CPU
+actors here: ``engine.gpus_per_worker = 0``) and writes the same embedding cache and the
+same nn samples as a local run; an actor killed mid-run is restarted by Ray and the tables
+still equal the local run.
+
+Real data (1,000 LAION captions of ../shared/data), the real select and indicators stages,
+the real SBERT model (all-MiniLM-L6-v2, offline). The Ray cluster is one local cluster for
+the module (2 CPUs, the machine's cores), which the stages join; the tests skip, saying
+why, when the ``ray`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from test_generate import tiny_sd, tokenizer_dir  # noqa: F401 - fixtures lent to this module
+
+from corpus_audit.backends.engines import open_engine
+from corpus_audit.backends.engines.faults import FailingWorkerFactory
+from corpus_audit.core.pipeline import init_study, stage_function
+from corpus_audit.core.store import Study
+from corpus_audit.stages import neighbors as nb_module
+
+NN_TABLES = {
+    "samples": "SELECT strategy, prompt_id, caption_id, rank, score FROM samples "
+    "WHERE strategy IN ('nn', 'nn_no_indicators')",
+    "similarity_diagnostics": "SELECT strategy, prompt_id, n_captions, mean_similarity, "
+    "short_of_k, recall_at_k FROM similarity_diagnostics",
+    "caption_embeddings": "SELECT caption_id, model_id FROM caption_embeddings",
+    "prompt_embeddings": "SELECT prompt_id, model_id FROM prompt_embeddings",
+}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    pytest.importorskip(
+        "ray", reason="ray is not installed (pip install 'corpus_audit[ray]'): Ray engine untested"
+    )
+    engine = open_engine("ray", num_cpus=2, object_store_memory=256 * 2**20)
+    engine.describe()  # starts the cluster; the stages join it (and leave it running)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, laion_path: Path) -> Path:
+    d = tmp_path_factory.mktemp("heavy_corpus")
+    pq.write_table(pq.read_table(laion_path).slice(0, 1000), d / "laion1k.parquet")
+    return d
+
+
+def _study(root: Path, corpus: Path, engine: str) -> Study:
+    return init_study(
+        root,
+        [str(corpus)],
+        overrides={
+            "select": {"sample_size": 10, "sample_unit": "captions"},
+            "indicators": {"use_names": False},
+            "neighbors": {"k": 8, "cache_dir": str(root / "cache"), "chunk_size": 64},
+            "engine": {"engine": engine, "threads": 2},
+        },
+    )
+
+
+def _run_neighbors(root: Path, corpus: Path, engine: str) -> dict:
+    study = _study(root, corpus, engine)
+    try:
+        for stage in ("select", "indicators", "neighbors"):
+            run = stage_function(stage)(study, progress=False)
+        tables = {
+            name: study.con.execute(sql + " ORDER BY ALL").fetchall()
+            for name, sql in NN_TABLES.items()
+        }
+        return {"run": run, "tables": tables, "cache": _cache(Path(run.provenance["cache_dir"]))}
+    finally:
+        study.close()
+
+
+def _cache(cache_dir: Path) -> dict:
+    """The cache's bytes, part names aside (parts are named by a fresh uuid): meta.json, and
+    per part its keys and the bytes of its ``.npy`` (header and vectors)."""
+    parts = []
+    for keys_file in sorted(cache_dir.glob("part-*.keys.parquet")):
+        keys = tuple(pq.read_table(keys_file).column("key").to_pylist())
+        npy = keys_file.with_name(keys_file.name[: -len(".keys.parquet")] + ".npy")
+        parts.append((keys, npy.read_bytes()))
+    return {"meta": (cache_dir / "meta.json").read_bytes(), "parts": sorted(parts)}
+
+
+@pytest.fixture(scope="module")
+def local_neighbors(tmp_path_factory, corpus) -> dict:
+    return _run_neighbors(tmp_path_factory.mktemp("local") / "s", corpus, "local")
+
+
+def _assert_same(got: dict, expected: dict) -> None:
+    for name, rows in expected["tables"].items():
+        assert rows, f"{name} is empty: the comparison would prove nothing"
+        assert got["tables"][name] == rows, name
+    assert got["cache"]["meta"] == expected["cache"]["meta"]
+    assert len(got["cache"]["parts"]) == len(expected["cache"]["parts"]) > 2  # several units
+    assert got["cache"]["parts"] == expected["cache"]["parts"]  # same keys, same bytes
+
+
+def test_neighbors_on_ray_writes_the_local_cache_and_samples(
+    ray_cluster, tmp_path, corpus, local_neighbors
+):
+    got = _run_neighbors(tmp_path / "s", corpus, "ray")
+    _assert_same(got, local_neighbors)
+    run = got["run"]
+    assert run.provenance["engine"]["engine"] == "ray"
+    assert run.provenance["engine"]["cpus"] == 2
+    assert run.provenance["embedded"] == local_neighbors["run"].provenance["embedded"]
+    assert run.provenance["embedder"] == local_neighbors["run"].provenance["embedder"]
+    meta = json.loads(got["cache"]["meta"])
+    assert meta["fingerprint"] == run.provenance["model_id"]
+
+
+def test_neighbors_on_ray_survives_a_killed_embedder(
+    ray_cluster, tmp_path, corpus, local_neighbors, monkeypatch
+):
+    """The first chunk kills its actor (os._exit); Ray restarts it, the chunk is redone, and
+    the cache holds each chunk once."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    spec = nb_module._EmbedState.spec
+    monkeypatch.setattr(
+        nb_module._EmbedState,
+        "spec",
+        lambda self: FailingWorkerFactory(spec(self), markers, how="exit", limit=1),
+    )
+    got = _run_neighbors(tmp_path / "s", corpus, "ray")
+    assert len(list(markers.iterdir())) == 1  # the fault did happen
+    _assert_same(got, local_neighbors)
+
+
+def test_gpus_per_worker_is_validated(tmp_path, corpus):
+    from corpus_audit.core.config import ConfigError, load_config
+
+    _study(tmp_path / "s", corpus, "local").close()
+    toml = tmp_path / "s" / "study.toml"
+    text = toml.read_text()
+    toml.write_text(text.replace("gpus_per_worker = 0.0", "gpus_per_worker = -0.5"))
+    with pytest.raises(ConfigError, match=r"engine\.gpus_per_worker: must be in \[0, 64\]"):
+        load_config(toml.parent)
+    toml.write_text(text.replace("gpus_per_worker = 0.0", "gpus_per_worker = 0.25"))
+    assert load_config(toml.parent).engine.gpus_per_worker == 0.25
+
+
+# -- label -------------------------------------------------------------------------------------
+LABEL_TABLES = {
+    "face_filter": "SELECT * FROM face_filter",
+    "faces": "SELECT * FROM faces",
+    "labels": "SELECT image_id, classifier, p_female, label, threshold FROM labels",
+}
+
+
+def _label_tables(make_study, laion_path, tmp_path, engine: str, name: str) -> tuple[dict, object]:
+    """test_label's study (5 real photos, 8 bad files, a webdataset shard, a generated image)
+    labelled with the real MediaPipe detector and agegender classifier, 4 images a batch."""
+    from test_label import _build
+
+    from corpus_audit.stages.label import label
+
+    study, _ = _build(make_study, laion_path, tmp_path, name=name)
+    study.config.label.batch_size = 4
+    study.config.engine.engine = engine
+    run = label(study, progress=False)
+    tables = {
+        name: study.con.execute(sql + " ORDER BY ALL").fetchall()
+        for name, sql in LABEL_TABLES.items()
+    }
+    return tables, run
+
+
+@pytest.mark.filterwarnings("ignore:clip classifier .*random:UserWarning")
+def test_label_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
+    ray_cluster, make_study, laion_path, tmp_path, monkeypatch
+):
+    import corpus_audit.stages.label as label_module
+
+    local, local_run = _label_tables(make_study, laion_path, tmp_path, "local", "l")
+    for name, rows in local.items():
+        assert rows, f"{name} is empty: the comparison would prove nothing"
+    got, run = _label_tables(make_study, laion_path, tmp_path, "ray", "r")
+    assert got == local
+    assert run.provenance["engine"]["engine"] == "ray"
+    assert run.rows_out == local_run.rows_out and run.dropped == local_run.dropped
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    real = label_module.LabelerSpec
+    monkeypatch.setattr(
+        label_module,
+        "LabelerSpec",
+        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
+    )
+    again, _ = _label_tables(make_study, laion_path, tmp_path, "ray", "k")
+    assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
+    assert again == local
+
+
+# -- generate ----------------------------------------------------------------------------------
+def _generated(make_study, laion_path, model: Path, engine: str, name: str) -> tuple[dict, object]:
+    """test_generate's study (2 occupations x 2 templates, 3 images each, batches of 4) run
+    with the tiny random SD pipeline; the rows and every image's pixels."""
+    from PIL import Image
+    from test_generate import TINY, fill_tables
+
+    from corpus_audit.stages.generate import generate
+
+    study = make_study(
+        [laion_path],
+        name=name,
+        generate={"models": [str(model)], "images_per_prompt": 3, "batch_size": 4, **TINY},
+        engine={"device": "cpu", "engine": engine, "threads": 2},
+    )
+    fill_tables(study, laion_path)
+    run = generate(study, progress=False)
+    rows = study.con.execute(
+        "SELECT image_id, prompt_id, path, seed, nsfw, prompt_text FROM images "
+        "WHERE source = 'generated' ORDER BY ALL"
+    ).fetchall()
+    pixels = {}
+    for image_id, _, path, *_ in rows:
+        with Image.open(study.root / path) as im:
+            pixels[image_id] = im.convert("RGB").tobytes()
+    return {"rows": rows, "pixels": pixels}, run
+
+
+def test_generate_on_ray_draws_the_local_pixels_and_survives_a_killed_actor(
+    ray_cluster,
+    make_study,
+    laion_path,
+    tiny_sd,  # noqa: F811 - the fixture
+    monkeypatch,
+    tmp_path,
+):
+    import torch
+
+    import corpus_audit.stages.generate as generate_module
+
+    # CPU pixels depend on torch's intra-op thread count (the order of float sums; 4 of the
+    # 12 tiny images differ by 1 level in 1 pixel between 2 threads and 1): the reference
+    # runs with the threads of a 1-CPU Ray actor (Ray sets OMP_NUM_THREADS=1 for it)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local, _ = _generated(make_study, laion_path, tiny_sd, "local", "gl")
+    finally:
+        torch.set_num_threads(threads)
+    assert len(local["rows"]) == 12
+    got, run = _generated(make_study, laion_path, tiny_sd, "ray", "gr")
+    assert got == local
+    assert run.provenance["engine"]["engine"] == "ray"
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    real = generate_module.GeneratorSpec
+    monkeypatch.setattr(
+        generate_module,
+        "GeneratorSpec",
+        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
+    )
+    again, _ = _generated(make_study, laion_path, tiny_sd, "ray", "gk")
+    assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
+    assert again == local
