@@ -259,6 +259,12 @@ class ApiClient:
                     future.cancel()
 
 
+def error_fields(exc: urllib.error.HTTPError) -> tuple[str, str]:
+    """The (code, message) of an error answer (the OpenAI shape ``{"error": {...}}``, else
+    its text); ``("", "")`` when it has no readable body."""
+    return _error_fields(_read_error(exc))
+
+
 def _read_error(exc: urllib.error.HTTPError) -> str:
     try:
         return exc.read().decode("utf-8", "replace")[:2000]

@@ -38,7 +38,12 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from corpus_audit.backends.api_client import RETRY_STATUSES, opener, parse_retry_after
+from corpus_audit.backends.api_client import (
+    RETRY_STATUSES,
+    error_fields,
+    opener,
+    parse_retry_after,
+)
 from corpus_audit.backends.text_generators.base import (
     REFUSAL_FINISH_REASONS,
     Completion,
@@ -296,17 +301,8 @@ class OpenAIChat:
 
 def _server_message(exc: urllib.error.HTTPError) -> str:
     """The error message of a server's answer, shortened (``error.message`` when JSON)."""
-    try:
-        raw = exc.read()[:2000].decode("utf-8", "replace")
-    except Exception:  # noqa: BLE001  (a broken body must not hide the status)
-        return exc.reason or ""
-    try:
-        data = json.loads(raw)
-        err = data.get("error") if isinstance(data, dict) else None
-        message = err.get("message") if isinstance(err, dict) else (err or raw)
-    except (json.JSONDecodeError, AttributeError):
-        message = raw
-    return printable(str(message).strip()[:300])
+    _, message = error_fields(exc)
+    return printable(message.strip()[:300]) if message.strip() else str(exc.reason or "")
 
 
 def factory(model: str, settings: SamplingSettings, **options: Any) -> OpenAIChat:

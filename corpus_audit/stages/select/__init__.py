@@ -45,8 +45,6 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +156,9 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
     if last is not None and last["provenance"].get("fingerprint") == fingerprint:
         return _unchanged(study, last, matcher)
 
-    headroom = _arrow_headroom(study, cfg.engine.threads, cfg.select.batch_rows)
-    with headroom, study.transaction(), study.stage(STAGE) as run:
+    # DuckDB's memory_limit already leaves room for the arrow batches in flight: it is set
+    # when the study opens (store.duckdb_memory_limit), the configuration being locked then
+    with study.transaction(), study.stage(STAGE) as run:
         study.sql("select/00_clear")
         study.sql("select/05_work_tables")
         stats = _scan(study, files, matcher, run, progress=progress)
@@ -323,15 +322,6 @@ def _set_names(prompts: list[dict[str, Any]]) -> str | list[str]:
 def parse_bytes(text: str) -> int | None:
     """``'2GB'`` -> 2000000000 (DuckDB's units, KB = 1000 B, KiB = 1024 B); None if unknown."""
     return parse_size(text)
-
-
-@contextmanager
-def _arrow_headroom(study: Study, threads: int, batch_rows: int) -> Iterator[None]:
-    """Room for the arrow batches in flight and Python (256 MiB + threads x batch_rows x
-    640 B) within ``engine.memory_limit``: DuckDB's memory_limit is lowered by that much when
-    the study opens (``store.duckdb_memory_limit``), as the study connection's configuration
-    is locked (an untrusted study cannot change it, and neither can this stage)."""
-    yield
 
 
 def _write_corpus_files(study: Study, files: list[CorpusFile], stats: ScanStats) -> None:
