@@ -115,6 +115,15 @@ class EngineSection:
     # pipelines) reserves; 0 = CPU actors, 1 = one device each, a fraction (0.25) packs
     # several actors on one device; in [0, 64]
     gpus_per_worker: float = 0.0
+    # ray only: model workers (actors) per stage that loads a model per worker: neighbors,
+    # label, generate, recaption, llm_texts (e.g. {label = 4}); a stage not named, or 0, gets
+    # as many as the cluster's CPUs and GPUs allow at engine.gpus_per_worker; in [0, 1024]
+    # (the local engine runs one worker, in this process)
+    workers: dict[str, int] = field(default_factory=dict)
+
+    def workers_for(self, stage: str) -> int:
+        """The ``engine.workers`` count of ``stage`` (0 = the engine's default)."""
+        return int(self.workers.get(stage, 0))
 
     def validate(self) -> None:
         # light: engines import their backends on open
@@ -131,6 +140,17 @@ class EngineSection:
             raise ConfigError(
                 f"engine.gpus_per_worker: must be in [0, 64], got {self.gpus_per_worker}"
             )
+        if not isinstance(self.workers, dict):
+            raise ConfigError("engine.workers: expected a table of stage = count (label = 4)")
+        for stage, count in self.workers.items():
+            if stage not in WORKER_STAGES:
+                raise ConfigError(
+                    f"engine.workers.{stage}: not a stage with model workers "
+                    f"(one of {', '.join(WORKER_STAGES)})"
+                )
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ConfigError(f"engine.workers.{stage}: {count!r} must be a count >= 0")
+            _at_most(f"engine.workers.{stage}", count, MAX_THREADS, "workers to start")
         if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
             raise ConfigError(
                 f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps"
@@ -735,6 +755,8 @@ def _positive(key: str, value: int) -> None:
 # Bounds of the counts a user sets (docs/reliability.md, "Bounds of the counts you set"): a
 # count past them would take the machine down rather than give a better answer.
 MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles import --rounds
+#: the stages whose workers load a model (engine.workers may name them)
+WORKER_STAGES = ("neighbors", "label", "generate", "recaption", "llm_texts")
 MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
 
 

@@ -428,6 +428,13 @@ class Study:
             "inputs": inputs,  # table -> [rows, hash] when the run started
             "seed": self.config.study.seed,
             "versions": _versions(),
+            # where the body ran when it opened no engine (a stage on an engine records
+            # the engine's own description: nodes, CPUs, GPUs)
+            "engine": {
+                "engine": "local",
+                "threads": self.config.engine.threads,
+                "cpus": os.cpu_count(),
+            },
             **run.provenance,
         }
         if run.messages:

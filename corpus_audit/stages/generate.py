@@ -536,7 +536,8 @@ def _batch_images(
     with engine_from_config(eng) as engine:
         run.provenance["engine"] = engine.describe()
         resources = Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
-        for i, images in engine.map_actors(spec, units, resources=resources):
+        workers = eng.workers_for("generate")
+        for i, images in engine.map_actors(spec, units, resources=resources, workers=workers):
             yield batches[i], images
 
 

@@ -506,6 +506,7 @@ def _label_on_engine(
             spec,
             units,
             resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
+            workers=eng.workers_for("label"),
             prepare=prepare,
             progress=EngineProgress("label", unit="batch", enabled=progress),
         )

@@ -248,10 +248,12 @@ def embed_chunks(
     chunks: Iterable[tuple[int, list[str]]],
     *,
     gpus_per_worker: float = 0.0,
+    workers: int = 0,
     progress: bool = False,
 ) -> Iterator[tuple[int, EmbeddedChunk]]:
     """Embed ``(chunk number, texts)`` units with ``spec``'s workers (one CPU and
-    ``gpus_per_worker`` GPUs each), in chunk order."""
+    ``gpus_per_worker`` GPUs each; ``workers`` of them, 0 = the engine's default), in chunk
+    order."""
     from corpus_audit.backends.engines.base import Progress as EngineProgress
     from corpus_audit.backends.engines.base import Resources
 
@@ -259,6 +261,7 @@ def embed_chunks(
         spec,
         chunks,
         resources=Resources(num_cpus=1, num_gpus=gpus_per_worker),
+        workers=workers,
         progress=EngineProgress("neighbors: embed", unit="chunk", enabled=progress),
     )
 
@@ -359,8 +362,13 @@ def _embed_on_engine(
     try:
         with engine_from_config(study.config.engine) as engine:
             run.provenance["engine"] = engine.describe()
-            gpus = study.config.engine.gpus_per_worker if state.on_engine else 0.0
-            for start, result in embed_chunks(engine, state.spec(), units(), gpus_per_worker=gpus):
+            eng = study.config.engine
+            gpus = eng.gpus_per_worker if state.on_engine else 0.0
+            workers = eng.workers_for("neighbors") if state.on_engine else 0
+            chunks = embed_chunks(
+                engine, state.spec(), units(), gpus_per_worker=gpus, workers=workers
+            )
+            for start, result in chunks:
                 keys = in_flight.pop(start)
                 if state.worker_provenance is None:
                     state.worker_provenance = result.provenance
