@@ -292,6 +292,175 @@ def bench_embedding(engines: dict, args) -> list[dict]:
     return _best_of(args.repeat, methods)
 
 
+class TimedSpec:
+    """Wraps an actor factory so each unit's result comes back with the worker's seconds on
+    it, its process id and the seconds the worker took to load (per-actor rates, apart from
+    the actors' start)."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+
+    def __call__(self) -> TimedWorker:
+        t0 = time.perf_counter()
+        worker = self.factory()
+        return TimedWorker(worker, time.perf_counter() - t0)
+
+
+class TimedWorker:
+    def __init__(self, worker: Any, load_s: float) -> None:
+        self.worker, self.load_s = worker, load_s
+
+    def __call__(self, payload: Any) -> tuple[Any, float, int, float]:
+        t0 = time.perf_counter()
+        result = self.worker(payload)
+        return result, time.perf_counter() - t0, os.getpid(), self.load_s
+
+    def close(self) -> None:
+        close = getattr(self.worker, "close", None)
+        if callable(close):
+            close()
+
+
+def _timed_map(engine: Any, spec: Any, units: list, amount: Any, **kw: Any) -> tuple[list, dict]:
+    """``engine.map_actors`` with :class:`TimedSpec`: the results, and the per-actor facts:
+    units' ``amount(result)`` per busy worker-second, actors seen, their load seconds."""
+    results, items, loads = [], [], {}
+    for _, (result, seconds, pid, load_s) in engine.map_actors(TimedSpec(spec), units, **kw):
+        results.append(result)
+        items.append((str(pid), seconds, amount(result)))
+        loads[pid] = round(load_s, 2)
+    return results, {"actor_load_s": sorted(loads.values()), "per_actor": items}
+
+
+def _per_actor(facts: dict, wall: float) -> dict:
+    """Per-actor rate (amount per busy second) and utilisation of a :func:`_timed_map`."""
+    workers = len(facts["actor_load_s"])
+    out = _per_worker(facts["per_actor"], wall, workers)
+    out["actor_load_s"] = facts["actor_load_s"]
+    return out
+
+
+def _label_images(out: Path, n: int) -> list[Path]:
+    """``n`` JPEG files of real photos (written once): skimage's astronaut and camera,
+    matplotlib's Grace Hopper, and skimage's LFW face crops on a 256 px canvas, in turn."""
+    from PIL import Image
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from image_fixtures import lfw, photo
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{i:05d}.jpg" for i in range(n)]
+    if all(p.exists() for p in paths):
+        return paths
+    arrays = [photo("astronaut"), photo("camera"), photo("grace"), *lfw("faces", 256)]
+    for i, path in enumerate(paths):
+        Image.fromarray(arrays[i % len(arrays)]).save(path, quality=92)
+    return paths
+
+
+def bench_label(engines: dict, args) -> list[dict]:
+    """``label``'s units on each engine: batches of ``--label-batch`` images decoded by the
+    engine's ``prepare`` (``stages.label.decode_unit``) and filtered + classified by a
+    labeller (``LabelerSpec``: the real MediaPipe detector and agegender classifier). Local:
+    one labeller in this process, decoding ahead in threads (the stage's local loop does the
+    same); Ray: labeller actors (1 CPU each; one CPU is left to the decode tasks). Check: the
+    label rows are identical."""
+    from corpus_audit.backends.classifiers import build_classifier
+    from corpus_audit.backends.engines.base import Resources
+    from corpus_audit.core.config import LabelSection
+    from corpus_audit.core.imagefile import DEFAULT_MAX_PIXELS
+    from corpus_audit.stages.label import LabelerSpec, LabelUnit, Pending, decode_unit
+
+    cfg = LabelSection(face_model="full_range")
+    paths = _label_images(args.data_dir.parent / "label_images", args.images)
+    cid = build_classifier(cfg, device="cpu", seed=0).id
+    spec = LabelerSpec(cfg, "cpu", 0, cid)
+    pending = [Pending(f"b{i}", str(p), False, None) for i, p in enumerate(paths)]
+    size = args.label_batch
+    units = [
+        (i // size, LabelUnit(tuple(pending[i : i + size]), tuple(map(str, paths[i : i + size]))))
+        for i in range(0, len(pending), size)
+    ]
+    prepare = partial(decode_unit, max_pixels=DEFAULT_MAX_PIXELS)
+    print(f"  {len(paths):,} images in {len(units)} batches of {size}", flush=True)
+    expected: list = []
+
+    def run(name: str, engine: Any) -> dict:
+        t0 = time.perf_counter()
+        results, facts = _timed_map(
+            engine, spec, units, lambda r: len(r.filter_rows), resources=Resources(),
+            prepare=prepare,
+        )  # fmt: skip
+        wall = time.perf_counter() - t0
+        got = [(r.filter_rows, r.label_rows) for r in results]
+        if not expected:
+            expected[:] = got
+        kept = sum(len(labels) for _, labels in got)
+        return {"step": "label", "images": len(paths), "labelled": kept,
+                "seconds": round(wall, 3), "images_per_s": round(len(paths) / wall, 1),
+                "same_output": got == expected, **_per_actor(facts, wall)}  # fmt: skip
+
+    return _best_of(
+        args.repeat, [(_actors_name(n, e), partial(run, n, e)) for n, e in engines.items()]
+    )
+
+
+def bench_generate(engines: dict, args) -> list[dict]:
+    """``generate``'s units on each engine: batches of 4 prompts with their derived seeds,
+    drawn by a random-weight SD pipeline (``--sd-arch``, built offline) at ``--sd-size`` px
+    and ``--sd-steps`` steps (``stages.generate.GeneratorSpec``). Local: one pipeline in this
+    process (torch's threads); Ray: one generator actor per CPU (1 torch thread each). The
+    pixels are compared: CPU float sums depend on the thread count, so an image may differ
+    by a level in a few pixels between the two (the tests compare at equal thread counts,
+    where they are identical); ``max_level_diff`` reports it."""
+    import tempfile
+
+    import numpy as np
+
+    from corpus_audit.backends.engines.base import Resources
+    from corpus_audit.backends.fakes.diffusion import random_sd_pipeline
+    from corpus_audit.backends.generators import GenerationSettings
+    from corpus_audit.stages.generate import GeneratorSpec
+
+    model = Path(tempfile.mkdtemp(prefix="bench-sd-")) / f"sd-{args.sd_arch}"
+    random_sd_pipeline(args.sd_arch).save_pretrained(model)
+    settings = GenerationSettings(
+        steps=args.sd_steps, height=args.sd_size, width=args.sd_size, device="cpu"
+    )
+    spec = GeneratorSpec("diffusers", str(model), settings)
+    prompts = [f"a photo of a {o}" for o in ("nurse", "pilot", "judge", "baker")]
+    units = [
+        (b, (tuple(prompts), tuple(1000 * b + j for j in range(len(prompts)))))
+        for b in range(max(1, args.gen_images // len(prompts)))
+    ]
+    n = len(units) * len(prompts)
+    print(f"  {n} images of {args.sd_size} px, {args.sd_steps} steps, arch {args.sd_arch}")
+    expected: list = []
+
+    def run(name: str, engine: Any) -> dict:
+        t0 = time.perf_counter()
+        results, facts = _timed_map(engine, spec, units, len, resources=Resources())
+        wall = time.perf_counter() - t0
+        got = [np.stack([im.pixels.astype(np.int16) for im in images]) for images in results]
+        if not expected:
+            expected[:] = got
+        diff = max(int(np.abs(a - b).max()) for a, b in zip(got, expected, strict=True))
+        return {"step": "generate", "images": n, "seconds": round(wall, 3),
+                "images_per_s": round(n / wall, 2), "max_level_diff": diff,
+                "same_output": diff <= 1, **_per_actor(facts, wall)}  # fmt: skip
+
+    return _best_of(
+        args.repeat, [(_actors_name(n, e), partial(run, n, e)) for n, e in engines.items()]
+    )
+
+
+def _actors_name(name: str, engine: Any) -> str:
+    """``engine local (1 worker)`` / ``engine ray (N actors)``: the method's label."""
+    if name == "local":
+        return "engine local (1 worker)"
+    return f"engine ray ({engine.parallelism()} CPU(s) for actors)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
@@ -310,8 +479,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--texts", type=int, default=4096, help="texts for the embedding step")
     ap.add_argument("--chunk", type=int, default=512, help="texts per embedding unit")
+    ap.add_argument("--images", type=int, default=240, help="real photos for the label step")
+    ap.add_argument("--label-batch", type=int, default=16, help="images per label unit")
+    ap.add_argument("--gen-images", type=int, default=32, help="images for the generate step")
+    ap.add_argument("--sd-arch", default="tiny", help="random SD architecture: tiny | sd15")
+    ap.add_argument("--sd-size", type=int, default=64, help="generated image side, px")
+    ap.add_argument("--sd-steps", type=int, default=4, help="denoising steps")
     ap.add_argument("--object-store-mb", type=int, default=1024, help="Ray object store size")
-    ap.add_argument("--skip", default="", help="comma list: select,indicators,embedding,ray")
+    ap.add_argument(
+        "--skip", default="", help="comma list: select,indicators,embedding,label,generate,ray"
+    )
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = ap.parse_args(argv)
     if min(args.rows, args.threads, args.captions, args.batch, args.batch_rows, args.repeat) < 1:
@@ -356,6 +533,12 @@ def main(argv: list[str] | None = None) -> int:
         if "embedding" not in skip:
             print("neighbors embedding:", flush=True)
             runs += bench_embedding(engines, args)
+        if "label" not in skip:
+            print("label:", flush=True)
+            runs += bench_label(engines, args)
+        if "generate" not in skip:
+            print("generate:", flush=True)
+            runs += bench_generate(engines, args)
     finally:
         for engine in engines.values():
             engine.close()
@@ -375,18 +558,26 @@ def _report(runs: list[dict], ray_start: float) -> bool:
         f"{'util':>5s}"
     )
     ok = True
-    for step in ("select scan", "indicators", "embedding"):
+    for step in ("select scan", "indicators", "embedding", "label", "generate"):
         rows = [r for r in runs if r["step"] == step]
         if not rows:
             continue
         for r in rows:
-            rate = r.get("rows_per_s") or r.get("captions_per_s") or r.get("texts_per_s")
+            rate = (
+                r.get("rows_per_s")
+                or r.get("captions_per_s")
+                or r.get("texts_per_s")
+                or r.get("images_per_s")
+            )
             per = r.get("per_worker_per_s")
             util = r.get("utilisation")
             print(
-                f"{step:12s} {r['method']:48s} {r['seconds']:>8.2f} {rate:>12,.0f} "
+                f"{step:12s} {r['method']:48s} {r['seconds']:>8.2f} {rate:>12,.1f} "
                 f"{per if per is not None else '':>13} {util if util is not None else '':>5}"
             )
+        for r in rows:
+            if r.get("actor_load_s"):
+                print(f"{step:12s} {r['method']}: model load per actor {r['actor_load_s']} s")
         base = rows[0]
         if step == "select scan":
             same = all(

@@ -115,8 +115,8 @@ class EngineSection:
     # pipelines) reserves; 0 = CPU actors, 1 = one device each, a fraction (0.25) packs
     # several actors on one device; in [0, 64]
     gpus_per_worker: float = 0.0
-    # ray only: model workers (actors) per stage that loads a model per worker: neighbors,
-    # label, generate, recaption, llm_texts (e.g. {label = 4}); a stage not named, or 0, gets
+    # ray only: model workers (actors) per stage that loads a model per worker: indicators,
+    # neighbors, label, generate, recaption, llm_texts ({label = 4}); a stage not named, or 0, gets
     # as many as the cluster's CPUs and GPUs allow at engine.gpus_per_worker; in [0, 1024]
     # (the local engine runs one worker, in this process)
     workers: dict[str, int] = field(default_factory=dict)
@@ -756,7 +756,7 @@ def _positive(key: str, value: int) -> None:
 # count past them would take the machine down rather than give a better answer.
 MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles import --rounds
 #: the stages whose workers load a model (engine.workers may name them)
-WORKER_STAGES = ("neighbors", "label", "generate", "recaption", "llm_texts")
+WORKER_STAGES = ("indicators", "neighbors", "label", "generate", "recaption", "llm_texts")
 MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
 
 

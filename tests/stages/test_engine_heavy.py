@@ -65,8 +65,10 @@ def _study(root: Path, corpus: Path, engine: str) -> Study:
     )
 
 
-def _run_neighbors(root: Path, corpus: Path, engine: str) -> dict:
+def _run_neighbors(root: Path, corpus: Path, engine: str, workers: dict | None = None) -> dict:
     study = _study(root, corpus, engine)
+    if workers is not None:
+        study.config.engine.workers = workers
     try:
         for stage in ("select", "indicators", "neighbors"):
             run = stage_function(stage)(study, progress=False)
@@ -74,7 +76,13 @@ def _run_neighbors(root: Path, corpus: Path, engine: str) -> dict:
             name: study.con.execute(sql + " ORDER BY ALL").fetchall()
             for name, sql in NN_TABLES.items()
         }
-        return {"run": run, "tables": tables, "cache": _cache(Path(run.provenance["cache_dir"]))}
+        stored = study.last_run("neighbors")["provenance"]
+        return {
+            "run": run,
+            "stored": stored,
+            "tables": tables,
+            "cache": _cache(Path(run.provenance["cache_dir"])),
+        }
     finally:
         study.close()
 
@@ -118,6 +126,31 @@ def test_neighbors_on_ray_writes_the_local_cache_and_samples(
     assert meta["fingerprint"] == run.provenance["model_id"]
 
 
+def test_engine_workers_sets_the_embedders_and_every_run_names_its_engine(
+    ray_cluster, tmp_path, corpus, local_neighbors, monkeypatch
+):
+    """``engine.workers = {indicators = 1, neighbors = 1}``: one tagger and one embedder actor
+    (seen where the driver opens each pool), the same tables; a Ray run records the cluster,
+    the local neighbors run, which opens no engine, is recorded as local."""
+    from corpus_audit.backends.engines.ray_backend import RayEngine
+
+    asked = []
+    real = RayEngine.actor_pool
+
+    def spy(self, actors, resources):
+        asked.append(actors.workers)
+        return real(self, actors, resources)
+
+    monkeypatch.setattr(RayEngine, "actor_pool", spy)
+    workers = {"indicators": 1, "neighbors": 1}
+    got = _run_neighbors(tmp_path / "s", corpus, "ray", workers=workers)
+    assert asked == [1, 1]  # indicators' taggers, then neighbors' embedders
+    _assert_same(got, local_neighbors)
+    assert got["stored"]["engine"]["engine"] == "ray"
+    local = local_neighbors["stored"]["engine"]
+    assert local["engine"] == "local" and local["threads"] == 2 and local["cpus"] >= 1
+
+
 def test_neighbors_on_ray_survives_a_killed_embedder(
     ray_cluster, tmp_path, corpus, local_neighbors, monkeypatch
 ):
@@ -136,7 +169,7 @@ def test_neighbors_on_ray_survives_a_killed_embedder(
     _assert_same(got, local_neighbors)
 
 
-def test_gpus_per_worker_is_validated(tmp_path, corpus):
+def test_gpus_per_worker_and_workers_are_validated(tmp_path, corpus):
     from corpus_audit.core.config import ConfigError, load_config
 
     _study(tmp_path / "s", corpus, "local").close()
@@ -147,6 +180,19 @@ def test_gpus_per_worker_is_validated(tmp_path, corpus):
         load_config(toml.parent)
     toml.write_text(text.replace("gpus_per_worker = 0.0", "gpus_per_worker = 0.25"))
     assert load_config(toml.parent).engine.gpus_per_worker == 0.25
+    for bad, message in (
+        ("{ select = 2 }", r"engine\.workers\.select: not a stage with model workers"),
+        ("{ label = -1 }", r"engine\.workers\.label: -1 must be a count >= 0"),
+        ('{ label = "4" }', r"engine\.workers\.label: '4' must be a count >= 0"),
+        ("{ label = 5000 }", r"engine\.workers\.label: 5000 is above the maximum"),
+    ):
+        toml.write_text(text.replace("workers = {}", f"workers = {bad}"))
+        with pytest.raises(ConfigError, match=message):
+            load_config(toml.parent)
+    toml.write_text(text.replace("workers = {}", "workers = { label = 4, generate = 1 }"))
+    engine = load_config(toml.parent).engine
+    assert (engine.workers_for("label"), engine.workers_for("generate")) == (4, 1)
+    assert engine.workers_for("neighbors") == 0
 
 
 # -- label -------------------------------------------------------------------------------------

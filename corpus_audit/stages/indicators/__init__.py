@@ -83,7 +83,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
                 tagger, model_info = _build_tagger(study, terms, words)
                 cleanup.callback(tagger.close)
                 run.provenance.update(model_info)
-            labelled_now = _label_all(study, tagger, todo, stats, progress=progress)
+            labelled_now = _label_all(study, run, tagger, todo, stats, progress=progress)
         con.execute("DROP TABLE IF EXISTS indicators_todo")
 
         sample_rows, sample_changed = _write_no_indicator_samples(study)
@@ -326,7 +326,7 @@ def _build_tagger(study: Study, terms: Any, words: Any) -> tuple[Any, dict[str, 
 
 
 def _label_all(
-    study: Study, tagger: Any, todo: int, stats: dict[str, int], *, progress: bool
+    study: Study, run: StageRun, tagger: Any, todo: int, stats: dict[str, int], *, progress: bool
 ) -> int:
     """Label the to-do list batch by batch; each batch is one transaction. Returns captions
     done. With ``engine.engine`` other than ``local`` the batches are labelled by the
@@ -334,7 +334,7 @@ def _label_all(
     from tqdm import tqdm
 
     if study.config.engine.engine != "local":
-        return _label_on_engine(study, todo, stats, progress=progress)
+        return _label_on_engine(study, run, todo, stats, progress=progress)
     done = 0
     with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
         for _, table in _todo_batches(study, todo):
@@ -357,10 +357,13 @@ def _todo_batches(study: Study, todo: int) -> Iterator[tuple[int, pa.Table]]:
         yield lo, pa.table(cols, schema=_BATCH_SCHEMA)
 
 
-def _label_on_engine(study: Study, todo: int, stats: dict[str, int], *, progress: bool) -> int:
+def _label_on_engine(
+    study: Study, run: StageRun, todo: int, stats: dict[str, int], *, progress: bool
+) -> int:
     """The to-do batches labelled by the workers of the configured engine (one spaCy per
-    worker, :mod:`corpus_audit.stages.indicators.tagging`) and written here, in batch order,
-    one transaction each: the same rows as the local path."""
+    worker, ``engine.workers.indicators`` of them or the engine's default,
+    :mod:`corpus_audit.stages.indicators.tagging`) and written here, in batch order, one
+    transaction each: the same rows as the local path."""
     from corpus_audit.backends.engines import engine_from_config
     from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches
 
@@ -373,8 +376,13 @@ def _label_on_engine(study: Study, todo: int, stats: dict[str, int], *, progress
             yield lo, table
 
     done = 0
-    with engine_from_config(study.config.engine) as engine:
-        for lo, tagged in tag_batches(engine, spec, units(), progress=progress):
+    eng = study.config.engine
+    with engine_from_config(eng) as engine:
+        run.provenance["engine"] = engine.describe()
+        tagged_batches = tag_batches(
+            engine, spec, units(), workers=eng.workers_for(STAGE), progress=progress
+        )
+        for lo, tagged in tagged_batches:
             table = in_flight.pop(lo)
             _write_batch(study, table, tagged.labels, tagged.triggers)
             done += table.num_rows
