@@ -1,11 +1,13 @@
-"""Local vs Ray (a local cluster) for the ``select`` scan, the ``indicators`` labelling and
-the ``neighbors`` embedding.
+"""Local vs Ray (a local cluster), per stage: the ``select`` scan, the ``indicators``
+labelling, the ``neighbors`` embedding, ``label`` and ``generate``.
 
 Usage::
 
     python benchmarks/bench_engines.py [--rows 10000000] [--threads 2] [--captions 20000]
                                        [--batch 2500] [--repeat 2] [--skip indicators]
-                                       [--texts 4096] [--chunk 512] [--json OUT.json]
+                                       [--texts 4096] [--chunk 512] [--images 240]
+                                       [--label-batch 16] [--gen-images 32] [--sd-arch tiny]
+                                       [--sd-size 64] [--sd-steps 4] [--json OUT.json]
 
 Reuses the synthetic LAION-like corpus of ``bench_select.py`` (``benchmarks/synth_corpus.py``,
 cached under ``--data-dir``; written once if missing). Same process, side by side:
@@ -35,6 +37,24 @@ units, ``stages.neighbors.embed_chunks``):
    loaded before the timing, as the stage has it loaded already);
 2. ``ray`` engine: ``--threads`` CPU embedder actors (``engine.gpus_per_worker = 0``), each
    loading the model inside the timed run. Check: the vectors are byte-identical.
+
+**label** of ``--images`` real photos (skimage's astronaut and camera, matplotlib's Grace
+Hopper and skimage's LFW face crops, written once as JPEG), batches of ``--label-batch``
+(``stages.label``: ``decode_unit`` as the engine's ``prepare``, ``LabelerSpec`` with the real
+MediaPipe full-range detector and agegender classifier): ``local`` one labeller in this
+process with threads decoding ahead; ``ray`` labeller actors (1 CPU each, one CPU left to
+the decode tasks). Check: identical face-filter and label rows.
+
+**generate** of ``--gen-images`` images with a random-weight SD pipeline built offline
+(``--sd-arch``, ``--sd-size`` px, ``--sd-steps`` steps), batches of 4 prompts with derived
+seeds (``stages.generate.GeneratorSpec``): ``local`` one pipeline in this process; ``ray``
+one generator actor per CPU. Check: pixels within one level (CPU float sums depend on the
+thread count; the tests compare at equal thread counts, where they are identical).
+
+The embedding, label and generate steps time each unit inside the worker
+(:class:`TimedSpec`): ``per worker/s`` is then the **per-actor rate** (work per busy
+actor-second, the figure ``project_laion.py --engines-json`` scales by cores), ``util`` the
+share of the actors' wall time spent on units, and each actor's model load is printed.
 
 Every timing includes what the run must start (NER processes, actors, model loads), but not
 the Ray cluster (its start and the first tasks' worker warm-up are reported apart). Methods
@@ -68,7 +88,7 @@ from corpus_audit.core.store import sql_text  # noqa: E402
 from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
 from corpus_audit.methods.matching import build_matcher  # noqa: E402
 from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches  # noqa: E402
-from corpus_audit.stages.neighbors import EmbedderSpec, embed_chunks  # noqa: E402
+from corpus_audit.stages.neighbors import EmbedderSpec  # noqa: E402
 from corpus_audit.stages.select.scan import (
     scan_corpus,  # noqa: E402
     scan_into,  # noqa: E402
@@ -259,6 +279,7 @@ def bench_embedding(engines: dict, args) -> list[dict]:
     import pyarrow.parquet as pq
 
     from corpus_audit.backends.embeddings import DEFAULT_MODEL, plan_fingerprint
+    from corpus_audit.backends.engines.base import Resources
 
     source = bench_select.synth_corpus.VOCAB_SOURCE
     texts = [t for t in pq.read_table(source, columns=["TEXT"]).column("TEXT").to_pylist() if t]
@@ -273,14 +294,18 @@ def bench_embedding(engines: dict, args) -> list[dict]:
     def run(name: str, engine: Any) -> dict:
         workers = 1 if name == "local" else args.threads
         t0 = time.perf_counter()
-        got = [c.vectors.tobytes() for _, c in embed_chunks(engine, spec, chunks)]
+        # the stage's map (embed_chunks: 1 CPU per actor), timed per actor
+        results, facts = _timed_map(engine, spec, chunks, lambda c: len(c.vectors),
+                                    resources=Resources())  # fmt: skip
         wall = time.perf_counter() - t0
+        got = [c.vectors.tobytes() for c in results]
         if not expected:
             expected[:] = got
         return {"step": "embedding", "workers": workers, "texts": len(texts),
                 "seconds": round(wall, 3), "texts_per_s": round(len(texts) / wall, 1),
                 "same_output": got == expected, "dim": int(np.frombuffer(got[0], np.float32).size
-                                                          // len(chunks[0][1]))}  # fmt: skip
+                                                          // len(chunks[0][1])),
+                **_per_actor(facts, wall)}  # fmt: skip
 
     methods = [
         (
@@ -337,6 +362,13 @@ def _per_actor(facts: dict, wall: float) -> dict:
     workers = len(facts["actor_load_s"])
     out = _per_worker(facts["per_actor"], wall, workers)
     out["actor_load_s"] = facts["actor_load_s"]
+    # the share of the actors' time after their model load spent on units: what a long run
+    # (whose load is a one-time start) keeps
+    busy = sum(seconds for _, seconds, _ in facts["per_actor"])
+    after_load = workers * wall - sum(facts["actor_load_s"])
+    out["utilisation_after_load"] = (
+        round(min(1.0, busy / after_load), 3) if after_load > 0 else None
+    )
     return out
 
 

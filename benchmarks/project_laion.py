@@ -20,10 +20,15 @@ corpus):
 - labelling: those images and the training images of the four caption samples
   (62 x 500 x 4 = 124,000 at most).
 
-Rates per CPU core are this project's quiet 2-core measurements (README performance table:
-rate / 2). The Ray engine's overhead on one machine (``ray / local`` time from
-``bench_engines.py --json``) divides every parallel CPU step. GPU rates were NOT measured
-here; the defaults come from public benchmarks (named in ``GPU_SOURCES``). A machine has
+Rates: with ``--engines-json`` (the output of ``bench_engines.py --json``) each CPU step
+uses its **measured per-actor rate** on Ray (units' work per busy actor-second, one CPU per
+actor: ``per_worker_per_s`` of the Ray run), its measured utilisation after the model load
+(busy actor-seconds / (wall x actors - load seconds): what scheduling and the driver's writes
+leave; the plain utilisation for steps timed without loads) as the efficiency,
+and its measured model load per actor (``actor_load_s``) plus the cluster start as the
+per-stage start. Steps the JSON lacks fall back to this project's quiet 2-core measurements
+(README performance table: rate / 2) divided by ``--ray-overhead``. GPU rates were NOT
+measured here; they come from public benchmarks (named in ``GPU_SOURCES``). A machine has
 ``--cores`` CPU cores and ``--gpus`` GPUs of that class; one of them is also the driver.
 """
 
@@ -58,6 +63,35 @@ GPU_SOURCES = {
     "fp16, diffusers + torch 2.1 SDPA, batch 1, A100 80 GB SXM: 1.59 s per image",
 }
 START_S = 30.0  # cluster join + actors loading their models, per stage (measured ~10-25 s)
+# bench_engines.py step -> the rate it measures per actor
+MEASURED_STEPS = {
+    "select scan": "select_scan_rows",
+    "indicators": "indicators_captions",
+    "embedding": "embed_captions",
+    "label": "label_images",
+}
+
+
+def measured(engines_json: Path) -> dict[str, dict]:
+    """Per rate key, from the Ray runs of a ``bench_engines.py --json`` file: ``rate`` (work
+    per busy actor-second), ``efficiency`` (utilisation after the model load, in (0, 1]),
+    ``start_s`` (cluster start + warm-up + the slowest actor's model load, seconds)."""
+    data = json.loads(engines_json.read_text(encoding="utf-8"))
+    cluster = float(data.get("ray_start_s", 0)) + float(data.get("ray_warmup_s", 0))
+    out = {}
+    for run in data["runs"]:
+        key = MEASURED_STEPS.get(run.get("step", ""))
+        if key is None or not run["method"].startswith("engine ray"):
+            continue
+        util = run.get("utilisation_after_load") or run.get("utilisation")
+        if not run.get("per_worker_per_s") or not util:
+            continue
+        out[key] = {
+            "rate": float(run["per_worker_per_s"]),
+            "efficiency": min(1.0, float(util)),
+            "start_s": cluster + max(run.get("actor_load_s") or [0.0]),
+        }
+    return out
 
 
 def _hours(seconds: float) -> str:
@@ -68,26 +102,47 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def project(args: argparse.Namespace) -> list[dict]:
+def cpu_step(key: str, args: argparse.Namespace, rates: dict[str, dict]) -> tuple[float, float]:
+    """(rate per core with its efficiency applied, start seconds) of a CPU step: measured
+    per-actor figures when ``rates`` has them, else the README rate / ``--ray-overhead``."""
+    if key in rates:
+        m = rates[key]
+        return m["rate"] * m["efficiency"], max(START_S, m["start_s"])
+    return CPU_RATES[key] / args.ray_overhead, START_S
+
+
+def project(args: argparse.Namespace, rates: dict[str, dict] | None = None) -> list[dict]:
+    rates = rates or {}
     occ = CAPTIONS * args.mention_rate
     images = GENERATED + TRAINING
-    eff = 1.0 / args.ray_overhead
+    scan, scan_start = cpu_step("select_scan_rows", args, rates)
+    tag, tag_start = cpu_step("indicators_captions", args, rates)
+    embed, embed_start = cpu_step("embed_captions", args, rates)
+    label, label_start = cpu_step("label_images", args, rates)
     rows = []
     for n in args.machines:
         cores, gpus = n * args.cores, n * args.gpus
         parallel = {
-            "select": CAPTIONS / (CPU_RATES["select_scan_rows"] * cores * eff)
-            + occ / CPU_RATES["select_driver_captions"],
-            "indicators": occ / (CPU_RATES["indicators_captions"] * cores * eff),
-            "embeddings (CPU)": occ / (CPU_RATES["embed_captions"] * cores * eff),
-            "embeddings (GPU)": occ / (GPU_RATES["embed_captions"] * gpus) if gpus else None,
-            "labelling (CPU)": images / (CPU_RATES["label_images"] * cores * eff),
-            "generation (GPU)": GENERATED / (GPU_RATES["generate_images"] * gpus) if gpus else None,
+            "select": (
+                CAPTIONS / (scan * cores) + occ / CPU_RATES["select_driver_captions"],
+                scan_start,
+            ),
+            "indicators": (occ / (tag * cores), tag_start),
+            "embeddings (CPU)": (occ / (embed * cores), embed_start),
+            "embeddings (GPU)": (
+                occ / (GPU_RATES["embed_captions"] * gpus) if gpus else None,
+                START_S,
+            ),
+            "labelling (CPU)": (images / (label * cores), label_start),
+            "generation (GPU)": (
+                GENERATED / (GPU_RATES["generate_images"] * gpus) if gpus else None,
+                START_S,
+            ),
         }
-        for stage, seconds in parallel.items():
+        for stage, (seconds, start) in parallel.items():
             if seconds is None:
                 continue
-            wall = seconds + START_S
+            wall = seconds + start
             rows.append(
                 {
                     "machines": n,
@@ -123,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     args.machines = [int(x) for x in args.machines.split(",") if x]
+    rates = measured(args.engines_json) if args.engines_json else {}
     if args.ray_overhead is None:
         args.ray_overhead = 1.0
         if args.engines_json:
@@ -131,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             args.ray_overhead = max(1.0, max(ratios)) if ratios else 1.0
     if args.ray_overhead < 1 or not 0 < args.mention_rate <= 1 or args.cores < 1:
         ap.error("--ray-overhead must be >= 1, --mention-rate in (0, 1], --cores >= 1")
-    rows = project(args)
+    rows = project(args, rates)
     occ = CAPTIONS * args.mention_rate
     print(
         f"LAION-2B-en: {CAPTIONS:,} captions, {occ:,.0f} occupation captions "
@@ -139,13 +195,22 @@ def main(argv: list[str] | None = None) -> int:
         f"images; machines of {args.cores} cores + {args.gpus} GPU; Ray overhead "
         f"{args.ray_overhead:.2f}x on CPU steps; {START_S:.0f} s start per stage\n"
     )
+    for key in CPU_RATES:
+        if key in rates:
+            m = rates[key]
+            print(f"{key}: measured {m['rate']:,.1f}/s per Ray actor, utilisation "
+                  f"{m['efficiency']:.2f}, start {m['start_s']:.0f} s")  # fmt: skip
+        elif key != "select_driver_captions":
+            print(f"{key}: README rate {CPU_RATES[key]:,.1f}/s per core / {args.ray_overhead:.2f}")
+    print()
     print(table(rows, args.machines))
     print("\nmh = machine-hours (machines x wall time), the cost in machine time.")
     for key, source in GPU_SOURCES.items():
         print(f"GPU rate {key}: {GPU_RATES[key]:,.2f}/s per GPU, not measured here: {source}")
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": None, "engines_json": None},
-                                         "rows": rows}, indent=2, default=str))  # fmt: skip
+                                         "measured": rates, "rows": rows}, indent=2,
+                                        default=str))  # fmt: skip
     return 0
 
 
