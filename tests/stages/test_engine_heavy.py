@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from test_generate import tiny_sd, tokenizer_dir  # noqa: F401 - fixtures lent to this module
+from test_recaption_models import tiny_captioners  # noqa: F401 - the tiny BLIP and GIT
 
 from corpus_audit.backends.engines import open_engine
 from corpus_audit.backends.engines.faults import FailingWorkerFactory
@@ -265,5 +266,76 @@ def test_generate_on_ray_draws_the_local_pixels_and_survives_a_killed_actor(
         lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
     )
     again, _ = _generated(make_study, laion_path, tiny_sd, "ray", "gk")
+    assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
+    assert again == local
+
+
+# -- recaption ---------------------------------------------------------------------------------
+RECAPTION_SQL = (
+    "SELECT variant, image_id, caption, skip_reason, detail, model_id, settings_fingerprint "
+    "FROM recaptions ORDER BY ALL"
+)
+
+
+def _recaptioned(make_study, laion_path, tmp_path, model: Path, engine: str, name: str) -> tuple:
+    """test_label's study (14 training images: 5 real photos, the 8 bad files, a webdataset
+    shard's photo) recaptioned by the tiny BLIP, 4 images a batch (4 batches)."""
+    from test_label import _build
+
+    from corpus_audit.stages.recaption import recaption_stage
+
+    study, _ = _build(make_study, laion_path, tmp_path, name=name)
+    study.config.recaption.model = str(model)
+    study.config.recaption.batch_size = 4
+    study.config.recaption.max_new_tokens = 6
+    study.config.engine.engine = engine
+    run = recaption_stage(study, progress=False)
+    return study.con.execute(RECAPTION_SQL).fetchall(), run
+
+
+def test_recaption_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
+    ray_cluster,
+    make_study,
+    laion_path,
+    tiny_captioners,  # noqa: F811 - the fixture
+    monkeypatch,
+    tmp_path,
+):
+    import torch
+
+    import corpus_audit.stages.recaption.on_engine as on_engine
+
+    blip = tiny_captioners["blip"]
+    # the reference runs with the torch threads of a 1-CPU Ray actor (Ray sets
+    # OMP_NUM_THREADS=1 for it), as the generate test does: CPU float sums can depend on the
+    # intra-op thread count
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local, local_run = _recaptioned(make_study, laion_path, tmp_path, blip, "local", "cl")
+    finally:
+        torch.set_num_threads(threads)
+    reasons = [r[3] for r in local]
+    assert len(local) == 14 and reasons.count(None) >= 5 and "unreadable" in reasons
+
+    got, run = _recaptioned(make_study, laion_path, tmp_path, blip, "ray", "cr")
+    assert got == local
+    assert run.provenance["engine"]["engine"] == "ray"
+    assert (run.rows_in, run.rows_out, run.dropped) == (
+        local_run.rows_in,
+        local_run.rows_out,
+        local_run.dropped,
+    )
+    assert run.provenance["captioner"] == local_run.provenance["captioner"]  # cpu, float32
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    real = on_engine.CaptionerSpec
+    monkeypatch.setattr(
+        on_engine,
+        "CaptionerSpec",
+        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
+    )
+    again, _ = _recaptioned(make_study, laion_path, tmp_path, blip, "ray", "ck")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
