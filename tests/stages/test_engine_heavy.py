@@ -339,3 +339,44 @@ def test_recaption_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
     again, _ = _recaptioned(make_study, laion_path, tmp_path, blip, "ray", "ck")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
+
+
+def test_text_rewrite_on_ray_gives_the_local_rows(ray_cluster, tmp_path):
+    """A text-rewrite captioner (``paraphrase:``, the tiny random T5) on Ray caption actors,
+    no prepare task: the rows and counts of the local loop, batch by batch."""
+    import pandas as pd
+
+    from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.backends.engines.base import Resources
+    from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
+    from corpus_audit.stages.recaption.driver import recaption
+    from corpus_audit.stages.recaption.on_engine import CaptionerSpec, recaption_on_engine
+
+    spec = f"paraphrase:{random_paraphraser_model(tmp_path / 't5', 't5')}"
+    settings = CaptionSettings(max_new_tokens=8, batch_size=2)
+    words = [("A nurse at work", "nurse"), (None, "nurse"), ("Chef in a kitchen", "chef"),
+             ("a pilot on the runway", "pilot"), ("  ", "chef"), ("the doctor smiles", "doctor")]  # fmt: skip
+    items = [CaptionInput(i, text=t, occupation=o) for i, (t, o) in enumerate(words)]
+    items.append(items[0])  # a repeated key: skipped by both
+    rewrite = load_captioner(spec, settings)
+    local: list[pd.DataFrame] = []
+    expected = recaption(rewrite, items, sink=local.append, done={5})
+    rewrite.close()
+    got: list[pd.DataFrame] = []
+    summary = recaption_on_engine(
+        ray_cluster,
+        CaptionerSpec(spec, settings, rewrite.fingerprint),
+        items,
+        kind="text",
+        sink=got.append,
+        batch_size=settings.batch_size,
+        done={5},
+        resources=Resources(num_cpus=1),
+        workers=1,
+    )
+    assert len(got) == len(local) == 3  # 5 pending items in batches of 2
+    for a, b in zip(got, local, strict=True):
+        pd.testing.assert_frame_equal(a, b)
+    counts = ("items", "already_done", "duplicates", "captioned", "no_text", "batches")
+    assert [getattr(summary, c) for c in counts] == [getattr(expected, c) for c in counts]
+    assert (summary.captioned, summary.no_text, summary.settings["device"]) == (3, 2, "cpu")

@@ -124,7 +124,7 @@ class CaptionWorker:
                 f"recaption: the worker's captioner has settings fingerprint {got}, the driver "
                 f"checked the variant with {spec.fingerprint} (set recaption.dtype explicitly)"
             )
-        self.device = str(getattr(self.captioner, "device", spec.settings.device))
+        self.device = _device(self.captioner, spec.settings.device)
 
     def __call__(self, resolved: Sequence[Resolved]) -> CaptionedBatch:
         rows, seconds = caption_rows(self.captioner, resolved)
@@ -132,6 +132,16 @@ class CaptionWorker:
 
     def close(self) -> None:
         self.captioner.close()
+
+
+def _device(captioner: Any, configured: str) -> str:
+    """The device a loaded captioner runs on (an image model's, or the text rewrite's
+    paraphraser's), else the configured one."""
+    device = getattr(captioner, "device", None)
+    if device is None:
+        paraphraser = getattr(captioner, "paraphraser", None)
+        device = getattr(paraphraser, "device", None)
+    return str(device or configured)
 
 
 def recaption_on_engine(
