@@ -1,11 +1,12 @@
-"""Local vs Ray (a local cluster) for the ``select`` scan, the ``indicators`` labelling and
-the ``neighbors`` embedding.
+"""Local vs Ray (a local cluster) for the ``select`` scan, the ``indicators`` labelling, the
+``neighbors`` embedding and the ``recaption`` captioning.
 
 Usage::
 
     python benchmarks/bench_engines.py [--rows 10000000] [--threads 2] [--captions 20000]
                                        [--batch 2500] [--repeat 2] [--skip indicators]
-                                       [--texts 4096] [--chunk 512] [--json OUT.json]
+                                       [--texts 4096] [--chunk 512] [--images 64]
+                                       [--caption-batch 8] [--captioner PATH] [--json OUT.json]
 
 Reuses the synthetic LAION-like corpus of ``bench_select.py`` (``benchmarks/synth_corpus.py``,
 cached under ``--data-dir``; written once if missing). Same process, side by side:
@@ -35,6 +36,20 @@ units, ``stages.neighbors.embed_chunks``):
    loaded before the timing, as the stage has it loaded already);
 2. ``ray`` engine: ``--threads`` CPU embedder actors (``engine.gpus_per_worker = 0``), each
    loading the model inside the timed run. Check: the vectors are byte-identical.
+
+**recaption** of ``--images`` image files cycled from real photos shipped in PyPI packages
+(``bench_label.make_images``: astronaut, cameraman, Grace Hopper, a two-person collage, LFW
+crops; JPEG and PNG) with ``--captioner`` (a local captioning model directory), default the
+tiny random-weight BLIP built offline (``corpus_audit.backends.fakes.captioners.tiny_blip``,
+as the tests build it), on CPU in float32, ``--caption-batch`` images a batch (the stage's
+units), 8 new tokens at most:
+
+1. ``local`` engine: the stage's local loop (``stages.recaption.driver.recaption``: the
+   captioner loaded before the timing, as the stage has it loaded, 2 decode threads, torch
+   at 1 thread like a 1-CPU Ray actor);
+2. ``ray`` engine: ``stages.recaption.on_engine.recaption_on_engine``, the engine's default
+   actor count (the cluster's CPUs less one for the decode tasks), each actor loading the
+   model inside the timed run. Check: the rows equal the local loop's.
 
 Every timing includes what the run must start (NER processes, actors, model loads), but not
 the Ray cluster (its start and the first tasks' worker warm-up are reported apart). Methods
@@ -292,6 +307,78 @@ def bench_embedding(engines: dict, args) -> list[dict]:
     return _best_of(args.repeat, methods)
 
 
+def bench_recaption(engines: dict, args) -> list[dict]:
+    """The recaption batches on each engine (see the module docstring); the local loop's rows
+    are the reference the others must equal."""
+    import shutil
+    import tempfile
+
+    import pandas as pd
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from bench_label import make_images
+
+    from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.backends.engines.base import Resources
+    from corpus_audit.backends.fakes.captioners import tiny_blip
+    from corpus_audit.stages.recaption.driver import recaption
+    from corpus_audit.stages.recaption.on_engine import CaptionerSpec, recaption_on_engine
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_engines_recaption_"))
+    folder = tmp / "images"
+    folder.mkdir()
+    paths = make_images(folder, args.images)
+    model = args.captioner or str(tiny_blip(tmp / "tiny-blip"))
+    settings = CaptionSettings(
+        max_new_tokens=8, batch_size=args.caption_batch, device="cpu", dtype="float32"
+    )
+    items = [CaptionInput(p.name, p) for p in paths]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a 1-CPU Ray actor runs (OMP_NUM_THREADS=1)
+    captioner = load_captioner(model, settings)  # loaded before the timing, as in the stage
+    spec = CaptionerSpec(model, settings, captioner.fingerprint)
+    print(f"  {len(items)} images in batches of {args.caption_batch}, model {model}", flush=True)
+    expected: list[pd.DataFrame] = []
+
+    def run(name: str, engine: Any) -> dict:
+        frames: list[pd.DataFrame] = []
+        t0 = time.perf_counter()
+        if name == "local":
+            summary = recaption(captioner, items, sink=frames.append)
+            workers = 1
+        else:
+            summary = recaption_on_engine(engine, spec, items, kind="image", sink=frames.append,
+                                          batch_size=args.caption_batch,
+                                          resources=Resources(num_cpus=1))  # fmt: skip
+            workers = max(1, args.threads - 1)  # the engine's default with prepare tasks
+        wall = time.perf_counter() - t0
+        rows = pd.concat(frames, ignore_index=True)
+        if not expected:
+            expected[:] = [rows]
+        return {"step": "recaption", "workers": workers, "images": len(items),
+                "captioned": summary.captioned, "seconds": round(wall, 3),
+                "images_per_s": round(len(items) / wall, 2),
+                "model_seconds": round(summary.model_seconds, 3),
+                "same_output": rows.equals(expected[0])}  # fmt: skip
+
+    methods = [
+        (
+            "engine local (1 captioner, 2 decode threads)"
+            if name == "local"
+            else f"engine ray ({max(1, args.threads - 1)} actor(s) + decode tasks)",
+            partial(run, name, e),
+        )
+        for name, e in engines.items()
+    ]
+    try:
+        return _best_of(args.repeat, methods)
+    finally:
+        captioner.close()
+        torch.set_num_threads(threads)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
@@ -310,12 +397,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--texts", type=int, default=4096, help="texts for the embedding step")
     ap.add_argument("--chunk", type=int, default=512, help="texts per embedding unit")
+    ap.add_argument("--images", type=int, default=64, help="image files for recaption")
+    ap.add_argument("--caption-batch", type=int, default=8, help="images per recaption unit")
+    ap.add_argument(
+        "--captioner", default="", help="captioning model directory (default: a tiny BLIP)"
+    )
     ap.add_argument("--object-store-mb", type=int, default=1024, help="Ray object store size")
-    ap.add_argument("--skip", default="", help="comma list: select,indicators,embedding,ray")
+    ap.add_argument(
+        "--skip", default="", help="comma list: select,indicators,embedding,recaption,ray"
+    )
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = ap.parse_args(argv)
-    if min(args.rows, args.threads, args.captions, args.batch, args.batch_rows, args.repeat) < 1:
-        ap.error("--rows, --threads, --captions, --batch, --batch-rows, --repeat must be >= 1")
+    sizes = (args.rows, args.threads, args.captions, args.batch, args.batch_rows, args.repeat,
+             args.images, args.caption_batch)  # fmt: skip
+    if min(sizes) < 1:
+        ap.error(
+            "--rows, --threads, --captions, --batch, --batch-rows, --repeat, --images, "
+            "--caption-batch must be >= 1"
+        )
     skip = set(filter(None, args.skip.split(",")))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     corpus = bench_select.corpus_dir(args.data_dir, args.rows, args.seed)
@@ -356,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
         if "embedding" not in skip:
             print("neighbors embedding:", flush=True)
             runs += bench_embedding(engines, args)
+        if "recaption" not in skip:
+            print("recaption:", flush=True)
+            runs += bench_recaption(engines, args)
     finally:
         for engine in engines.values():
             engine.close()
@@ -375,12 +477,17 @@ def _report(runs: list[dict], ray_start: float) -> bool:
         f"{'util':>5s}"
     )
     ok = True
-    for step in ("select scan", "indicators", "embedding"):
+    for step in ("select scan", "indicators", "embedding", "recaption"):
         rows = [r for r in runs if r["step"] == step]
         if not rows:
             continue
         for r in rows:
-            rate = r.get("rows_per_s") or r.get("captions_per_s") or r.get("texts_per_s")
+            rate = (
+                r.get("rows_per_s")
+                or r.get("captions_per_s")
+                or r.get("texts_per_s")
+                or r.get("images_per_s")
+            )
             per = r.get("per_worker_per_s")
             util = r.get("utilisation")
             print(
