@@ -1,5 +1,5 @@
 """Local vs Ray (a local cluster), per stage: the ``select`` scan, the ``indicators``
-labelling, the ``neighbors`` embedding, ``label`` and ``generate``.
+labelling, the ``neighbors`` embedding, ``label``, ``generate`` and ``recaption``.
 
 Usage::
 
@@ -7,7 +7,8 @@ Usage::
                                        [--batch 2500] [--repeat 2] [--skip indicators]
                                        [--texts 4096] [--chunk 512] [--images 240]
                                        [--label-batch 16] [--gen-images 32] [--sd-arch tiny]
-                                       [--sd-size 64] [--sd-steps 4] [--json OUT.json]
+                                       [--sd-size 64] [--sd-steps 4] [--caption-batch 8]
+                                       [--captioner PATH] [--json OUT.json]
 
 Reuses the synthetic LAION-like corpus of ``bench_select.py`` (``benchmarks/synth_corpus.py``,
 cached under ``--data-dir``; written once if missing). Same process, side by side:
@@ -38,8 +39,22 @@ units, ``stages.neighbors.embed_chunks``):
 2. ``ray`` engine: ``--threads`` CPU embedder actors (``engine.gpus_per_worker = 0``), each
    loading the model inside the timed run. Check: the vectors are byte-identical.
 
-**label** of ``--images`` real photos (skimage's astronaut and camera, matplotlib's Grace
-Hopper and skimage's LFW face crops, written once as JPEG), batches of ``--label-batch``
+**recaption** of ``--images`` image files cycled from real photos shipped in PyPI packages
+(``bench_label.make_images``: astronaut, cameraman, Grace Hopper, a two-person collage, LFW
+crops; JPEG and PNG) with ``--captioner`` (a local captioning model directory), default the
+tiny random-weight BLIP built offline (``corpus_audit.backends.fakes.captioners.tiny_blip``,
+as the tests build it), on CPU in float32, ``--caption-batch`` images a batch (the stage's
+units), 8 new tokens at most:
+
+1. ``local`` engine: the stage's local loop (``stages.recaption.driver.recaption``: the
+   captioner loaded before the timing, as the stage has it loaded, 2 decode threads, torch
+   at 1 thread like a 1-CPU Ray actor);
+2. ``ray`` engine: ``stages.recaption.on_engine.recaption_on_engine``, the engine's default
+   actor count (the cluster's CPUs less one for the decode tasks), each actor loading the
+   model inside the timed run. Check: the rows equal the local loop's.
+
+**label** of ``--images`` image files cycled from real photos shipped in PyPI packages
+(``bench_label.make_images``, as for recaption below), batches of ``--label-batch``
 (``stages.label``: ``decode_unit`` as the engine's ``prepare``, ``LabelerSpec`` with the real
 MediaPipe full-range detector and agegender classifier): ``local`` one labeller in this
 process with threads decoding ahead; ``ray`` labeller actors (1 CPU each, one CPU left to
@@ -51,7 +66,8 @@ seeds (``stages.generate.GeneratorSpec``): ``local`` one pipeline in this proces
 one generator actor per CPU. Check: pixels within one level (CPU float sums depend on the
 thread count; the tests compare at equal thread counts, where they are identical).
 
-The embedding, label and generate steps time each unit inside the worker
+The embedding, label and generate steps (not recaption, whose local method is the
+stage's own loop) time each unit inside the worker
 (:class:`TimedSpec`): ``per worker/s`` is then the **per-actor rate** (work per busy
 actor-second, the figure ``project_laion.py --engines-json`` scales by cores), ``util`` the
 share of the actors' wall time spent on units, and each actor's model load is printed.
@@ -372,24 +388,6 @@ def _per_actor(facts: dict, wall: float) -> dict:
     return out
 
 
-def _label_images(out: Path, n: int) -> list[Path]:
-    """``n`` JPEG files of real photos (written once): skimage's astronaut and camera,
-    matplotlib's Grace Hopper, and skimage's LFW face crops on a 256 px canvas, in turn."""
-    from PIL import Image
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from image_fixtures import lfw, photo
-
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{i:05d}.jpg" for i in range(n)]
-    if all(p.exists() for p in paths):
-        return paths
-    arrays = [photo("astronaut"), photo("camera"), photo("grace"), *lfw("faces", 256)]
-    for i, path in enumerate(paths):
-        Image.fromarray(arrays[i % len(arrays)]).save(path, quality=92)
-    return paths
-
-
 def bench_label(engines: dict, args) -> list[dict]:
     """``label``'s units on each engine: batches of ``--label-batch`` images decoded by the
     engine's ``prepare`` (``stages.label.decode_unit``) and filtered + classified by a
@@ -403,8 +401,13 @@ def bench_label(engines: dict, args) -> list[dict]:
     from corpus_audit.core.imagefile import DEFAULT_MAX_PIXELS
     from corpus_audit.stages.label import LabelerSpec, LabelUnit, Pending, decode_unit
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from bench_label import make_images
+
     cfg = LabelSection(face_model="full_range")
-    paths = _label_images(args.data_dir.parent / "label_images", args.images)
+    folder = args.data_dir.parent / "label_images"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = make_images(folder, args.images)
     cid = build_classifier(cfg, device="cpu", seed=0).id
     spec = LabelerSpec(cfg, "cpu", 0, cid)
     pending = [Pending(f"b{i}", str(p), False, None) for i, p in enumerate(paths)]
@@ -493,6 +496,78 @@ def _actors_name(name: str, engine: Any) -> str:
     return f"engine ray ({engine.parallelism()} CPU(s) for actors)"
 
 
+def bench_recaption(engines: dict, args) -> list[dict]:
+    """The recaption batches on each engine (see the module docstring); the local loop's rows
+    are the reference the others must equal."""
+    import shutil
+    import tempfile
+
+    import pandas as pd
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from bench_label import make_images
+
+    from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
+    from corpus_audit.backends.engines.base import Resources
+    from corpus_audit.backends.fakes.captioners import tiny_blip
+    from corpus_audit.stages.recaption.driver import recaption
+    from corpus_audit.stages.recaption.on_engine import CaptionerSpec, recaption_on_engine
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_engines_recaption_"))
+    folder = tmp / "images"
+    folder.mkdir()
+    paths = make_images(folder, args.images)
+    model = args.captioner or str(tiny_blip(tmp / "tiny-blip"))
+    settings = CaptionSettings(
+        max_new_tokens=8, batch_size=args.caption_batch, device="cpu", dtype="float32"
+    )
+    items = [CaptionInput(p.name, p) for p in paths]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a 1-CPU Ray actor runs (OMP_NUM_THREADS=1)
+    captioner = load_captioner(model, settings)  # loaded before the timing, as in the stage
+    spec = CaptionerSpec(model, settings, captioner.fingerprint)
+    print(f"  {len(items)} images in batches of {args.caption_batch}, model {model}", flush=True)
+    expected: list[pd.DataFrame] = []
+
+    def run(name: str, engine: Any) -> dict:
+        frames: list[pd.DataFrame] = []
+        t0 = time.perf_counter()
+        if name == "local":
+            summary = recaption(captioner, items, sink=frames.append)
+            workers = 1
+        else:
+            summary = recaption_on_engine(engine, spec, items, kind="image", sink=frames.append,
+                                          batch_size=args.caption_batch,
+                                          resources=Resources(num_cpus=1))  # fmt: skip
+            workers = max(1, args.threads - 1)  # the engine's default with prepare tasks
+        wall = time.perf_counter() - t0
+        rows = pd.concat(frames, ignore_index=True)
+        if not expected:
+            expected[:] = [rows]
+        return {"step": "recaption", "workers": workers, "images": len(items),
+                "captioned": summary.captioned, "seconds": round(wall, 3),
+                "images_per_s": round(len(items) / wall, 2),
+                "model_seconds": round(summary.model_seconds, 3),
+                "same_output": rows.equals(expected[0])}  # fmt: skip
+
+    methods = [
+        (
+            "engine local (1 captioner, 2 decode threads)"
+            if name == "local"
+            else f"engine ray ({max(1, args.threads - 1)} actor(s) + decode tasks)",
+            partial(run, name, e),
+        )
+        for name, e in engines.items()
+    ]
+    try:
+        return _best_of(args.repeat, methods)
+    finally:
+        captioner.close()
+        torch.set_num_threads(threads)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
@@ -511,20 +586,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--texts", type=int, default=4096, help="texts for the embedding step")
     ap.add_argument("--chunk", type=int, default=512, help="texts per embedding unit")
-    ap.add_argument("--images", type=int, default=240, help="real photos for the label step")
+    ap.add_argument("--images", type=int, default=240, help="image files for label, recaption")
     ap.add_argument("--label-batch", type=int, default=16, help="images per label unit")
     ap.add_argument("--gen-images", type=int, default=32, help="images for the generate step")
     ap.add_argument("--sd-arch", default="tiny", help="random SD architecture: tiny | sd15")
     ap.add_argument("--sd-size", type=int, default=64, help="generated image side, px")
     ap.add_argument("--sd-steps", type=int, default=4, help="denoising steps")
+    ap.add_argument("--caption-batch", type=int, default=8, help="images per recaption unit")
+    ap.add_argument(
+        "--captioner", default="", help="captioning model directory (default: a tiny BLIP)"
+    )
     ap.add_argument("--object-store-mb", type=int, default=1024, help="Ray object store size")
     ap.add_argument(
-        "--skip", default="", help="comma list: select,indicators,embedding,label,generate,ray"
+        "--skip",
+        default="",
+        help="comma list: select,indicators,embedding,label,generate,recaption,ray",
     )
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = ap.parse_args(argv)
-    if min(args.rows, args.threads, args.captions, args.batch, args.batch_rows, args.repeat) < 1:
-        ap.error("--rows, --threads, --captions, --batch, --batch-rows, --repeat must be >= 1")
+    sizes = (args.rows, args.threads, args.captions, args.batch, args.batch_rows, args.repeat,
+             args.images, args.caption_batch, args.label_batch, args.gen_images, args.sd_steps)  # fmt: skip
+    if min(sizes) < 1:
+        ap.error(
+            "--rows, --threads, --captions, --batch, --batch-rows, --repeat, --images, "
+            "--caption-batch, --label-batch, --gen-images, --sd-steps must be >= 1"
+        )
     skip = set(filter(None, args.skip.split(",")))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     corpus = bench_select.corpus_dir(args.data_dir, args.rows, args.seed)
@@ -571,6 +657,9 @@ def main(argv: list[str] | None = None) -> int:
         if "generate" not in skip:
             print("generate:", flush=True)
             runs += bench_generate(engines, args)
+        if "recaption" not in skip:
+            print("recaption:", flush=True)
+            runs += bench_recaption(engines, args)
     finally:
         for engine in engines.values():
             engine.close()
@@ -590,7 +679,7 @@ def _report(runs: list[dict], ray_start: float) -> bool:
         f"{'util':>5s}"
     )
     ok = True
-    for step in ("select scan", "indicators", "embedding", "label", "generate"):
+    for step in ("select scan", "indicators", "embedding", "label", "generate", "recaption"):
         rows = [r for r in runs if r["step"] == step]
         if not rows:
             continue

@@ -112,8 +112,8 @@ class EngineSection:
     ray_max_retries: int = 3  # ray only: retries of a unit after an error or a dead worker, >= 0
     ray_max_restarts: int = 3  # ray only: restarts of a dead actor, >= 0
     # ray only: GPUs each model actor (neighbors' embedders, label's labellers, generate's
-    # pipelines) reserves; 0 = CPU actors, 1 = one device each, a fraction (0.25) packs
-    # several actors on one device; in [0, 64]
+    # pipelines, recaption's captioners) reserves; 0 = CPU actors, 1 = one device each, a
+    # fraction (0.25) packs several actors on one device; in [0, 64]
     gpus_per_worker: float = 0.0
     # ray only: model workers (actors) per stage that loads a model per worker: indicators,
     # neighbors, label, generate, recaption, llm_texts ({label = 4}); a stage not named, or 0, gets

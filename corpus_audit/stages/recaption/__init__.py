@@ -15,6 +15,13 @@ A variant holds the captions of one captioner and settings: when the stored rows
 says to name a new variant. The captioner's ``describe()`` (model, revision, generation
 settings, versions) goes into the run's provenance. The ``variants`` stage then compares the
 new variant with the original captions.
+
+With ``engine.engine = "ray"`` the batches (the same ones, ``recaption.batch_size`` pending
+items each) run on caption actors (:mod:`corpus_audit.stages.recaption.on_engine`: a CPU task
+decodes each batch of an image captioner, an actor with the model loaded once captions it,
+``engine.gpus_per_worker`` GPUs and 1 CPU each, ``engine.workers.recaption`` actors); the
+driver writes each batch's rows in batch order through the same sink, so the table equals a
+local run's and the stage stays resumable. The run's provenance records the engine.
 """
 
 from __future__ import annotations
@@ -40,23 +47,42 @@ def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
             "recaption.model: no captioning model set (corpus-audit recaption DIR --model "
             "PATH, or [recaption] model in study.toml)"
         )
+    eng = study.config.engine
+    on_engine = eng.engine != "local"
     with study.stage(STAGE) as run:
         require_inputs(study, STAGE)
         items = training_items(study)
-        captioner = load_captioner(cfg.model, settings(study))
+        caption_settings = settings(study)
+        if on_engine:
+            from corpus_audit.stages.recaption.on_engine import worker_settings
+
+            caption_settings = worker_settings(cfg.model, caption_settings, eng.gpus_per_worker)
+        # loaded on the driver in both cases: a model that cannot load fails before any work,
+        # and the variant is checked against its fingerprint
+        captioner = load_captioner(cfg.model, caption_settings)
         try:
             check_variant(study, cfg.variant, captioner.model_id, captioner.fingerprint)
             done = _done(study, cfg.variant)
-            summary = recaption(
-                captioner,
-                items,
-                sink=batch_sink(study, cfg.variant),
-                done=done,
-                max_pixels=study.config.images.max_pixels,
-                progress=progress,
+            if not on_engine:
+                summary = recaption(
+                    captioner,
+                    items,
+                    sink=batch_sink(study, cfg.variant),
+                    done=done,
+                    max_pixels=study.config.images.max_pixels,
+                    progress=progress,
+                )
+            kind, fingerprint, described = (
+                captioner.kind,
+                captioner.fingerprint,
+                captioner.describe(),
             )
         finally:
-            captioner.close()
+            captioner.close()  # on the engine: before the actors load their copies
+        if on_engine:
+            summary = _recaption_on_engine(
+                study, run, caption_settings, kind, fingerprint, described, items, done, progress
+            )
         run.rows_in = summary.items
         run.rows_out = summary.written
         run.skipped = summary.written == 0
@@ -69,6 +95,44 @@ def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
             f"{summary.already_done} already done; run `corpus-audit variants` to compare"
         )
     return run
+
+
+def _recaption_on_engine(
+    study: Study,
+    run: StageRun,
+    caption_settings: Any,
+    kind: str,
+    fingerprint: str,
+    described: dict[str, Any],
+    items: list[Any],
+    done: set[str],
+    progress: bool,
+) -> Any:
+    """The pending batches captioned by the engine's caption actors (1 CPU +
+    ``engine.gpus_per_worker`` GPUs each, ``engine.workers.recaption`` of them), each batch
+    written here in batch order, one transaction each; records the engine."""
+    from corpus_audit.backends.engines import engine_from_config
+    from corpus_audit.backends.engines.base import Resources
+    from corpus_audit.stages.recaption.on_engine import CaptionerSpec, recaption_on_engine
+
+    cfg = study.config.recaption
+    eng = study.config.engine
+    with engine_from_config(eng) as engine:
+        run.provenance["engine"] = engine.describe()
+        return recaption_on_engine(
+            engine,
+            CaptionerSpec(cfg.model, caption_settings, fingerprint),
+            items,
+            kind=kind,
+            sink=batch_sink(study, cfg.variant),
+            batch_size=caption_settings.batch_size,
+            done=done,
+            max_pixels=study.config.images.max_pixels,
+            resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
+            workers=eng.workers_for(STAGE),
+            settings=described,
+            progress=progress,
+        )
 
 
 def settings(study: Study) -> Any:

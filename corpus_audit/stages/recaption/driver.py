@@ -79,7 +79,7 @@ class RecaptionSummary:
         return self.captioned / self.seconds if self.seconds > 0 else None
 
 
-def _pending(
+def pending_batches(
     items: Iterable[CaptionInput],
     done: Container[Any],
     batch_size: int,
@@ -128,6 +128,26 @@ def _no_text(item: CaptionInput) -> bool:
     return not isinstance(item.text, str) or not item.text.strip()
 
 
+#: one item ready for the model: (item, skip_reason, detail); skip_reason None = caption it
+Resolved = tuple[CaptionInput, str | None, str]
+
+
+def resolve_texts(items: Sequence[CaptionInput]) -> list[Resolved]:
+    """Text items as the model gets them: ``no_text`` for a null or blank caption."""
+    return [(it, "no_text", "") if _no_text(it) else (it, None, "") for it in items]
+
+
+def resolve_images(pairs: Sequence[tuple[CaptionInput, str | None]]) -> list[Resolved]:
+    """Decoded items (:func:`_decode`'s pairs) as the model gets them: ``unreadable`` with
+    the decoder's detail when the image did not decode."""
+    return [(it, None, "") if why is None else (it, "unreadable", why) for it, why in pairs]
+
+
+def decode_items(items: Sequence[CaptionInput], max_pixels: int) -> list[Resolved]:
+    """Image items decoded one after the other (within ``max_pixels`` pixels each)."""
+    return resolve_images([_decode(it, max_pixels) for it in items])
+
+
 class _Batch:
     """One batch on its way: decoding futures (image kind) or the items (text kind)."""
 
@@ -141,50 +161,64 @@ class _Batch:
         self.kind = kind
         self.max_pixels = max_pixels
 
-    def resolved(self) -> list[tuple[CaptionInput, str | None, str | None]]:
+    def resolved(self) -> list[Resolved]:
         """(item, skip_reason, detail) per item, images decoded."""
         if self.kind == "text":
-            return [(it, "no_text", "") if _no_text(it) else (it, None, "") for it in self.items]
-        pairs = (
-            [f.result() for f in self.futures]
-            if self.futures is not None
-            else [_decode(it, self.max_pixels) for it in self.items]
-        )
-        return [(it, None, "") if why is None else (it, "unreadable", why) for it, why in pairs]
+            return resolve_texts(self.items)
+        if self.futures is None:
+            return decode_items(self.items, self.max_pixels)
+        return resolve_images([f.result() for f in self.futures])
 
 
-def _rows(
-    captioner: Captioner, batch: _Batch, summary: RecaptionSummary
-) -> tuple[list[dict[str, Any]], int]:
-    resolved = batch.resolved()
+def caption_rows(
+    captioner: Captioner, resolved: Sequence[Resolved]
+) -> tuple[list[dict[str, Any]], float]:
+    """The batch's rows (:data:`RECAPTION_COLUMNS`, in input order) and the seconds spent in
+    ``captioner.caption``: the one place rows are built, for the local loop and the engine's
+    caption workers alike."""
     usable = [it for it, reason, _ in resolved if reason is None]
     start = time.perf_counter()
     captions = captioner.caption(usable) if usable else []
-    summary.model_seconds += time.perf_counter() - start
+    seconds = time.perf_counter() - start
     if len(captions) != len(usable):
         raise RuntimeError(
             f"recaption: the captioner returned {len(captions)} captions for {len(usable)} items"
         )
     by_position = iter(captions)
-    rows = []
-    for item, reason, detail in resolved:
-        rows.append(
-            {
-                "image_id": item.key,
-                "caption": next(by_position) if reason is None else None,
-                "skip_reason": reason,
-                "detail": detail,
-                "model_id": captioner.model_id,
-                "settings_fingerprint": captioner.fingerprint,
-            }
-        )
+    rows = [
+        {
+            "image_id": item.key,
+            "caption": next(by_position) if reason is None else None,
+            "skip_reason": reason,
+            "detail": detail,
+            "model_id": captioner.model_id,
+            "settings_fingerprint": captioner.fingerprint,
+        }
+        for item, reason, detail in resolved
+    ]
+    return rows, seconds
+
+
+def count_rows(summary: RecaptionSummary, rows: Sequence[dict[str, Any]]) -> None:
+    """Add one batch's rows to the summary's captioned / unreadable / no_text counts."""
+    for row in rows:
+        reason = row["skip_reason"]
         if reason == "unreadable":
             summary.unreadable += 1
         elif reason == "no_text":
             summary.no_text += 1
         else:
             summary.captioned += 1
-    return rows, len(resolved)
+
+
+def write_rows(sink: Sink, rows: list[dict[str, Any]], summary: RecaptionSummary) -> None:
+    """Hand one batch's rows to the sink as a DataFrame (:data:`RECAPTION_COLUMNS`) and count
+    them (and the batch) in ``summary``."""
+    import pandas as pd
+
+    sink(pd.DataFrame(rows, columns=list(RECAPTION_COLUMNS)))
+    count_rows(summary, rows)
+    summary.batches += 1
 
 
 def recaption(
@@ -221,7 +255,7 @@ def recaption(
     bar = tqdm(total=total, desc="recaption", unit="img", file=sys.stderr, disable=not progress)
     try:
         ahead: _Batch | None = None
-        for chunk in _pending(items, done, size, summary, bar.update):
+        for chunk in pending_batches(items, done, size, summary, bar.update):
             current, ahead = ahead, _Batch(chunk, captioner.kind, pool, max_pixels)
             if current is not None:
                 _flush(captioner, current, sink, summary, bar)
@@ -239,9 +273,7 @@ def _flush(
     captioner: Captioner, batch: _Batch, sink: Sink, summary: RecaptionSummary, bar: Any
 ) -> None:
     """Caption one batch, hand its rows to the sink, count it."""
-    import pandas as pd
-
-    rows, n = _rows(captioner, batch, summary)
-    sink(pd.DataFrame(rows, columns=list(RECAPTION_COLUMNS)))
-    summary.batches += 1
-    bar.update(n)
+    rows, seconds = caption_rows(captioner, batch.resolved())
+    summary.model_seconds += seconds
+    write_rows(sink, rows, summary)
+    bar.update(len(rows))
