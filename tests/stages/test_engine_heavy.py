@@ -325,8 +325,10 @@ def _llm_tables(root: Path, models: list[str], engine: str, **llm: object) -> tu
 def local_llm(tmp_path_factory, tiny_lms) -> dict:
     import torch
 
-    # CPU sampling depends on torch's intra-op thread count (the order of float sums): the
-    # reference runs with the threads of a 1-CPU Ray actor (Ray sets OMP_NUM_THREADS=1)
+    # CPU float sums may depend on torch's intra-op thread count (the generate test's tiny
+    # SD pipeline did): the reference runs with the threads of a 1-CPU Ray actor (Ray sets
+    # OMP_NUM_THREADS=1). The tiny Llama wrote the same tables with 2 threads and 1 here, so
+    # this is insurance for machines with more threads, not a known difference
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
