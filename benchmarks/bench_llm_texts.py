@@ -6,6 +6,8 @@ Usage::
     python benchmarks/bench_llm_texts.py [--texts 64] [--max-tokens 32] [--batch-size 16]
                                          [--hidden 128] [--layers 4] [--device cpu]
                                          [--requests 64] [--delay 0.05] [--concurrency 1 8 32]
+                                         [--engine-n 4] [--engine-cpus 2]
+                                         [--steps batching concurrency engines]
                                          [--json OUT.json]
 
 1. **transformers, batched vs one prompt at a time**: a random-weight Llama built offline
@@ -19,6 +21,14 @@ Usage::
    on 127.0.0.1 answers each request after ``--delay`` seconds (standing in for a server's
    latency); ``--requests`` requests of one text each with ``llm.concurrency`` = each value of
    ``--concurrency``; the **baseline** is concurrency 1.
+3. **the stage, local engine vs Ray** (``engines``): the ``llm_texts`` stage on a study of
+   the same tiny Llama (8 occupations x the persona prompt, unspecified + female: 16 pairs;
+   ``llm.n = --engine-n``, capped at 3 x n, so the unspecified pairs run 3 rounds;
+   ``llm.batch_size = --batch-size``) on the **local** engine (the model in this process,
+   torch's default threads) vs the **Ray** engine (a local cluster of ``--engine-cpus`` CPUs
+   started before the clock: one 1-CPU actor per CPU, each loading the model; the clock
+   includes the actors' start and model load). Texts/s of each and the ratio ray/local;
+   both runs write the same texts (checked).
 
 The machine's CPUs are shared while others work: rerun for numbers you report.
 """
@@ -95,6 +105,50 @@ def bench_concurrency(args: argparse.Namespace) -> dict[int, float]:
     return out
 
 
+def bench_engines(args: argparse.Namespace) -> dict[str, float]:
+    from corpus_audit.backends.engines import open_engine
+    from corpus_audit.backends.fakes.text_models import random_causal_lm
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.llm_texts import llm_texts
+
+    occupations = [p.split()[-1] for p in PROMPTS]
+    out: dict[str, float] = {}
+    tables = {}
+    ray = open_engine("ray", num_cpus=args.engine_cpus, object_store_memory=256 * 2**20)
+    with tempfile.TemporaryDirectory() as tmp, ray:
+        ray.describe()  # the cluster starts here, off the clock; the stage joins it
+        path = random_causal_lm(Path(tmp) / "lm", hidden=args.hidden, layers=args.layers)
+        for engine in ("local", "ray"):
+            study = init_study(
+                Path(tmp) / engine,
+                [],
+                overrides={
+                    "llm": {
+                        "enabled": True, "models": [f"transformers:{path}"],
+                        "only_occupations": occupations, "only_prompts": ["persona"],
+                        "genders": ["female"], "n": args.engine_n,
+                        "max_texts": 3 * args.engine_n, "abandon_below": 0.0,
+                        "max_tokens": args.max_tokens, "batch_size": args.batch_size,
+                    },
+                    "texts": {"source": "llm", "srbs": False},
+                    "engine": {"engine": engine, "device": args.device},
+                },
+            )  # fmt: skip
+            try:
+                start = time.perf_counter()
+                llm_texts(study, progress=False)
+                took = time.perf_counter() - start
+                tables[engine] = study.con.execute(
+                    "SELECT text_id, text, seed FROM llm_texts ORDER BY text_id"
+                ).fetchall()
+            finally:
+                study.close()
+            out[engine] = len(tables[engine]) / took
+            out[engine + "_texts"] = len(tables[engine])
+    out["same_texts"] = float(tables["local"] == tables["ray"])
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--texts", type=int, default=32)
@@ -106,9 +160,25 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--engine-n", type=int, default=4)
+    parser.add_argument("--engine-cpus", type=int, default=2)
+    steps = ("batching", "concurrency", "engines")
+    parser.add_argument("--steps", nargs="+", choices=steps, default=list(steps))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    results: dict[str, object] = {}
+    if "batching" in args.steps:
+        results["transformers"] = report_batching(args)
+    if "concurrency" in args.steps:
+        results["openai"] = report_concurrency(args)
+    if "engines" in args.steps:
+        results["engines"] = report_engines(args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
 
+
+def report_batching(args: argparse.Namespace) -> dict[str, float]:
     lm = bench_transformers(args)
     print(
         f"transformers ({args.device}, hidden {args.hidden}, {args.layers} layers, "
@@ -123,14 +193,29 @@ def main() -> int:
     ):
         print(f"  {label:<32} {lm[key]:8.2f} texts/s  {lm[key + '_tokens']:8.1f} tokens/s")
     print(f"  speed-up: {lm['batched'] / lm['one_at_a_time']:.1f}x")
+    return lm
+
+
+def report_concurrency(args: argparse.Namespace) -> dict[int, float]:
     http = bench_concurrency(args)
     print(f"openai-compatible client, loopback server answering in {args.delay:.3f} s")
     for concurrency, rate in http.items():
         label = "baseline, one at a time" if concurrency == 1 else f"concurrency {concurrency}"
         print(f"  {label:<24} {rate:8.1f} requests/s  ({rate / http[1]:.1f}x)")
-    if args.json:
-        args.json.write_text(json.dumps({"transformers": lm, "openai": http}, indent=2))
-    return 0
+    return http
+
+
+def report_engines(args: argparse.Namespace) -> dict[str, float]:
+    got = bench_engines(args)
+    print(
+        f"llm_texts stage, tiny Llama ({args.device}, hidden {args.hidden}, {args.layers} "
+        f"layers, {args.max_tokens} tokens a text, batch_size {args.batch_size})"
+    )
+    for engine, label in (("local", "local engine"), ("ray", f"ray, {args.engine_cpus} actors")):
+        print(f"  {label:<24} {got[engine]:8.2f} texts/s  ({int(got[engine + '_texts'])} texts)")
+    same = "same texts" if got["same_texts"] else "TEXTS DIFFER"
+    print(f"  ray/local: {got['ray'] / got['local']:.2f}x  ({same})")
+    return got
 
 
 if __name__ == "__main__":

@@ -16,12 +16,26 @@ its pair's new counts and state, in one transaction (``llm_texts``, ``llm_pairs`
 run loses only the batches in flight; the rerun reads the pairs' counts and asks for the next
 batch numbers, each with the seed of its (model, occupation, prompt, gender, batch): no text
 is stored twice and none is lost. Tables: ``sql/schema/005_llm_texts.sql``.
+
+Engines: a local model (``transformers:``) on ``engine.engine = "ray"`` draws its batches on
+actors (:class:`LMSpec` -> :class:`LMWorker`, 1 CPU + ``engine.gpus_per_worker`` each,
+``engine.workers["llm_texts"]`` of them), each loading the model once for all the rounds;
+the driver plans every round's batches as a local run does
+(:func:`~corpus_audit.backends.text_generators.transformers_lm.plan_batches`), gets them
+back in order and commits each request when its batch arrives, so the tables equal a local
+run's (on the same device class). The weights are never loaded on the driver: the
+``llm_models`` row is the first worker's description. An API model (``openai:``) keeps its
+own concurrency on the driver whatever the engine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -95,14 +109,15 @@ def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
     from corpus_audit.methods.texts.association import AssociationCounter
 
     cfg = study.config.llm
-    with study.stage(STAGE) as run:
+    with study.stage(STAGE) as run, contextlib.ExitStack() as stack:
         require_inputs(study, STAGE)
         pairs = plan(study)
         terms = load_association_terms(study.config.texts.association_terms, base=study.root)
         counter = AssociationCounter(terms)
+        engine = _EngineOnce(study, run, stack)
         drawn = 0
         for model in cfg.models:
-            drawn += _run_model(study, model, pairs, counter, progress=progress)
+            drawn += _run_model(study, model, pairs, counter, engine, progress=progress)
         run.rows_in = len(pairs) * len(cfg.models)
         run.rows_out = study.count("llm_texts")
         run.skipped = drawn == 0
@@ -113,11 +128,37 @@ def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
     return run
 
 
-def _run_model(study: Study, model: str, pairs: list[Pair], counter: Any, *, progress: bool) -> int:
+class _EngineOnce:
+    """The stage run's engine, opened when a model first needs it (one per stage run, its
+    description in the run's provenance) and closed with ``stack``."""
+
+    def __init__(self, study: Study, run: StageRun, stack: contextlib.ExitStack) -> None:
+        self.study, self.run, self.stack = study, run, stack
+        self.engine: Any = None
+
+    def __call__(self) -> Any:
+        if self.engine is None:
+            from corpus_audit.backends.engines import engine_from_config
+
+            self.engine = self.stack.enter_context(engine_from_config(self.study.config.engine))
+            self.run.provenance["engine"] = self.engine.describe()
+        return self.engine
+
+
+def _run_model(
+    study: Study,
+    model: str,
+    pairs: list[Pair],
+    counter: Any,
+    engine: Callable[[], Any],
+    *,
+    progress: bool,
+) -> int:
     """Draw ``model``'s open pairs round by round until none is open; texts drawn."""
     rule = rule_of(study)
     counts = _stored_counts(study, model)
     generator = None
+    recorded = False  # the model's llm_models row, written once it can describe itself
     drawn = 0
     # each round adds at least one text to every open pair, and an open pair holds fewer
     # than max_texts texts (a specified pair, fewer than n): this bounds the rounds
@@ -135,23 +176,39 @@ def _run_model(study: Study, model: str, pairs: list[Pair], counter: Any, *, pro
             if not todo:
                 break
             if generator is None:
-                generator = _load(study, model)
-            drawn += _round(study, model, generator, todo, counts, counter, progress=progress)
+                generator = _load(study, model, engine)
+                recorded = _record_model(study, model, generator.describe())
+            for index, completions in _round(study, model, generator, todo, progress=progress):
+                recorded = recorded or _record_model(study, model, generator.describe())
+                pair, batch, _ = todo[index]
+                before = counts.get(pair.key, PairCounts())
+                counts[pair.key] = _commit(study, model, pair, batch, completions, before, counter)
+                drawn += len(completions)
     finally:
         if generator is not None:
             generator.close()
     return drawn
 
 
-def _load(study: Study, model: str) -> Any:
+def _load(study: Study, model: str, engine: Callable[[], Any]) -> Any:
+    """``model``'s generator: loaded here, or (a local model on an engine other than local)
+    an :class:`ActorLM` drawing on ``engine()``'s actors."""
     from corpus_audit.backends.text_generators import load_text_generator, split_spec
 
     cfg = study.config.llm
+    eng = study.config.engine
     settings = sampling_of(study)
-    generator = load_text_generator(
+    backend, name = split_spec(model)
+    if backend == "transformers" and eng.engine != "local":
+        path = Path(name).expanduser()  # read like the local load: from the working directory
+        source = str(path.resolve()) if path.exists() else name
+        factory = LMSpec(name, source, settings, cfg.batch_size, cfg.dtype, eng.device)
+        return ActorLM(engine(), factory, model, settings, cfg.batch_size,
+                       resources=_resources(eng), workers=eng.workers_for(STAGE))  # fmt: skip
+    return load_text_generator(
         model,
         settings,
-        device=study.config.engine.device,
+        device=eng.device,
         batch_size=cfg.batch_size,
         dtype=cfg.dtype,
         api_base=cfg.api_base,
@@ -163,18 +220,138 @@ def _load(study: Study, model: str) -> Any:
         backoff_s=cfg.backoff_s,
         max_backoff_s=cfg.max_backoff_s,
     )
+
+
+def _resources(eng: Any) -> Any:
+    from corpus_audit.backends.engines.base import Resources
+
+    return Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
+
+
+def _record_model(study: Study, model: str, description: dict[str, Any] | None) -> bool:
+    """``model``'s ``llm_models`` row: its generator's description and the settings; False
+    (nothing written) while the generator cannot describe itself yet (an :class:`ActorLM`
+    before its first batch)."""
+    from corpus_audit.backends.text_generators import split_spec
+
+    if description is None:
+        return False
     with study.transaction():
         study.con.execute(
             "INSERT OR REPLACE INTO llm_models VALUES (?, ?, ?, ?, ?)",
             [
                 model,
                 split_spec(model)[0],
-                json.dumps(generator.describe(), sort_keys=True, default=str),
-                json.dumps(settings.as_dict(), sort_keys=True),
+                json.dumps(description, sort_keys=True, default=str),
+                json.dumps(sampling_of(study).as_dict(), sort_keys=True),
                 _now(),
             ],
         )
-    return generator
+    return True
+
+
+@dataclass(frozen=True)
+class LMSpec:
+    """A ``transformers:`` model's recipe for an engine worker (picklable, plain values):
+    ``model`` as the study names it, ``source`` where to load it from (the driver's absolute
+    path, or the hub id), the sampling settings, ``llm.batch_size`` (>= 1), ``llm.dtype`` and
+    ``engine.device`` (``auto``: resolved in the worker, the GPU the engine gave it, else
+    the CPU). ``LMSpec(...)()`` loads the model once per worker."""
+
+    model: str
+    source: str
+    settings: Any  # SamplingSettings
+    batch_size: int
+    dtype: str
+    device: str
+
+    def __call__(self) -> LMWorker:
+        return LMWorker(self)
+
+
+class LMWorker:
+    """One loaded :class:`TransformersLM` drawing planned batches: ``(completions, its
+    description)``, the description only with the worker's first batch (``None`` after)."""
+
+    def __init__(self, spec: LMSpec) -> None:
+        from corpus_audit.backends.text_generators.transformers_lm import TransformersLM
+
+        self.lm = TransformersLM(
+            spec.model, spec.settings, device=spec.device, batch_size=spec.batch_size,
+            dtype=spec.dtype, source=spec.source,
+        )  # fmt: skip
+        self.described = False
+
+    def __call__(self, batch: Any) -> tuple[list[Any], dict[str, Any] | None]:
+        completions = self.lm.generate_batch(batch)
+        description = None if self.described else self.lm.describe()
+        self.described = True
+        return completions, description
+
+    def close(self) -> None:
+        self.lm.close()
+
+
+class ActorLM:
+    """A :class:`~corpus_audit.backends.text_generators.TextGenerator` whose batches run on
+    an engine's actors: one ``map_actors`` for all of the model's rounds (the model is
+    loaded once per actor), fed by a queue the driver fills round by round, each round's
+    units followed by a ``DRAIN`` (the next round depends on this round's commits).
+    :meth:`stream` yields what :meth:`TransformersLM.stream` yields, in the same order."""
+
+    def __init__(
+        self,
+        engine: Any,
+        factory: Callable[[], Any],
+        model: str,
+        settings: Any,
+        batch_size: int,
+        *,
+        resources: Any,
+        workers: int,
+    ) -> None:
+        """``factory``: an :class:`LMSpec` (picklable); ``model``: the ``transformers:``
+        spec; ``batch_size`` (>= 1): rows a batch, as the workers' model is told."""
+        self.name = model
+        self.settings = settings
+        self.batch_size = batch_size
+        self.queue: deque[tuple[int, Any]] = deque()
+        self.keys = 0  # unit keys given so far (unique across the rounds)
+        self.description: dict[str, Any] | None = None
+        self.results = engine.map_actors(
+            factory, self._units(), resources=resources, workers=workers
+        )
+
+    def _units(self) -> Iterator[Any]:
+        """The queued units, a ``DRAIN`` after each round's; ends when a round queued none."""
+        from corpus_audit.backends.engines.base import DRAIN
+
+        while self.queue:
+            while self.queue:
+                yield self.queue.popleft()
+            yield DRAIN
+
+    def stream(self, requests: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
+        from corpus_audit.backends.text_generators.transformers_lm import assemble, plan_batches
+
+        batches = plan_batches(requests, self.batch_size)
+        self.queue.extend(enumerate(batches, start=self.keys))
+        self.keys += len(batches)
+        return assemble(requests, self._drawn(batches))
+
+    def _drawn(self, batches: list[Any]) -> Iterator[tuple[Any, list[Any]]]:
+        for batch in batches:
+            _, (completions, description) = next(self.results)
+            if self.description is None:
+                self.description = description
+            yield batch, completions
+
+    def describe(self) -> dict[str, Any] | None:
+        """The first worker's description (``None`` until a batch came back)."""
+        return self.description
+
+    def close(self) -> None:
+        self.results.close()  # the actors are closed with the map
 
 
 def sampling_of(study: Study) -> Any:
@@ -189,11 +366,11 @@ def _round(
     model: str,
     generator: Any,
     todo: list[tuple[Pair, int, Decision]],
-    counts: dict[tuple[str, str, str], PairCounts],
-    counter: Any,
     *,
     progress: bool,
-) -> int:
+) -> Iterator[tuple[int, list[Any]]]:
+    """One round: every open pair's next batch asked for at once; ``(index into todo, its
+    completions)`` as they arrive."""
     from corpus_audit.backends.text_generators import TextRequest
 
     seed = study.config.study.seed
@@ -202,19 +379,10 @@ def _round(
         for pair, batch, d in todo
     ]
     total = sum(r.n for r in requests)
-    sampling = json.dumps(sampling_of(study).as_dict(), sort_keys=True)
-    drawn = 0
-    bar = tqdm(total=total, desc=f"llm_texts {model}", unit="text", disable=not progress)
-    with bar:
+    with tqdm(total=total, desc=f"llm_texts {model}", unit="text", disable=not progress) as bar:
         for index, completions in generator.stream(requests):
-            pair, batch, _ = todo[index]
-            before = counts.get(pair.key, PairCounts())
-            counts[pair.key] = _commit(
-                study, model, pair, batch, completions, before, counter, sampling
-            )
-            drawn += len(completions)
+            yield index, completions
             bar.update(len(completions))
-    return drawn
 
 
 def _commit(
@@ -225,9 +393,9 @@ def _commit(
     completions: list[Any],
     before: PairCounts,
     counter: Any,
-    sampling: str,
 ) -> PairCounts:
     """Store one batch and its pair's new counts and state, in one transaction."""
+    sampling = json.dumps(sampling_of(study).as_dict(), sort_keys=True)
     texts = [c.text for c in completions]
     association = counter.count(pd.Series(texts, dtype=object), source=model)["association"]
     frame = pd.DataFrame(

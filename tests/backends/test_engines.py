@@ -153,6 +153,25 @@ def test_local_tasks_come_back_in_input_order_and_keys_must_be_unique():
         list(LocalEngine().map_tasks(_sleep_echo, [("a", (0, "x")), ("a", (0, "y"))]))
 
 
+def test_drain_submits_nothing_more_until_the_units_before_it_are_yielded():
+    """Rounds whose units depend on the results of the round before: the iterator reads what
+    the caller recorded, which it can only do when the engine waits at each DRAIN."""
+    from corpus_audit.backends.engines.base import DRAIN
+
+    seen: list[str] = []
+
+    def rounds():
+        for r in range(3):
+            assert len(seen) == 2 * r  # every result of the rounds before was handled
+            yield from ((f"{r}{k}", (0.01 * (2 - k), f"r{r}u{k}:{len(seen)}")) for k in range(2))
+            yield DRAIN
+        yield DRAIN  # a DRAIN with nothing in flight is passed over
+
+    for _, result in LocalEngine(threads=3).map_tasks(_sleep_echo, rounds()):
+        seen.append(result)
+    assert seen == ["r0u0:0", "r0u1:0", "r1u0:2", "r1u1:2", "r2u0:4", "r2u1:4"]
+
+
 def test_local_engine_scan_equals_todays_scan_corpus(corpus, matcher, local_scans, laion_path):
     # today's path: select.scan_corpus (threads, pieces in arrival order)
     con_today = _candidates_con()

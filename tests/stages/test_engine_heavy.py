@@ -427,3 +427,120 @@ def test_text_rewrite_on_ray_gives_the_local_rows(ray_cluster, tmp_path):
     counts = ("items", "already_done", "duplicates", "captioned", "no_text", "batches")
     assert [getattr(summary, c) for c in counts] == [getattr(expected, c) for c in counts]
     assert (summary.captioned, summary.no_text, summary.settings["device"]) == (3, 2, "cpu")
+
+
+# -- llm_texts ---------------------------------------------------------------------------------
+LLM_TABLES = {
+    # every column but created_at: text_ids are assigned at commit, so they prove the order
+    "llm_texts": "SELECT * EXCLUDE (created_at) FROM llm_texts",
+    "llm_pairs": "SELECT * EXCLUDE (updated_at) FROM llm_pairs",
+    "llm_models": "SELECT * EXCLUDE (updated_at) FROM llm_models",
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_lms(tmp_path_factory) -> list[str]:
+    """The tiny random Llama (chat template) and GPT-2 (plain text) of test_text_generators."""
+    from corpus_audit.backends.fakes.text_models import random_causal_lm
+
+    root = tmp_path_factory.mktemp("llm")
+    return [
+        f"transformers:{random_causal_lm(root / 'llama', 'llama')}",
+        f"transformers:{random_causal_lm(root / 'gpt2', 'gpt2', chat_template=False)}",
+    ]
+
+
+def _llm_tables(root: Path, models: list[str], engine: str, **llm: object) -> tuple[dict, object]:
+    """An LLM study (2 occupations x the persona prompt, unspecified + female: 4 pairs a
+    model), n = 2, capped at 6 texts (abandon_below 0: gibberish names nobody, so the
+    unspecified pairs run 3 rounds and are capped), 3 sequences a batch (batches span
+    requests), run on ``engine``; its tables and the run."""
+    from corpus_audit.stages.llm_texts import llm_texts
+
+    study = init_study(
+        root,
+        [],
+        overrides={
+            "llm": {
+                "enabled": True, "models": models, "only_occupations": ["cook", "nurse"],
+                "only_prompts": ["persona"], "genders": ["female"], "n": 2, "max_texts": 6,
+                "abandon_below": 0.0, "max_tokens": 6, "batch_size": 3, **llm,
+            },
+            "texts": {"source": "llm", "srbs": False},
+            "engine": {"engine": engine, "threads": 2, "device": "cpu"},
+        },
+    )  # fmt: skip
+    try:
+        run = llm_texts(study, progress=False)
+        tables = {
+            name: study.con.execute(sql + " ORDER BY ALL").fetchall()
+            for name, sql in LLM_TABLES.items()
+        }
+        return tables, run
+    finally:
+        study.close()
+
+
+@pytest.fixture(scope="module")
+def local_llm(tmp_path_factory, tiny_lms) -> dict:
+    import torch
+
+    # CPU float sums may depend on torch's intra-op thread count (the generate test's tiny
+    # SD pipeline did): the reference runs with the threads of a 1-CPU Ray actor (Ray sets
+    # OMP_NUM_THREADS=1). The tiny Llama wrote the same tables with 2 threads and 1 here, so
+    # this is insurance for machines with more threads, not a known difference
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        tables, _ = _llm_tables(tmp_path_factory.mktemp("llm_local") / "s", tiny_lms, "local")
+    finally:
+        torch.set_num_threads(threads)
+    texts, pairs = tables["llm_texts"], tables["llm_pairs"]
+    assert len(texts) == 2 * (4 * 2 + 2 * 2 + 2 * 2)  # per model: 3 rounds (8, 4, 4 texts)
+    assert {row[4] for row in pairs} == {"done", "capped"}  # state: specified done, rest capped
+    assert len(tables["llm_models"]) == 2
+    return tables
+
+
+def test_llm_texts_on_ray_writes_the_local_tables(ray_cluster, tmp_path, tiny_lms, local_llm):
+    got, run = _llm_tables(tmp_path / "s", tiny_lms, "ray")
+    assert got == local_llm  # text ids (commit order), texts, seeds, tokens, pairs, models
+    assert run.provenance["engine"]["engine"] == "ray"
+    description = json.loads(got["llm_models"][0][2])
+    assert description["device"] == "cpu" and description["batch_size"] == 3
+
+
+def test_llm_texts_on_ray_survives_a_killed_actor(
+    ray_cluster, tmp_path, tiny_lms, local_llm, monkeypatch
+):
+    """The first batch kills its actor (os._exit); Ray restarts it (the model is loaded
+    again), the batch is drawn again and committed once."""
+    import corpus_audit.stages.llm_texts as llm_module
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    real = llm_module.LMSpec
+    monkeypatch.setattr(
+        llm_module,
+        "LMSpec",
+        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
+    )
+    got, _ = _llm_tables(tmp_path / "s", tiny_lms, "ray")
+    assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
+    assert got == local_llm
+
+
+def test_llm_texts_api_model_on_ray_stays_on_the_driver(ray_cluster, tmp_path):
+    """An ``openai:`` model keeps its own concurrency on the driver: no engine is opened."""
+    from corpus_audit.backends.fakes.chat_server import ChatServer
+
+    def respond(prompt: str, n: int, seed: int | None, model: str) -> list[str]:
+        return [f"She is a cook; her kitchen {seed} {k}." for k in range(n)]
+
+    with ChatServer(respond) as server:
+        tables, run = _llm_tables(
+            tmp_path / "s", ["openai:m"], "ray", api_base=server.url, api_key_env=""
+        )
+    # the specified pairs done in one round, the unspecified ones (no man) capped at 6 texts
+    assert len(tables["llm_texts"]) == 2 * 2 + 2 * 6
+    assert "engine" not in run.provenance  # none opened: the stored run says "local"

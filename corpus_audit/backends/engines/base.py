@@ -18,6 +18,12 @@ Two shapes of work, the two methods of :class:`Engine`:
   ``prepare`` function runs on CPU before the worker (``label``: decode images) so the
   model never waits for it.
 
+A unit iterator whose next units depend on the results of earlier ones (``llm_texts``: a
+round's requests depend on the counts the previous round committed) yields :data:`DRAIN`
+between them: the engine submits nothing after it until every unit given before it has
+been yielded to the caller (and so written), then asks the iterator again. The workers of
+one map stay loaded across drains, so a model is loaded once for all the rounds.
+
 Results are whole units: a unit's result is one value, produced by one successful attempt.
 A retried unit (a task that raised a retryable error, a worker process that died) replaces
 its failed attempt and never adds to it; the engine also refuses a unit key given twice and
@@ -40,6 +46,18 @@ K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 R = TypeVar("R")
 H = TypeVar("H")  # a backend's handle of a unit in flight (a Future, an ObjectRef)
+
+
+class _Drain:
+    """The type of :data:`DRAIN` (one instance)."""
+
+    def __repr__(self) -> str:
+        return "DRAIN"
+
+
+#: yielded by a unit iterator instead of a unit: submit nothing more until every unit given
+#: before it has been yielded (module docstring); never a unit, never yielded back
+DRAIN = _Drain()
 
 #: units kept in flight per worker: one running, one queued behind it (so a worker never
 #: waits for the driver), without holding the whole work list in memory
@@ -139,7 +157,7 @@ class Engine(abc.ABC):
     def map_tasks(
         self,
         fn: Callable[[T], R],
-        units: Iterable[tuple[K, T]],
+        units: Iterable[tuple[K, T] | _Drain],
         *,
         resources: Resources = ONE_CPU,
         progress: Progress | None = None,
@@ -155,7 +173,7 @@ class Engine(abc.ABC):
     def map_actors(
         self,
         factory: Callable[[], Worker[T, R]],
-        units: Iterable[tuple[K, T]],
+        units: Iterable[tuple[K, T] | _Drain],
         *,
         resources: Resources = ONE_CPU,
         workers: int = 0,
@@ -219,7 +237,9 @@ def progress_bar(progress: Progress | None, units: Iterable[Any]) -> Any:
 
 
 def run_units(
-    open_pool: Callable[[], UnitPool], units: Iterable[tuple[K, T]], progress: Progress | None
+    open_pool: Callable[[], UnitPool],
+    units: Iterable[tuple[K, T] | _Drain],
+    progress: Progress | None,
 ) -> Iterator[tuple[K, Any]]:
     """Run ``units`` on the pool ``open_pool()`` opens (when iteration starts): ordered
     results, a progress bar, units in flight cancelled and the pool closed however it ends."""
@@ -247,19 +267,25 @@ class UnitWindow:
         self.window = max(1, pool.window)
         self.in_flight: deque[tuple[Hashable, Any]] = deque()
 
-    def run(self, units: Iterable[tuple[K, T]], bar: Any) -> Iterator[tuple[K, Any]]:
+    def run(self, units: Iterable[tuple[K, T] | _Drain], bar: Any) -> Iterator[tuple[K, Any]]:
         """The ordered results; the bar advances as units finish."""
         source = iter(units)
         seen: set[Hashable] = set()
         running: list[Any] = []  # submitted and not yet seen finished
-        exhausted = False
+        exhausted = draining = False
         while True:
-            while not exhausted and len(self.in_flight) < self.window:
+            if draining and not self.in_flight:
+                draining = False  # everything before the DRAIN was yielded: ask for more
+            while not exhausted and not draining and len(self.in_flight) < self.window:
                 try:
-                    key, payload = next(source)
+                    unit = next(source)
                 except StopIteration:
                     exhausted = True
                     break
+                if unit is DRAIN:
+                    draining = True
+                    break
+                key, payload = unit
                 if key in seen:
                     raise ValueError(f"work unit {key!r} given twice (unit keys must be unique)")
                 seen.add(key)
@@ -267,6 +293,8 @@ class UnitWindow:
                 self.in_flight.append((key, handle))
                 running.append(handle)
             if not self.in_flight:
+                if draining:
+                    continue  # a DRAIN with nothing in flight: ask the iterator again
                 return
             key, head = self.in_flight[0]
             while head in running:  # handles compare by identity (Future) or id (ObjectRef)

@@ -9,6 +9,11 @@
   first sample (a request's samples ``j`` use ``seed + j``); each text records the seed its
   batch was drawn with. The same requests, settings, batch size and device give the same
   texts; another batch size gives other (equally valid) samples;
+- **distributable**: :func:`plan_batches` (no model) cuts the requests into
+  :class:`PlannedBatch` es, :meth:`TransformersLM.generate_batch` draws one, and
+  :func:`assemble` turns their completions (in batch order) into the per-request yields;
+  :meth:`TransformersLM.stream` is exactly these three, so batches drawn by other processes
+  (the ``llm_texts`` stage's engine actors) give the same texts, yielded in the same order;
 - device from ``engine.device`` (GPU when there is one), ``dtype`` auto (float16 on CUDA, float32
   elsewhere) | float16 | bfloat16 | float32;
 - a hub id is loaded from the local cache only when ``HF_HUB_OFFLINE`` is set; the stage
@@ -20,7 +25,8 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,58 @@ from corpus_audit.core.versions import package_versions
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 
 
+@dataclass(frozen=True)
+class PlannedBatch:
+    """One ``generate`` call: ``rows[k] = (request index, sample index)`` of its row ``k``,
+    ``prompts[k]`` that row's user message (before any chat template), ``seed`` in
+    [0, 2**31) the torch seed of the whole batch (its first sample's)."""
+
+    rows: tuple[tuple[int, int], ...]
+    prompts: tuple[str, ...]
+    seed: int
+
+
+def plan_batches(requests: Sequence[TextRequest], batch_size: int) -> list[PlannedBatch]:
+    """The requests' samples (request by request, sample ``j`` of ``0..n-1``) cut into
+    batches of ``batch_size`` (>= 1) rows; a batch may hold samples of several requests.
+    Pure: no model, no torch."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size: {batch_size} must be >= 1")
+    samples = [(i, j) for i, r in enumerate(requests) for j in range(r.n)]
+    batches = []
+    for lo in range(0, len(samples), batch_size):
+        rows = tuple(samples[lo : lo + batch_size])
+        i0, j0 = rows[0]
+        batches.append(
+            PlannedBatch(
+                rows,
+                tuple(requests[i].prompt for i, _ in rows),
+                (requests[i0].seed + j0) % 2**31,
+            )
+        )
+    return batches
+
+
+def assemble(
+    requests: Sequence[TextRequest], results: Iterable[tuple[PlannedBatch, list[Completion]]]
+) -> Iterator[tuple[int, list[Completion]]]:
+    """``(request index, its n completions)`` as :meth:`TransformersLM.stream` yields them:
+    first the requests asking for none, then each request the moment the batch completing it
+    arrives. ``results``: each planned batch with its completions (one per row), in the
+    order of :func:`plan_batches`; it is read lazily, one batch per completed step."""
+    got: dict[int, list[Completion]] = {i: [] for i in range(len(requests))}
+    for i, r in enumerate(requests):
+        if r.n == 0:
+            yield i, got.pop(i)
+    for batch, completions in results:
+        if len(completions) != len(batch.rows):
+            raise ValueError(f"{len(completions)} completions for a batch of {len(batch.rows)}")
+        for (i, _), completion in zip(batch.rows, completions, strict=True):
+            got[i].append(completion)
+            if len(got[i]) == requests[i].n:
+                yield i, got.pop(i)
+
+
 class TransformersLM:
     """A causal LM with seeded, batched sampling (module docstring)."""
 
@@ -50,7 +108,10 @@ class TransformersLM:
         device: str = "auto",
         batch_size: int = 16,
         dtype: str = "auto",
+        source: str | None = None,
     ) -> None:
+        """``model``: the spec's path or hub id, as recorded; ``source``: where to load it
+        from when that is elsewhere (an engine worker gets the driver's absolute path)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -66,7 +127,7 @@ class TransformersLM:
         if dtype == "auto":
             dtype = "float16" if self.device.startswith("cuda") else "float32"
         self.dtype = dtype
-        source = str(Path(model).expanduser())
+        source = str(Path(source or model).expanduser())
         if not Path(source).exists():
             source = model
         try:
@@ -97,20 +158,12 @@ class TransformersLM:
         return prompt + "\n"
 
     def stream(self, requests: Sequence[TextRequest]) -> Iterator[tuple[int, list[Completion]]]:
-        samples = [(i, j) for i, r in enumerate(requests) for j in range(r.n)]
-        got: dict[int, list[Completion]] = {i: [] for i in range(len(requests))}
-        for i, r in enumerate(requests):
-            if r.n == 0:
-                yield i, []
-        for lo in range(0, len(samples), self.batch_size):
-            batch = samples[lo : lo + self.batch_size]
-            i0, j0 = batch[0]
-            seed = (requests[i0].seed + j0) % 2**31
-            prompts = [self.prompt_text(requests[i].prompt) for i, _ in batch]
-            for (i, _), completion in zip(batch, self._generate(prompts, seed), strict=True):
-                got[i].append(completion)
-                if len(got[i]) == requests[i].n:
-                    yield i, got.pop(i)
+        batches = plan_batches(requests, self.batch_size)
+        return assemble(requests, ((b, self.generate_batch(b)) for b in batches))
+
+    def generate_batch(self, batch: PlannedBatch) -> list[Completion]:
+        """One planned batch's completions, one per row, in row order."""
+        return self._generate([self.prompt_text(p) for p in batch.prompts], batch.seed)
 
     def _generate(self, prompts: list[str], seed: int) -> list[Completion]:
         import torch
