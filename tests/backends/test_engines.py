@@ -31,7 +31,7 @@ from corpus_audit.backends.engines import engine_from_config, engine_names, open
 from corpus_audit.backends.engines.base import Resources
 from corpus_audit.backends.engines.faults import FailFirstAttempt, FailingWorkerFactory, marker_name
 from corpus_audit.backends.engines.local import LocalEngine
-from corpus_audit.core.errors import CorpusError, EngineError, WorkerDiedError
+from corpus_audit.core.errors import CorpusError, EngineError, LexiconError, WorkerDiedError
 from corpus_audit.core.store import sql_text
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.matching import build_matcher
@@ -283,6 +283,22 @@ def test_ray_user_errors_arrive_as_themselves(ray_engine, tmp_path, laion_path, 
     message = str(err.value)
     assert str(bad) in message and "\n" not in message
     assert list(ray_engine.map_tasks(_sleep_echo, [])) == []
+
+
+def test_a_worker_that_cannot_load_fails_with_its_own_error_on_every_engine(
+    ray_engine, caption_batches, tmp_path
+):
+    """A factory raising a user error (here a lexicon file that is not there) stops the map
+    with that error, naming the file, on Ray and in local worker processes alike; the Ray
+    actor is not restarted in a loop, nor is the unit reported lost."""
+    missing = tmp_path / "no_such_terms.toml"
+    broken = TaggerSpec(gender_terms=str(missing), use_names=False)
+    for engine, workers in ((ray_engine, 1), (LocalEngine(threads=2), 2)):
+        started = time.perf_counter()
+        with pytest.raises(LexiconError) as err:
+            list(engine.map_actors(broken, caption_batches, workers=workers))
+        assert str(missing) in str(err.value), engine.name
+        assert time.perf_counter() - started < 60, engine.name
 
 
 # -- indicators on actors ------------------------------------------------------------------------

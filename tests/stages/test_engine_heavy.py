@@ -1,12 +1,16 @@
-"""The model stages on the Ray engine: ``neighbors``' embedding runs on embedder actors (CPU
-actors here: ``engine.gpus_per_worker = 0``) and writes the same embedding cache and the
-same nn samples as a local run; an actor killed mid-run is restarted by Ray and the tables
-still equal the local run.
+"""The model stages on the Ray engine write the tables of a local run: ``neighbors``'
+embedding (the same cache bytes and nn samples), ``label`` (the same rows), ``generate``
+(the same pixels, a tiny random SD), ``recaption`` (the same rows, a tiny random BLIP) and
+``llm_texts`` (the same texts in the same commit order, tiny random LMs), on CPU actors
+(``engine.gpus_per_worker = 0``); in each, an actor killed on its first unit is restarted by
+Ray and the tables still equal the local run. ``engine.workers`` sets the actors per stage,
+and every run records the engine it ran on.
 
-Real data (1,000 LAION captions of ../shared/data), the real select and indicators stages,
-the real SBERT model (all-MiniLM-L6-v2, offline). The Ray cluster is one local cluster for
-the module (2 CPUs, the machine's cores), which the stages join; the tests skip, saying
-why, when the ``ray`` extra is not installed.
+Real data (LAION captions and real photos of ../shared/data and PyPI packages), the real
+select, indicators, MediaPipe and agegender, the real SBERT model (all-MiniLM-L6-v2,
+offline). The Ray cluster is one local cluster for the module (2 CPUs, the machine's
+cores), which the stages join; the tests skip, saying why, when the ``ray`` extra is not
+installed.
 """
 
 from __future__ import annotations

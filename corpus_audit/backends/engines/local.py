@@ -31,7 +31,7 @@ from corpus_audit.backends.engines.base import (
     Resources,
     close_worker,
 )
-from corpus_audit.core.errors import WorkerDiedError
+from corpus_audit.core.errors import CorpusAuditError, WorkerDiedError
 
 
 class _FuturePool:
@@ -151,6 +151,7 @@ class LocalEngine(Engine):
 # -- worker processes of the local engine ---------------------------------------------------------
 _PROCESS_WORKER: Any = None
 _PROCESS_PREPARE: Callable[[Any], Any] | None = None
+_PROCESS_ERROR: CorpusAuditError | None = None  # the factory's user error, raised per unit
 
 
 def _init_process_worker(factory: Callable[[], Any], prepare: Callable[[Any], Any] | None) -> None:
@@ -159,13 +160,19 @@ def _init_process_worker(factory: Callable[[], Any], prepare: Callable[[Any], An
 
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
-    global _PROCESS_WORKER, _PROCESS_PREPARE
-    _PROCESS_WORKER = factory()
+    global _PROCESS_WORKER, _PROCESS_PREPARE, _PROCESS_ERROR
     _PROCESS_PREPARE = prepare
+    try:
+        _PROCESS_WORKER = factory()
+    except CorpusAuditError as exc:  # reaches the driver as itself with the first unit
+        _PROCESS_ERROR = exc
+        return
     atexit.register(close_worker, _PROCESS_WORKER)
 
 
 def _serve_in_process(payload: Any) -> Any:
+    if _PROCESS_ERROR is not None:
+        raise _PROCESS_ERROR
     assert _PROCESS_WORKER is not None, "worker process not initialised"
     if _PROCESS_PREPARE is not None:
         payload = _PROCESS_PREPARE(payload)

@@ -70,21 +70,35 @@ def _call(fn: Callable[[Any], Any], payload: Any) -> Any:
 
 class _ActorHost:
     """One worker per actor process: built once by ``factory()``, then serves units (each
-    through ``prepare`` first when the cluster has no CPU left for ``prepare`` tasks)."""
+    through ``prepare`` first when the cluster has no CPU left for ``prepare`` tasks).
+
+    A factory that fails with an error a user must fix (:class:`CorpusAuditError`: a model
+    that cannot load, a bad lexicon file) leaves the actor alive and raises that error for
+    every unit, so it reaches the driver as itself, at once; restarting the actor would load
+    the same thing and fail again (other errors in the factory do kill the actor, which Ray
+    restarts)."""
 
     def __init__(
         self, factory: Callable[[], Any], prepare: Callable[[Any], Any] | None = None
     ) -> None:
-        self.worker = factory()
+        self.error: CorpusAuditError | None = None
+        self.worker: Any = None
+        try:
+            self.worker = factory()
+        except CorpusAuditError as exc:
+            self.error = exc
         self.prepare = prepare
 
     def serve(self, payload: Any) -> Any:
+        if self.error is not None:
+            raise self.error
         if self.prepare is not None:
             payload = self.prepare(payload)
         return self.worker(payload)
 
     def close(self) -> None:
-        close_worker(self.worker)
+        if self.worker is not None:
+            close_worker(self.worker)
 
 
 class RayEngine(Engine):
