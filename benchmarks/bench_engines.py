@@ -100,6 +100,7 @@ import bench_select  # noqa: E402
 
 from corpus_audit.backends.corpus import resolve_corpus  # noqa: E402
 from corpus_audit.backends.engines import open_engine  # noqa: E402
+from corpus_audit.backends.engines.base import close_worker  # noqa: E402
 from corpus_audit.core.store import sql_text  # noqa: E402
 from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
 from corpus_audit.methods.matching import build_matcher  # noqa: E402
@@ -362,9 +363,7 @@ class TimedWorker:
         return result, time.perf_counter() - t0, os.getpid(), self.load_s
 
     def close(self) -> None:
-        close = getattr(self.worker, "close", None)
-        if callable(close):
-            close()
+        close_worker(self.worker)
 
 
 def _timed_map(engine: Any, spec: Any, units: list, amount: Any, **kw: Any) -> tuple[list, dict]:

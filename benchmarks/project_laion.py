@@ -74,11 +74,11 @@ MEASURED_STEPS = {
 }
 
 
-def measured(engines_json: Path) -> dict[str, dict]:
-    """Per rate key, from the Ray runs of a ``bench_engines.py --json`` file: ``rate`` (work
-    per busy actor-second), ``efficiency`` (utilisation after the model load, in (0, 1]),
-    ``start_s`` (cluster start + warm-up + the slowest actor's model load, seconds)."""
-    data = json.loads(engines_json.read_text(encoding="utf-8"))
+def measured(data: dict) -> dict[str, dict]:
+    """Per rate key, from the Ray runs of a ``bench_engines.py --json`` file's content:
+    ``rate`` (work per busy actor-second), ``efficiency`` (utilisation after the model load,
+    in (0, 1]), ``start_s`` (cluster start + warm-up + the slowest actor's model load,
+    seconds)."""
     cluster = float(data.get("ray_start_s", 0)) + float(data.get("ray_warmup_s", 0))
     out = {}
     for run in data["runs"]:
@@ -189,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[str, dict] = {}
     ratios = []
     for path in args.engines_json:
-        rates.update(measured(path))
-        runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
-        ratios += [r["ray_over_local"] for r in runs
+        data = json.loads(path.read_text(encoding="utf-8"))
+        rates.update(measured(data))
+        ratios += [r["ray_over_local"] for r in data["runs"]
                    if "ray_over_local" in r and r["step"] in ("select scan", "indicators")]  # fmt: skip
     if args.ray_overhead is None:
         args.ray_overhead = max(1.0, max(ratios)) if ratios else 1.5

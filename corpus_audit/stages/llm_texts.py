@@ -159,6 +159,7 @@ def _run_model(
     counts = _stored_counts(study, model)
     generator = None
     recorded = False  # the model's llm_models row, written once it can describe itself
+    sampling = json.dumps(sampling_of(study).as_dict(), sort_keys=True)  # recorded per text
     drawn = 0
     # each round adds at least one text to every open pair, and an open pair holds fewer
     # than max_texts texts (a specified pair, fewer than n): this bounds the rounds
@@ -182,7 +183,9 @@ def _run_model(
                 recorded = recorded or _record_model(study, model, generator.describe())
                 pair, batch, _ = todo[index]
                 before = counts.get(pair.key, PairCounts())
-                counts[pair.key] = _commit(study, model, pair, batch, completions, before, counter)
+                counts[pair.key] = _commit(
+                    study, model, pair, batch, completions, before, counter, sampling
+                )
                 drawn += len(completions)
     finally:
         if generator is not None:
@@ -393,9 +396,10 @@ def _commit(
     completions: list[Any],
     before: PairCounts,
     counter: Any,
+    sampling: str,
 ) -> PairCounts:
-    """Store one batch and its pair's new counts and state, in one transaction."""
-    sampling = json.dumps(sampling_of(study).as_dict(), sort_keys=True)
+    """Store one batch and its pair's new counts and state, in one transaction; ``sampling``
+    is the JSON of the sampling settings each text records."""
     texts = [c.text for c in completions]
     association = counter.count(pd.Series(texts, dtype=object), source=model)["association"]
     frame = pd.DataFrame(

@@ -50,6 +50,19 @@ def ray_cluster():
     engine.close()
 
 
+def kill_first_actor(monkeypatch, owner, name: str, tmp_path: Path) -> Path:
+    """Patch the factory ``owner.name`` (a spec class, or a method returning a spec) so the
+    actors it builds die (``os._exit``) on the first unit one of them serves, once; returns
+    the marker folder, which then holds one file per fault that happened."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    real = getattr(owner, name)
+    monkeypatch.setattr(
+        owner, name, lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1)
+    )
+    return markers
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, laion_path: Path) -> Path:
     d = tmp_path_factory.mktemp("heavy_corpus")
@@ -161,14 +174,7 @@ def test_neighbors_on_ray_survives_a_killed_embedder(
 ):
     """The first chunk kills its actor (os._exit); Ray restarts it, the chunk is redone, and
     the cache holds each chunk once."""
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    spec = nb_module._EmbedState.spec
-    monkeypatch.setattr(
-        nb_module._EmbedState,
-        "spec",
-        lambda self: FailingWorkerFactory(spec(self), markers, how="exit", limit=1),
-    )
+    markers = kill_first_actor(monkeypatch, nb_module._EmbedState, "spec", tmp_path)
     got = _run_neighbors(tmp_path / "s", corpus, "ray")
     assert len(list(markers.iterdir())) == 1  # the fault did happen
     _assert_same(got, local_neighbors)
@@ -240,14 +246,7 @@ def test_label_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
     assert run.provenance["engine"]["engine"] == "ray"
     assert run.rows_out == local_run.rows_out and run.dropped == local_run.dropped
 
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    real = label_module.LabelerSpec
-    monkeypatch.setattr(
-        label_module,
-        "LabelerSpec",
-        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
-    )
+    markers = kill_first_actor(monkeypatch, label_module, "LabelerSpec", tmp_path)
     again, _ = _label_tables(make_study, laion_path, tmp_path, "ray", "k")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
@@ -307,14 +306,7 @@ def test_generate_on_ray_draws_the_local_pixels_and_survives_a_killed_actor(
     assert got == local
     assert run.provenance["engine"]["engine"] == "ray"
 
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    real = generate_module.GeneratorSpec
-    monkeypatch.setattr(
-        generate_module,
-        "GeneratorSpec",
-        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
-    )
+    markers = kill_first_actor(monkeypatch, generate_module, "GeneratorSpec", tmp_path)
     again, _ = _generated(make_study, laion_path, tiny_sd, "ray", "gk")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
@@ -379,14 +371,7 @@ def test_recaption_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
     )
     assert run.provenance["captioner"] == local_run.provenance["captioner"]  # cpu, float32
 
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    real = on_engine.CaptionerSpec
-    monkeypatch.setattr(
-        on_engine,
-        "CaptionerSpec",
-        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
-    )
+    markers = kill_first_actor(monkeypatch, on_engine, "CaptionerSpec", tmp_path)
     again, _ = _recaptioned(make_study, laion_path, tmp_path, blip, "ray", "ck")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
@@ -521,14 +506,7 @@ def test_llm_texts_on_ray_survives_a_killed_actor(
     again), the batch is drawn again and committed once."""
     import corpus_audit.stages.llm_texts as llm_module
 
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    real = llm_module.LMSpec
-    monkeypatch.setattr(
-        llm_module,
-        "LMSpec",
-        lambda *a: FailingWorkerFactory(real(*a), markers, how="exit", limit=1),
-    )
+    markers = kill_first_actor(monkeypatch, llm_module, "LMSpec", tmp_path)
     got, _ = _llm_tables(tmp_path / "s", tiny_lms, "ray")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert got == local_llm
