@@ -5,11 +5,12 @@ yet, or that passed the face filter but has no label from the configured classif
 stage, batch by batch (``label.batch_size`` images):
 
 1. decodes the file with :func:`corpus_audit.core.imagefile.decode` (``unreadable`` + detail
-   when it fails; ``label.decode_workers`` threads decode the next batch while the models run).
+   when it fails; the engine's ``prepare`` decodes the next batches while the models run).
    Images are decoded at most :data:`DECODE_MAX_SIDE` pixels on their long side (JPEGs by the
    decoder itself), and the decoders share a budget of ``images.max_pixels`` full-size pixels,
    so one worker's decode peaks near 4 bytes x ``images.max_pixels`` for a non-JPEG and at
-   ~64 MiB for a JPEG (see docs/reliability.md). Face boxes are stored in the pixels of the
+   ~64 MiB for a JPEG (see docs/reliability.md); the decodes of one process share the
+   budget (:func:`shared_budget`). Face boxes are stored in the pixels of the
    whole image, whatever size it was decoded at;
 2. runs the face detector (:mod:`corpus_audit.backends.faces`) and the one-face rule; writes
    ``face_filter`` (one row per image) and ``faces`` (every detected face, left to right);
@@ -24,12 +25,17 @@ reuses the face filter results. Changing ``images.max_pixels`` later filters aga
 images it concerns: those refused as too large that now fit, and those labelled before
 that are now too large (:data:`PIXEL_LIMIT_SQL`).
 
-With ``engine.engine = "ray"`` the batches are the engine's work units: a CPU task decodes a
-batch (:func:`decode_unit`, the engine's ``prepare``) and a labeller actor
-(:class:`LabelerSpec` -> :class:`LabelWorker`: detector + classifier loaded once,
-``engine.gpus_per_worker`` GPUs each) runs :func:`process_batch` on it, the function the
-local loop runs; the driver writes each batch's rows with :func:`write_batch`, in batch order,
-one transaction each. The image paths must be readable by the workers (the study directory
+One path whatever the engine (``engine_from_config(study.config.engine)``): the batches are
+the engine's work units; its ``prepare`` decodes a batch (:func:`decode_unit`: on the
+``local`` engine in its ``engine.threads`` threads, ahead of the models; on Ray as CPU
+tasks), a labeller (:func:`labeller_spec`: a
+:class:`~corpus_audit.backends.engines.models.ModelSpec` of :class:`Labeller`, the detector
+and classifier loaded once per worker, ``engine.gpus_per_worker`` GPUs each on Ray) runs
+:func:`process_batch` on it, and the driver writes each batch's rows with
+:func:`write_batch`, in batch order, one transaction each. The models are loaded by the
+workers only (a model that cannot load fails the map before any batch is written); the
+run's provenance is what the workers report with their results, and the engine's
+``describe()``. On Ray the image paths must be readable by the workers (the study directory
 and image sources on a file system every node mounts at the same path).
 """
 
@@ -37,16 +43,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from corpus_audit.backends.classifiers import build_classifier, classifier_id, decide
+from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines.base import Progress, Resources
+from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.faces import Face, FaceResult, face_filter, get_face_detector
 from corpus_audit.core.imagefile import (
     DecodeBudget,
@@ -54,6 +63,7 @@ from corpus_audit.core.imagefile import (
     UnreadableImage,
     decode,
     large_pillow_blocks,
+    study_image_path,
 )
 from corpus_audit.core.store import StageRun, Study, dicts
 
@@ -113,18 +123,18 @@ WHERE (reason = 'unreadable'
 
 @dataclass
 class BatchResult:
-    """What one batch writes."""
+    """What one batch writes, and ``models``: the provenance of the worker's models
+    (:meth:`Labeller.models`; empty when :func:`process_batch` built it)."""
 
     filter_rows: list[tuple]
     face_rows: list[tuple]
     label_rows: list[tuple]
     reasons: Counter
+    models: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve_image_path(study: Study, path: str) -> Path:
     """``images.path`` as a file path (relative paths are inside the study directory)."""
-    from corpus_audit.core.imagefile import study_image_path
-
     return study_image_path(study.root, path)
 
 
@@ -157,23 +167,33 @@ def forget_pixel_limit_changes(study: Study) -> int:
     return len(ids)
 
 
+_BUDGETS: dict[int, DecodeBudget] = {}
+_BUDGETS_LOCK = threading.Lock()
+
+
+def shared_budget(max_pixels: int) -> DecodeBudget:
+    """This process's decode budget of ``max_pixels`` (>= 1) full-size pixels, shared by every
+    decode that asks for it (the local engine's ``prepare`` threads decode under one budget,
+    as one decoder pool would)."""
+    with _BUDGETS_LOCK:
+        budget = _BUDGETS.get(max_pixels)
+        if budget is None:
+            budget = _BUDGETS[max_pixels] = DecodeBudget(max_pixels)
+        return budget
+
+
 def _decode_batch(
-    paths: Sequence[Path],
-    budget: DecodeBudget,
-    pool: ThreadPoolExecutor | None,
+    paths: Sequence[Path], budget: DecodeBudget
 ) -> list[tuple[Decoded | None, str | None]]:
-    """Each image decoded (or the detail of why not), in order."""
-    max_pixels = budget.pixels
-
-    def one(path: Path) -> tuple[Decoded | None, str | None]:
+    """Each image decoded (or the detail of why not), in order, one after the other."""
+    out: list[tuple[Decoded | None, str | None]] = []
+    for path in paths:
         try:
-            return decode(
-                path, max_pixels=max_pixels, max_side=DECODE_MAX_SIDE, budget=budget
-            ), None
+            image = decode(path, max_pixels=budget.pixels, max_side=DECODE_MAX_SIDE, budget=budget)
+            out.append((image, None))
         except UnreadableImage as exc:
-            return None, exc.detail
-
-    return list(pool.map(one, paths)) if pool is not None else [one(p) for p in paths]
+            out.append((None, exc.detail))
+    return out
 
 
 def _scaled(face: Face, factor: float) -> Face:
@@ -311,95 +331,9 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
             run.skipped = True
             run.summary = _summary(study, cid)
             return run
-        classifier, detector = _open_models(study, cid, pending)
-        label_batches = (
-            _label_pending if study.config.engine.engine == "local" else _label_on_engine
-        )
-        reasons = label_batches(study, run, pending, detector, classifier, cid, progress=progress)
-        _record(study, run, cid, classifier, detector, reasons)
+        reasons, models = _label_batches(study, run, pending, cid, progress=progress)
+        _record(study, run, cid, models, reasons)
     return run
-
-
-def _open_models(study: Study, cid: str, pending: Sequence[Pending]) -> tuple[Any, Any]:
-    """The classifier (first: a model that cannot load fails before anything else starts) and,
-    when some image still needs the face filter, the face detector (else None)."""
-    cfg = study.config.label
-    classifier = build_classifier(
-        cfg, device=study.config.engine.device, seed=study.config.study.seed
-    )
-    if classifier.id != cid:  # the id is computed twice; they must agree
-        raise RuntimeError(f"classifier id mismatch: {classifier.id} != {cid}")
-    detector = None
-    if any(not p.filtered for p in pending):
-        try:
-            detector = get_face_detector(
-                cfg.face_detector,
-                face_model=cfg.face_model,
-                min_detection_confidence=cfg.min_detection_confidence,
-            )
-        except BaseException:
-            getattr(classifier, "close", lambda: None)()
-            raise
-    return classifier, detector
-
-
-def _label_pending(
-    study: Study,
-    run: StageRun,
-    pending: Sequence[Pending],
-    detector: Any,
-    classifier: Any,
-    cid: str,
-    *,
-    progress: bool,
-) -> Counter:
-    """Decode (the next batch while this one is processed), filter, classify and write each
-    batch in its own transaction; closes the models at the end. Returns the drop reasons."""
-    from tqdm.auto import tqdm
-
-    cfg = study.config.label
-    pool = ThreadPoolExecutor(cfg.decode_workers) if cfg.decode_workers > 1 else None
-    prefetch = ThreadPoolExecutor(1)
-    bar = tqdm(total=len(pending), desc="label", unit="img", disable=not progress)
-    reasons: Counter = Counter()
-    memory = contextlib.ExitStack()  # closed in the finally below
-    memory.enter_context(large_pillow_blocks())
-    try:
-        budget = DecodeBudget(study.config.images.max_pixels)
-        batches = list(_chunks(pending, cfg.batch_size))
-        settings = FilterSettings.from_config(cfg)
-
-        def paths(batch: Sequence[Pending]) -> list[Path]:
-            return [resolve_image_path(study, p.path) for p in batch]
-
-        future: Future | None = (
-            prefetch.submit(_decode_batch, paths(batches[0]), budget, pool) if batches else None
-        )
-        for i, batch in enumerate(batches):
-            assert future is not None
-            decoded = future.result()
-            future = (
-                prefetch.submit(_decode_batch, paths(batches[i + 1]), budget, pool)
-                if i + 1 < len(batches)
-                else None
-            )
-            result = process_batch(settings, batch, decoded, detector, classifier, cid)
-            write_batch(study, result)
-            reasons.update(result.reasons)
-            run.rows_out += len(result.label_rows)
-            bar.update(len(batch))
-    finally:
-        bar.close()
-        prefetch.shutdown(wait=True, cancel_futures=True)
-        memory.close()
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if detector is not None:
-            detector.close()
-        close = getattr(classifier, "close", None)
-        if close is not None:
-            close()
-    return reasons
 
 
 # -- the batches as engine work -------------------------------------------------------------------
@@ -414,83 +348,76 @@ class LabelUnit:
 
 
 def decode_unit(unit: LabelUnit, *, max_pixels: int) -> tuple[LabelUnit, list]:
-    """The engine's ``prepare`` (a CPU task): the batch decoded, as the local loop decodes it
-    (one decode at a time under a budget of ``max_pixels``)."""
+    """The engine's ``prepare``: the batch decoded, one image after the other, under this
+    process's budget of ``max_pixels`` full-size pixels (:func:`shared_budget`)."""
     with large_pillow_blocks():
-        decoded = _decode_batch([Path(p) for p in unit.paths], DecodeBudget(max_pixels), None)
+        decoded = _decode_batch([Path(p) for p in unit.paths], shared_budget(max_pixels))
     return unit, decoded
 
 
-@dataclass(frozen=True)
-class LabelerSpec:
-    """The labeller's recipe (picklable): the ``[label]`` section, the device (resolved in
-    the worker: ``auto`` uses the GPU Ray gave the actor, if any), the seed, the classifier
-    id the driver expects. ``LabelerSpec(...)()`` builds a :class:`LabelWorker`."""
+class Labeller:
+    """The label worker's model (what :func:`labeller_spec` loads once per worker): the
+    classifier, loaded at once (its id must be ``cid``), and the face detector, loaded on the
+    first batch that needs it. ``label`` is the ``[label]`` section (a plain dataclass);
+    ``device`` is resolved here (``auto``: the GPU the engine gave the worker, if any)."""
 
-    label: Any  # LabelSection (a plain dataclass)
-    device: str
-    seed: int
-    cid: str
-
-    def __call__(self) -> LabelWorker:
-        return LabelWorker(self)
-
-
-class LabelWorker:
-    """Face detector (loaded on the first batch that needs it) and classifier, loaded once."""
-
-    def __init__(self, spec: LabelerSpec) -> None:
-        self.spec = spec
-        self.settings = FilterSettings.from_config(spec.label)
-        self.classifier = build_classifier(spec.label, device=spec.device, seed=spec.seed)
-        if self.classifier.id != spec.cid:
-            raise RuntimeError(f"classifier id mismatch: {self.classifier.id} != {spec.cid}")
+    def __init__(self, label: Any, device: str, seed: int, cid: str) -> None:
+        self.label, self.cid = label, cid
+        self.settings = FilterSettings.from_config(label)
+        self.classifier = build_classifier(label, device=device, seed=seed)
+        if self.classifier.id != cid:  # the id is computed twice; they must agree
+            self.close()
+            raise RuntimeError(f"classifier id mismatch: {self.classifier.id} != {cid}")
         self.detector: Any = None
 
     def __call__(self, prepared: tuple[LabelUnit, list]) -> BatchResult:
         unit, decoded = prepared
         if self.detector is None and any(not p.filtered for p in unit.batch):
-            cfg = self.spec.label
+            cfg = self.label
             self.detector = get_face_detector(
                 cfg.face_detector,
                 face_model=cfg.face_model,
                 min_detection_confidence=cfg.min_detection_confidence,
             )
-        return process_batch(
-            self.settings, unit.batch, decoded, self.detector, self.classifier, self.spec.cid
+        result = process_batch(
+            self.settings, unit.batch, decoded, self.detector, self.classifier, self.cid
         )
+        result.models = self.models()
+        return result
+
+    def models(self) -> dict[str, Any]:
+        """Provenance of the loaded models: ``classifier``, and ``detector`` and
+        ``detector_name`` (None while no detector was needed)."""
+        detector = self.detector
+        return {
+            "classifier": getattr(self.classifier, "provenance", {"classifier": self.cid}),
+            "detector": getattr(detector, "provenance", None),
+            "detector_name": detector.name if detector is not None else None,
+        }
 
     def close(self) -> None:
-        if self.detector is not None:
-            self.detector.close()
+        """Close the detector and the classifier (the one place the models are closed)."""
+        detector, self.detector = getattr(self, "detector", None), None
+        if detector is not None:
+            detector.close()
         close = getattr(self.classifier, "close", None)
         if close is not None:
             close()
 
 
-def _label_on_engine(
-    study: Study,
-    run: StageRun,
-    pending: Sequence[Pending],
-    detector: Any,
-    classifier: Any,
-    cid: str,
-    *,
-    progress: bool,
-) -> Counter:
-    """The batches decoded by CPU tasks and labelled by the engine's labeller actors; each
-    batch written here, in batch order, in its own transaction. The driver's models (loaded
-    by :func:`_open_models` so a model that cannot load fails before any work) are closed."""
-    from corpus_audit.backends.engines import engine_from_config
-    from corpus_audit.backends.engines.base import Progress as EngineProgress
-    from corpus_audit.backends.engines.base import Resources
+def labeller_spec(label: Any, device: str, seed: int, cid: str) -> ModelSpec:
+    """The label workers' recipe (picklable): a :class:`Labeller` per worker."""
+    return ModelSpec(Labeller, (label, device, seed, cid))
 
-    if detector is not None:
-        detector.close()
-    getattr(classifier, "close", lambda: None)()
+
+def _label_batches(
+    study: Study, run: StageRun, pending: Sequence[Pending], cid: str, *, progress: bool
+) -> tuple[Counter, dict[str, Any]]:
+    """Every batch decoded, filtered and classified on the study's engine and written here, in
+    batch order, one transaction each. Returns the drop reasons and the models' provenance."""
     cfg = study.config.label
     eng = study.config.engine
-    spec = LabelerSpec(cfg, eng.device, int(study.config.study.seed), cid)
+    spec = labeller_spec(cfg, eng.device, int(study.config.study.seed), cid)
     units = [
         (
             i,
@@ -500,7 +427,9 @@ def _label_on_engine(
     ]
     prepare = functools.partial(decode_unit, max_pixels=int(study.config.images.max_pixels))
     reasons: Counter = Counter()
-    with engine_from_config(eng) as engine:
+    models: dict[str, Any] = {}
+    # the local engine decodes in this process: large Pillow blocks for all its threads
+    with engine_from_config(eng) as engine, large_pillow_blocks():
         run.provenance["engine"] = engine.describe()
         results = engine.map_actors(
             spec,
@@ -508,39 +437,44 @@ def _label_on_engine(
             resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
             workers=eng.workers_for("label"),
             prepare=prepare,
-            progress=EngineProgress("label", unit="batch", enabled=progress),
+            progress=Progress("label", unit="batch", enabled=progress),
         )
-        for _, result in results:
-            write_batch(study, result)
-            reasons.update(result.reasons)
-            run.rows_out += len(result.label_rows)
-    return reasons
+        with contextlib.closing(results):
+            for _, result in results:
+                write_batch(study, result)
+                reasons.update(result.reasons)
+                run.rows_out += len(result.label_rows)
+                for key, value in result.models.items():
+                    if value is not None:
+                        models[key] = value
+    return reasons, models
 
 
 def _record(
-    study: Study, run: StageRun, cid: str, classifier: Any, detector: Any, reasons: Counter
+    study: Study, run: StageRun, cid: str, models: dict[str, Any], reasons: Counter
 ) -> None:
-    """Drop reasons, summary, provenance and notes of a run that labelled images."""
+    """Drop reasons, summary, provenance and notes of a run that labelled images; ``models``
+    is what the workers reported (:meth:`Labeller.models`)."""
     cfg = study.config.label
     for reason, n in sorted(reasons.items()):
         run.drop(reason, n)
+    detector = models.get("detector_name")
     other = study.con.execute(
-        "SELECT DISTINCT detector FROM face_filter WHERE detector <> ?",
-        [detector.name if detector else ""],
+        "SELECT DISTINCT detector FROM face_filter WHERE detector <> ?", [detector or ""]
     ).fetchall()
     if detector is not None and other:
         run.messages.append(
             "face_filter also holds results of "
             + ", ".join(r[0] for r in other)
             + " (kept; delete those rows to filter again with "
-            + detector.name
+            + detector
             + ")"
         )
     run.summary = _summary(study, cid)
     run.provenance.update(
         {
-            "classifier": getattr(classifier, "provenance", {"classifier": cid}),
-            "detector": getattr(detector, "provenance", None),
+            "classifier": models.get("classifier", {"classifier": cid}),
+            "detector": models.get("detector"),
             "threshold": cfg.threshold,
             "min_face_fraction": cfg.min_face_fraction,
             "count_small_faces": cfg.count_small_faces,

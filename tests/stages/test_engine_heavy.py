@@ -246,7 +246,7 @@ def test_label_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
     assert run.provenance["engine"]["engine"] == "ray"
     assert run.rows_out == local_run.rows_out and run.dropped == local_run.dropped
 
-    markers = kill_first_actor(monkeypatch, label_module, "LabelerSpec", tmp_path)
+    markers = kill_first_actor(monkeypatch, label_module, "labeller_spec", tmp_path)
     again, _ = _label_tables(make_study, laion_path, tmp_path, "ray", "k")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
