@@ -26,11 +26,29 @@ Seeds: image ``i`` of prompt key ``k`` for model ``m`` has seed
 Files: ``<study>/images/generated/<model-slug>/{prompts,captions,paraphrases}/.../*.png``, one
 ``images`` row (source ``generated``) and one ``generated_images`` row each.
 
+Engines: one path for every local-model backend. The work units are the batches of
+``generate.batch_size`` missing images, each as its prompts and derived seeds;
+``engine_from_config(study.config.engine)`` draws them with generator workers
+(:func:`generator_spec`: a :class:`~corpus_audit.backends.engines.models.ModelSpec` of
+:class:`Drawer`, the pipeline loaded once per worker; on the ``local`` engine one in this
+process, serving in the engine's background thread; on Ray one actor per
+``engine.gpus_per_worker`` GPUs, the pixels travelling back through the object store). The
+worker also returns its prompts' token counts and the generator's ``describe()``, so the
+driver never loads the pipeline itself. The driver writes each batch's PNGs and then its rows
+in batch order while the engine's worker draws the next batch (encoding overlaps generation
+without a pool of the stage's own; a 512-px PNG at zlib level 1 encodes in ~10-20 ms, well
+under the generation time of an image).
+
+An images API (``openai:``, :mod:`corpus_audit.backends.openai_images`) is not a model worker
+but a network client: it keeps its own HTTP concurrency (``generate.concurrency`` requests in
+flight), commits each image as it arrives and records refusals, all on the driver whatever
+the engine; putting it behind the engine would only add a worker around an HTTP pool and
+change its per-image commits into per-batch ones.
+
 Resumable and idempotent: the work is the ordered list of (model, prompt, index); a run
-generates only those without an ``images`` row, in batches of ``generate.batch_size``: a
-batch's files are written first (atomically, in threads while the next batch is generated),
-then its rows in one transaction. An error or Ctrl-C still records the batch whose files were
-done; a hard kill loses at most the two batches in flight (generating, writing). Files without
+generates only those without an ``images`` row. A batch's files are written first
+(atomically), then its rows in one transaction. An error or Ctrl-C keeps every batch written
+before it; a hard kill loses at most the batches in flight (drawn, writing). Files without
 rows are made again on the next run (the same pixels: same seeds). Nothing is generated twice.
 
 Prompts longer than the text encoder's context (77 CLIP tokens) are truncated by the pipeline;
@@ -43,16 +61,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sys
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from PIL import Image, PngImagePlugin
+from tqdm import tqdm
+
+from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines.base import Progress, Resources
+from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.generators import (
     GENERATORS,
     GeneratedImage,
@@ -63,13 +86,16 @@ from corpus_audit.backends.generators import (
     quiet_loading,
     split_spec,
 )
+from corpus_audit.backends.openai_images import generate_missing, status_lines
+from corpus_audit.backends.paraphrasers import PARAPHRASERS, keeps_occupation, load_paraphraser
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.slugs import slug
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
-
-_WRITERS = max(1, min(4, (os.cpu_count() or 2) - 1))  # PNG-writing threads
+from corpus_audit.methods.lexicon import load_occupations
+from corpus_audit.stages.label import resolve_image_path
+from corpus_audit.stages.subsets import CutRule, cut_study, drop, status_rows
 
 SEED_RULE = (
     "seed = int(sha256(f'{study.seed}\\x1f{model_id}\\x1f{prompt_key}\\x1f{index}')[:8]) "
@@ -200,8 +226,6 @@ def caption_pool(study: Study, run: StageRun, strategies: Sequence[str]) -> None
     """Create the temp table ``subset_prompt_captions``: the captions of the subsets of
     ``strategies`` (after the cut) that may be prompts (``generate.caption_prompts``); say in
     ``run.messages`` how many, and which subsets wait for training labels."""
-    from corpus_audit.stages.subsets import CutRule, cut_study, drop, status_rows
-
     which = study.config.generate.caption_prompts
     for key in ("captions_as_prompts", "paraphrase_strategies"):
         mine = [s for s in getattr(study.config.generate, key) if s in strategies]
@@ -255,8 +279,6 @@ def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
 
 
 def _paraphraser_name(spec: str) -> str:
-    from corpus_audit.backends.paraphrasers import PARAPHRASERS
-
     head, sep, rest = spec.partition(":")
     return spec if sep and head in PARAPHRASERS and rest else f"transformers:{spec}"
 
@@ -266,11 +288,6 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
 
     Rows go to ``paraphrases`` one batch per transaction (a killed run keeps finished batches).
     """
-    from tqdm import tqdm
-
-    from corpus_audit.backends.paraphrasers import load_paraphraser
-    from corpus_audit.methods.lexicon import load_occupations
-
     cfg = study.config.generate
     strategies = list(cfg.paraphrase_strategies)
     name = _paraphraser_name(cfg.paraphraser)
@@ -321,8 +338,6 @@ def _paraphrase_batch(
 ) -> list[tuple[int, str, str, bool, str]]:
     """Paraphrase one batch of (caption_id, occupation, text); the ``paraphrases`` rows
     (caption_id, paraphraser, text, contains_occupation, occupation)."""
-    from corpus_audit.backends.paraphrasers import keeps_occupation
-
     words = []
     for _cid, occ, _text in batch:
         o = occupations.get(occ)
@@ -449,125 +464,95 @@ def _generate_missing(
     study: Study,
     run: StageRun,
     model: str,
-    missing: Sequence[Any],
+    missing: Sequence[Job],
     settings: GenerationSettings,
     *,
     progress: bool,
 ) -> tuple[int, int, int | None]:
-    """Generate the ``missing`` jobs batch by batch; returns (images made, prompts of them the
-    text encoder truncates, its token limit). Each batch's rows go in after its files."""
-    from tqdm import tqdm
-
-    made = 0
-    generator = open_generator(study, model, settings, progress=progress)
-    try:
-        details = generator.describe()
-        run.provenance["models"][model] = details
-        settings_id = _record_settings(study, model, details)
-        tokens = _token_counts(generator, {j.spec.text for j in missing})
-        limit = generator.max_prompt_tokens
-        truncated_now = sum(1 for n in tokens.values() if limit and n > limit)
-        bar = tqdm(total=len(missing), desc=f"generate {model_slug(model)}", unit="img", file=sys.stderr,
-                   disable=not progress)  # fmt: skip
-        pending: list[Any] = []  # the batch whose files are being written
-
-        def flush() -> None:
-            """Wait for the pending batch's files, then insert its rows (files first)."""
-            nonlocal made
-            if not pending:
-                return
-            batch, images, futures = pending.pop()
-            for future in futures:
-                future.result()
-            _insert_rows(study, model, settings_id, batch, images, tokens, limit)
-            made += len(batch)
-            bar.update(len(batch))
-
-        # PNG encoding runs in threads while the next batch is generated on the device.
-        batches = list(_chunks(missing, study.config.generate.batch_size))
-        with bar, ThreadPoolExecutor(max_workers=_WRITERS) as pool:
-            try:
-                for batch, images in _batch_images(study, run, model, generator, batches, settings):
-                    _check_count(model, images, batch)
-                    futures = [
-                        pool.submit(_write_file, study, model, job, image, details)
-                        for job, image in zip(batch, images, strict=True)
-                    ]
-                    flush()
-                    pending.append((batch, images, futures))
-                flush()
-            except BaseException:
-                with contextlib.suppress(Exception):  # keep the finished batch, then re-raise
-                    flush()
-                raise
-    finally:
-        generator.close()
-    return made, truncated_now, limit
-
-
-def _batch_images(
-    study: Study,
-    run: StageRun,
-    model: str,
-    generator: Generator,
-    batches: Sequence[Sequence[Job]],
-    settings: GenerationSettings,
-) -> Iterator[tuple[Sequence[Job], Sequence[GeneratedImage]]]:
-    """``(batch, its images)`` in batch order: drawn by ``generator`` here on the local
-    engine; on Ray by generator actors (one per ``engine.gpus_per_worker`` GPUs), each batch's
-    prompts and derived seeds travelling with it, so an image is the same whichever actor drew
-    it. The driver's generator still gives the settings and token counts."""
+    """Generate the ``missing`` jobs on the study's engine, batch by batch (units: each
+    batch's prompts and derived seeds, so an image is the same whichever worker drew it);
+    each batch's files are written here, then its rows in one transaction, in batch order.
+    Returns (images made, prompts of them the text encoder truncates, its token limit)."""
     eng = study.config.engine
     backend, name = split_spec(model)
-    # an API backend (no weights here) keeps its own concurrency on the driver
-    if eng.engine == "local" or getattr(GENERATORS.get(backend), "needs_config", False):
-        for batch in batches:
-            yield batch, generator.generate([j.spec.text for j in batch], [j.seed for j in batch])
-        return
-    from corpus_audit.backends.engines import engine_from_config
-    from corpus_audit.backends.engines.base import Resources
-
     path = study.config.resolve(name)
-    spec = GeneratorSpec(backend, str(path) if path.exists() else name, settings)
+    spec = generator_spec(backend, str(path) if path.exists() else name, settings, not progress)
+    batches = list(_chunks(missing, study.config.generate.batch_size))
     units = [
         (i, (tuple(j.spec.text for j in batch), tuple(j.seed for j in batch)))
         for i, batch in enumerate(batches)
     ]
+    made = 0
+    settings_id = ""
+    limit: int | None = None
+    truncated: set[str] = set()
     with engine_from_config(eng) as engine:
         run.provenance["engine"] = engine.describe()
-        resources = Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
-        workers = eng.workers_for("generate")
-        for i, images in engine.map_actors(spec, units, resources=resources, workers=workers):
-            yield batches[i], images
+        results = engine.map_actors(
+            spec,
+            units,
+            resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
+            workers=eng.workers_for("generate"),
+            progress=Progress(f"generate {model_slug(model)}", unit="batch", enabled=progress),
+        )
+        with contextlib.closing(results):
+            for i, drawn in results:
+                batch = batches[i]
+                _check_count(model, drawn.images, batch)
+                if not settings_id:  # the first batch: the model as its worker describes it
+                    run.provenance["models"][model] = drawn.details
+                    settings_id = _record_settings(study, model, drawn.details)
+                limit = drawn.limit
+                tokens = dict(zip((j.spec.text for j in batch), drawn.tokens, strict=True))
+                truncated.update(t for t, n in tokens.items() if limit and n > limit)
+                # the files first, then the rows: while they are written, the engine's
+                # worker draws the next batch
+                for job, image in zip(batch, drawn.images, strict=True):
+                    _write_file(study, model, job, image, drawn.details)
+                _insert_rows(study, model, settings_id, batch, drawn.images, tokens, limit)
+                made += len(batch)
+    return made, len(truncated), limit
 
 
 @dataclass(frozen=True)
-class GeneratorSpec:
-    """A local-model generator's recipe (picklable): backend, model path or id, settings.
-    ``GeneratorSpec(...)()`` loads it once in the worker (device ``auto``: the GPU Ray gave
-    the actor, if any)."""
+class Drawn:
+    """What a generator worker returns per batch: one image per prompt, the prompts' token
+    counts (in batch order), the text encoder's context in tokens (None if unknown) and the
+    generator's ``describe()``."""
 
-    backend: str
-    model: str
-    settings: GenerationSettings
-
-    def __call__(self) -> GeneratorWorker:
-        return GeneratorWorker(self)
+    images: list[GeneratedImage]
+    tokens: list[int]
+    limit: int | None
+    details: dict[str, Any]
 
 
-class GeneratorWorker:
-    """One loaded generator serving ``(prompts, seeds)`` batches."""
+class Drawer:
+    """A local-model generator loaded once per worker (``backend``'s factory on ``model``,
+    a path or hub id, with ``settings``; device ``auto``: the GPU the engine gave the worker,
+    if any), drawing ``(prompts, seeds)`` batches."""
 
-    def __init__(self, spec: GeneratorSpec) -> None:
-        with quiet_loading(True):
-            self.generator = GENERATORS.get(spec.backend)(spec.model, spec.settings)
+    def __init__(
+        self, backend: str, model: str, settings: GenerationSettings, quiet: bool = True
+    ) -> None:
+        with quiet_loading(quiet):
+            self.generator = GENERATORS.get(backend)(model, settings)
+        self.details = self.generator.describe()
 
-    def __call__(self, payload: tuple[tuple[str, ...], tuple[int, ...]]) -> list[GeneratedImage]:
+    def __call__(self, payload: tuple[tuple[str, ...], tuple[int, ...]]) -> Drawn:
         texts, seeds = payload
-        return list(self.generator.generate(list(texts), list(seeds)))
+        images = list(self.generator.generate(list(texts), list(seeds)))
+        tokens = list(self.generator.count_tokens(list(texts)))
+        return Drawn(images, tokens, self.generator.max_prompt_tokens, self.details)
 
     def close(self) -> None:
         self.generator.close()
+
+
+def generator_spec(
+    backend: str, model: str, settings: GenerationSettings, quiet: bool = True
+) -> ModelSpec:
+    """The generator workers' recipe (picklable): a :class:`Drawer` per worker."""
+    return ModelSpec(Drawer, (backend, model, settings, quiet))
 
 
 def _generate_per_image(
@@ -581,8 +566,6 @@ def _generate_per_image(
 ) -> int:
     """An API backend (``openai:``): each image committed as it arrives, refusals recorded
     (corpus_audit/backends/openai_images.py)."""
-    from corpus_audit.backends.openai_images import generate_missing
-
     generator = open_generator(study, model, settings, progress=progress)
     try:
         return generate_missing(study, run, model, generator, missing, progress=progress,
@@ -627,19 +610,9 @@ def _record_model(
     row = {"model": slug, "prompts": n_specs, "images": total, "new": made, "nsfw": nsfw,
            "truncated_prompts": truncated}  # fmt: skip
     if getattr(GENERATORS.get(split_spec(model)[0]), "per_image", False):  # an API backend
-        from corpus_audit.backends.openai_images import status_lines
-
         run.messages += [line for line in status_lines(study) if line.startswith(f"{model}:")]
     run.summary.append(row)
     run.outputs[f"images {slug}"] = str(study.root / "images" / "generated" / slug)
-
-
-def _token_counts(generator: Generator, texts: set[str]) -> dict[str, int]:
-    ordered = sorted(texts)
-    counts: dict[str, int] = {}
-    for batch in _chunks(ordered, 1024):
-        counts.update(zip(batch, generator.count_tokens(batch), strict=True))
-    return counts
 
 
 def _record_settings(study: Study, model: str, details: dict[str, Any]) -> str:
@@ -666,10 +639,8 @@ def _write_file(
     """Write one image as PNG (tmp file + rename), with its recipe in an iTXt chunk.
 
     zlib level 1: about 3x faster than Pillow's default 6 for ~10 % larger files, so encoding
-    keeps up with a GPU (threads; zlib releases the GIL).
+    keeps up with a GPU (on the driver, while the engine's worker draws the next batch).
     """
-    from PIL import Image, PngImagePlugin
-
     s = details.get("settings", {})
     path = study.path(job.rel_path)
     info = PngImagePlugin.PngInfo()
@@ -772,11 +743,6 @@ def save_regenerated(
     Returns the path written and whether its pixels equal the stored file's (None when the
     stored file is missing or unreadable).
     """
-    import numpy as np
-    from PIL import Image
-
-    from corpus_audit.stages.label import resolve_image_path
-
     image = regenerate_image(study, image_id, exact=exact)
     stored_rel = study.con.execute(
         "SELECT path FROM images WHERE image_id = ?", [image_id]

@@ -306,7 +306,7 @@ def test_generate_on_ray_draws_the_local_pixels_and_survives_a_killed_actor(
     assert got == local
     assert run.provenance["engine"]["engine"] == "ray"
 
-    markers = kill_first_actor(monkeypatch, generate_module, "GeneratorSpec", tmp_path)
+    markers = kill_first_actor(monkeypatch, generate_module, "generator_spec", tmp_path)
     again, _ = _generated(make_study, laion_path, tiny_sd, "ray", "gk")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local

@@ -315,9 +315,10 @@ def test_killed_run_resumes_without_generating_twice(gen_study, monkeypatch):
     monkeypatch.setattr(stage, "_insert_rows", dying_insert)
     with pytest.raises(RuntimeError, match="after writing files"):
         generate(gen_study, progress=False)
-    # Both new batches' files were written (the 2nd while the 1st's rows failed), no rows.
+    # The first new batch's files were written before its rows failed: 4 files without rows
+    # (the driver writes a batch's files, then its rows, then the next batch's files)
     orphans = sorted(p for p in (gen_study.root / "images").rglob("*.png"))
-    assert len(orphans) == 12 and len(_rows(gen_study)) == 4
+    assert len(orphans) == 8 and len(_rows(gen_study)) == 4
     orphan_pixels = {p: np.asarray(Image.open(p).convert("RGB")) for p in orphans}
 
     monkeypatch.setattr(stage, "_insert_rows", real_insert)
