@@ -345,7 +345,7 @@ def test_recaption_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
 ):
     import torch
 
-    import corpus_audit.stages.recaption.on_engine as on_engine
+    import corpus_audit.stages.recaption as recaption_module
 
     blip = tiny_captioners["blip"]
     # the reference runs with the torch threads of a 1-CPU Ray actor (Ray sets
@@ -371,7 +371,7 @@ def test_recaption_on_ray_writes_the_local_rows_and_survives_a_killed_actor(
     )
     assert run.provenance["captioner"] == local_run.provenance["captioner"]  # cpu, float32
 
-    markers = kill_first_actor(monkeypatch, on_engine, "CaptionerSpec", tmp_path)
+    markers = kill_first_actor(monkeypatch, recaption_module, "captioner_spec", tmp_path)
     again, _ = _recaptioned(make_study, laion_path, tmp_path, blip, "ray", "ck")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert again == local
@@ -386,7 +386,8 @@ def test_text_rewrite_on_ray_gives_the_local_rows(ray_cluster, tmp_path):
     from corpus_audit.backends.engines.base import Resources
     from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
     from corpus_audit.stages.recaption.driver import recaption
-    from corpus_audit.stages.recaption.on_engine import CaptionerSpec, recaption_on_engine
+    from corpus_audit.stages.recaption.driver import recaption_on_engine
+    from corpus_audit.stages.recaption.on_engine import captioner_spec
 
     spec = f"paraphrase:{random_paraphraser_model(tmp_path / 't5', 't5')}"
     settings = CaptionSettings(max_new_tokens=8, batch_size=2)
@@ -401,7 +402,7 @@ def test_text_rewrite_on_ray_gives_the_local_rows(ray_cluster, tmp_path):
     got: list[pd.DataFrame] = []
     summary = recaption_on_engine(
         ray_cluster,
-        CaptionerSpec(spec, settings, rewrite.fingerprint),
+        captioner_spec(spec, settings, rewrite.fingerprint),
         items,
         kind="text",
         sink=got.append,

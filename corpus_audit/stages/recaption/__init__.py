@@ -16,12 +16,17 @@ says to name a new variant. The captioner's ``describe()`` (model, revision, gen
 settings, versions) goes into the run's provenance. The ``variants`` stage then compares the
 new variant with the original captions.
 
-With ``engine.engine = "ray"`` the batches (the same ones, ``recaption.batch_size`` pending
-items each) run on caption actors (:mod:`corpus_audit.stages.recaption.on_engine`: a CPU task
-decodes each batch of an image captioner, an actor with the model loaded once captions it,
-``engine.gpus_per_worker`` GPUs and 1 CPU each, ``engine.workers.recaption`` actors); the
-driver writes each batch's rows in batch order through the same sink, so the table equals a
-local run's and the stage stays resumable. The run's provenance records the engine.
+One path whatever the engine (``engine_from_config(study.config.engine)``): the pending
+batches (``recaption.batch_size`` items each) are the engine's work units
+(:func:`corpus_audit.stages.recaption.driver.recaption_on_engine`): its ``prepare`` decodes
+each batch of an image captioner (on the ``local`` engine in its threads, ahead of the model),
+a caption worker (:func:`corpus_audit.stages.recaption.on_engine.captioner_spec`: the model
+loaded once per worker; on Ray ``engine.gpus_per_worker`` GPUs and 1 CPU each,
+``engine.workers.recaption`` actors) captions it, and the driver writes each batch's rows in
+batch order through the sink, so the table is the same whichever engine ran it. The driver
+loads the captioner once first (a model that cannot load fails before any work, and the
+variant is checked against its fingerprint), then closes it before the workers load theirs.
+The run's provenance records the engine.
 """
 
 from __future__ import annotations
@@ -29,18 +34,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from corpus_audit.backends import captioners
+from corpus_audit.backends.captioners import CaptionInput, CaptionSettings
+from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines.base import Resources
 from corpus_audit.core.errors import ConfigError, StudyError, printable
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.stages.label import resolve_image_path
+from corpus_audit.stages.recaption.driver import RecaptionSummary, recaption_on_engine
+from corpus_audit.stages.recaption.on_engine import captioner_spec, worker_settings
 
 STAGE = "recaption"
 
 
 def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
     """Caption every training image not yet in ``recaptions`` for ``recaption.variant``."""
-    from corpus_audit.backends.captioners import load_captioner
-    from corpus_audit.stages.recaption.driver import recaption
-
     cfg = study.config.recaption
     if not cfg.model:
         raise ConfigError(
@@ -48,41 +57,23 @@ def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
             "PATH, or [recaption] model in study.toml)"
         )
     eng = study.config.engine
-    on_engine = eng.engine != "local"
     with study.stage(STAGE) as run:
         require_inputs(study, STAGE)
         items = training_items(study)
-        caption_settings = settings(study)
-        if on_engine:
-            from corpus_audit.stages.recaption.on_engine import worker_settings
-
-            caption_settings = worker_settings(cfg.model, caption_settings, eng.gpus_per_worker)
-        # loaded on the driver in both cases: a model that cannot load fails before any work,
-        # and the variant is checked against its fingerprint
-        captioner = load_captioner(cfg.model, caption_settings)
+        caption_settings = worker_settings(cfg.model, settings(study), eng.gpus_per_worker)
+        # loaded here first: a model that cannot load fails before any work, and the variant
+        # is checked against its fingerprint; closed before the workers load their copies
+        captioner = captioners.load_captioner(cfg.model, caption_settings)
         try:
             check_variant(study, cfg.variant, captioner.model_id, captioner.fingerprint)
-            done = _done(study, cfg.variant)
-            if not on_engine:
-                summary = recaption(
-                    captioner,
-                    items,
-                    sink=batch_sink(study, cfg.variant),
-                    done=done,
-                    max_pixels=study.config.images.max_pixels,
-                    progress=progress,
-                )
-            kind, fingerprint, described = (
-                captioner.kind,
-                captioner.fingerprint,
-                captioner.describe(),
-            )
+            kind, fingerprint = captioner.kind, captioner.fingerprint
+            described = captioner.describe()
         finally:
-            captioner.close()  # on the engine: before the actors load their copies
-        if on_engine:
-            summary = _recaption_on_engine(
-                study, run, caption_settings, kind, fingerprint, described, items, done, progress
-            )
+            captioner.close()
+        done = _done(study, cfg.variant)
+        summary = _recaption(
+            study, run, caption_settings, kind, fingerprint, described, items, done, progress
+        )
         run.rows_in = summary.items
         run.rows_out = summary.written
         run.skipped = summary.written == 0
@@ -97,31 +88,27 @@ def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
     return run
 
 
-def _recaption_on_engine(
+def _recaption(
     study: Study,
     run: StageRun,
-    caption_settings: Any,
+    caption_settings: CaptionSettings,
     kind: str,
     fingerprint: str,
     described: dict[str, Any],
-    items: list[Any],
+    items: list[CaptionInput],
     done: set[str],
     progress: bool,
-) -> Any:
-    """The pending batches captioned by the engine's caption actors (1 CPU +
-    ``engine.gpus_per_worker`` GPUs each, ``engine.workers.recaption`` of them), each batch
-    written here in batch order, one transaction each; records the engine."""
-    from corpus_audit.backends.engines import engine_from_config
-    from corpus_audit.backends.engines.base import Resources
-    from corpus_audit.stages.recaption.on_engine import CaptionerSpec, recaption_on_engine
-
+) -> RecaptionSummary:
+    """The pending batches captioned by the engine's caption workers (1 CPU +
+    ``engine.gpus_per_worker`` GPUs each, ``engine.workers.recaption`` of them on Ray), each
+    batch written here in batch order, one transaction each; records the engine."""
     cfg = study.config.recaption
     eng = study.config.engine
     with engine_from_config(eng) as engine:
         run.provenance["engine"] = engine.describe()
         return recaption_on_engine(
             engine,
-            CaptionerSpec(cfg.model, caption_settings, fingerprint),
+            captioner_spec(cfg.model, caption_settings, fingerprint),
             items,
             kind=kind,
             sink=batch_sink(study, cfg.variant),
@@ -135,10 +122,8 @@ def _recaption_on_engine(
         )
 
 
-def settings(study: Study) -> Any:
+def settings(study: Study) -> CaptionSettings:
     """The :class:`CaptionSettings` of ``[recaption]`` on ``engine.device``."""
-    from corpus_audit.backends.captioners import CaptionSettings
-
     cfg = study.config.recaption
     keys = ("max_new_tokens", "num_beams", "prompt", "keep_prompt", "batch_size", "dtype")
     try:
@@ -149,11 +134,8 @@ def settings(study: Study) -> Any:
         raise ConfigError(f"recaption.{exc}") from None
 
 
-def training_items(study: Study) -> list[Any]:
+def training_items(study: Study) -> list[CaptionInput]:
     """One :class:`CaptionInput` per training image (path resolved against the study)."""
-    from corpus_audit.backends.captioners import CaptionInput
-    from corpus_audit.stages.label import resolve_image_path
-
     rows = study.con.execute(sql_text("recaption/items.sql")).fetchall()
     if not rows:
         raise StudyError(

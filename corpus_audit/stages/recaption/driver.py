@@ -1,40 +1,52 @@
 """The resumable, batched recaption loop: items in, one finished batch at a time to a sink.
 
-:func:`recaption` reads :class:`~corpus_audit.backends.captioners.CaptionInput` items, skips the
-keys in ``done`` (what an earlier run already wrote) and keys seen earlier in the same input,
-groups the rest into batches of ``batch_size``, decodes each batch's images with the project's
-safe decoder (:func:`corpus_audit.core.imagefile.read_rgb`: decompression-bomb guard, EXIF
-orientation, every mode to 8-bit RGB) in ``decode_threads`` threads while the model captions
-the previous batch, captions it, and calls ``sink(rows)`` once with the batch's rows
-(:data:`RECAPTION_COLUMNS`).
+:func:`recaption_on_engine` reads :class:`~corpus_audit.backends.captioners.CaptionInput`
+items, skips the keys in ``done`` (what an earlier run already wrote) and keys seen earlier in
+the same input, groups the rest into batches of ``batch_size`` and runs them on an
+:class:`~corpus_audit.backends.engines.base.Engine` as its work units, keyed by batch number:
+for an image captioner the engine's ``prepare`` decodes each batch with the project's safe
+decoder (:func:`decode_unit`: :func:`corpus_audit.core.imagefile.read_rgb`, decompression-bomb
+guard, EXIF orientation, every mode to 8-bit RGB; on the ``local`` engine in its threads,
+ahead of the model), a caption worker (a :class:`~corpus_audit.backends.engines.models.ModelSpec`
+of :class:`CaptionModel`) captions it, and the driver calls ``sink(rows)`` once per batch with
+its rows (:data:`RECAPTION_COLUMNS`), in batch order. A text-rewrite captioner
+(``paraphrase:``) needs no decoding: its batches travel as the items the model reads.
+:func:`recaption` is the same loop for a captioner already loaded here: the ``local`` engine
+serves it in this process (the caller keeps and closes it).
 
 Resumability is the caller's contract with the sink: **the sink writes a batch atomically
 (one transaction) or raises**, and on the next run ``done`` holds every key the sink has
-written. Then a killed run (``kill -9``) loses at most the batch in flight and a rerun writes
-each key exactly once; nothing here keeps state between runs. A sink that raises stops the
-run with that batch unwritten.
+written. Then a killed run (``kill -9``) loses at most the batches in flight and a rerun
+writes each key exactly once; nothing here keeps state between runs. A sink that raises stops
+the run with that batch unwritten. A unit redone after a dead Ray actor replaces its lost
+attempt: each batch reaches the sink once.
 
 Items that cannot be captioned still give a row, with ``caption`` NULL and ``skip_reason``
 ``unreadable`` (the decoder's detail in ``detail``: corrupt, truncated, too many pixels, not
 found) or ``no_text`` (a text rewrite of a null or empty caption), so a rerun does not retry
 them; a caller that wants a retry deletes those rows.
 
-Progress: a tqdm bar on stderr (``progress=True``) counting items, whose total is
-``len(items)`` when the input has a length.
+Progress: a tqdm bar on stderr (``progress=True``) counting items (written or skipped), whose
+total is ``len(items)`` when the input has a length.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from tqdm import tqdm
 
 from corpus_audit.backends.captioners import Captioner, CaptionInput
+from corpus_audit.backends.engines import open_engine
+from corpus_audit.backends.engines.base import Engine, Resources
+from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.core.imagefile import DEFAULT_MAX_PIXELS, UnreadableImage, read_rgb
 
 # One row per item; the study's `recaptions` table holds them with a `variant` column.
@@ -148,26 +160,18 @@ def decode_items(items: Sequence[CaptionInput], max_pixels: int) -> list[Resolve
     return resolve_images([_decode(it, max_pixels) for it in items])
 
 
-class _Batch:
-    """One batch on its way: decoding futures (image kind) or the items (text kind)."""
+@dataclass(frozen=True)
+class CaptionUnit:
+    """One batch of image items as a work unit (paths, not pixels) and the decoder's pixel
+    budget (>= 1 pixels per image)."""
 
-    def __init__(
-        self, items: list[CaptionInput], kind: str, pool: ThreadPoolExecutor | None, max_pixels: int
-    ):
-        self.items = items
-        self.futures: list[Future] | None = None
-        if kind == "image" and pool is not None:
-            self.futures = [pool.submit(_decode, it, max_pixels) for it in items]
-        self.kind = kind
-        self.max_pixels = max_pixels
+    items: tuple[CaptionInput, ...]
+    max_pixels: int
 
-    def resolved(self) -> list[Resolved]:
-        """(item, skip_reason, detail) per item, images decoded."""
-        if self.kind == "text":
-            return resolve_texts(self.items)
-        if self.futures is None:
-            return decode_items(self.items, self.max_pixels)
-        return resolve_images([f.result() for f in self.futures])
+
+def decode_unit(unit: CaptionUnit) -> list[Resolved]:
+    """The engine's ``prepare`` for an image captioner: the batch decoded."""
+    return decode_items(unit.items, unit.max_pixels)
 
 
 def caption_rows(
@@ -211,11 +215,49 @@ def count_rows(summary: RecaptionSummary, rows: Sequence[dict[str, Any]]) -> Non
             summary.captioned += 1
 
 
+@dataclass(frozen=True)
+class CaptionedBatch:
+    """What a caption worker returns per batch: the rows (:data:`RECAPTION_COLUMNS` dicts,
+    in input order), the seconds spent in the model, and the device the worker ran on."""
+
+    rows: list[dict[str, Any]]
+    model_seconds: float
+    device: str
+
+
+class CaptionModel:
+    """A loaded captioner serving resolved batches (``(item, skip_reason, detail)`` each):
+    what a caption worker holds. ``device``: the configured one, recorded when the captioner
+    does not say where it runs; ``owned``: closed with the worker (a captioner the caller
+    lent to :func:`recaption` is not)."""
+
+    def __init__(self, captioner: Captioner, device: str = "auto", owned: bool = True) -> None:
+        self.captioner = captioner
+        self.owned = owned
+        self.device = _device(captioner, device)
+
+    def __call__(self, resolved: Sequence[Resolved]) -> CaptionedBatch:
+        rows, seconds = caption_rows(self.captioner, resolved)
+        return CaptionedBatch(rows, seconds, self.device)
+
+    def close(self) -> None:
+        if self.owned:
+            self.captioner.close()
+
+
+def _device(captioner: Any, configured: str) -> str:
+    """The device a loaded captioner runs on (an image model's, or the text rewrite's
+    paraphraser's), else the configured one."""
+    device = getattr(captioner, "device", None)
+    if device is None:
+        paraphraser = getattr(captioner, "paraphraser", None)
+        device = getattr(paraphraser, "device", None)
+    return str(device or configured)
+
+
 def write_rows(sink: Sink, rows: list[dict[str, Any]], summary: RecaptionSummary) -> None:
     """Hand one batch's rows to the sink as a DataFrame (:data:`RECAPTION_COLUMNS`) and count
     them (and the batch) in ``summary``."""
-    import pandas as pd
-
     sink(pd.DataFrame(rows, columns=list(RECAPTION_COLUMNS)))
     count_rows(summary, rows)
     summary.batches += 1
@@ -232,48 +274,92 @@ def recaption(
     decode_threads: int = 2,
     progress: bool = False,
 ) -> RecaptionSummary:
-    """Caption every item whose key is not in ``done``; one ``sink`` call per batch.
+    """Caption every item whose key is not in ``done`` with a captioner loaded here; one
+    ``sink`` call per batch (the ``local`` engine's in-process worker serves ``captioner``,
+    which the caller keeps open and closes).
 
     ``batch_size`` (>= 1) items per sink call, default the captioner's
     ``settings.batch_size`` (the model may split a batch further); ``max_pixels`` (>= 1) the
-    decoder's pixel budget (``images.max_pixels``); ``decode_threads`` (>= 0; 0 decodes in the
-    calling thread) threads that decode the next batch's images while the model captions the
-    current one. ``sink`` receives a pandas DataFrame with :data:`RECAPTION_COLUMNS`, rows in
-    input order. Returns the run's counts with ``settings = captioner.describe()``.
+    decoder's pixel budget (``images.max_pixels``); ``decode_threads`` (>= 0; 0 counts as 1)
+    the local engine's threads, which decode the next batches' images while the model
+    captions the current one. ``sink`` receives a pandas DataFrame with
+    :data:`RECAPTION_COLUMNS`, rows in input order. Returns the run's counts with
+    ``settings = captioner.describe()``.
     """
-    from tqdm import tqdm
-
     size = batch_size if batch_size is not None else captioner.settings.batch_size
-    if size < 1:
-        raise ValueError(f"batch_size: {size} must be >= 1")
+    lent = ModelSpec(CaptionModel, (captioner, captioner.settings.device, False))
+    with open_engine("local", threads=max(1, decode_threads)) as engine:
+        return recaption_on_engine(
+            engine,
+            lent,
+            items,
+            kind=captioner.kind,
+            sink=sink,
+            batch_size=size,
+            done=done,
+            max_pixels=max_pixels,
+            settings=captioner.describe(),
+            progress=progress,
+        )
+
+
+def recaption_on_engine(
+    engine: Engine,
+    factory: Callable[[], Any],
+    items: Iterable[CaptionInput],
+    *,
+    kind: str,
+    sink: Sink,
+    batch_size: int,
+    done: Container[Any] = frozenset(),
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    resources: Resources | None = None,
+    workers: int = 0,
+    settings: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> RecaptionSummary:
+    """Caption every item whose key is not in ``done`` on ``engine``'s caption workers; one
+    ``sink`` call per batch, in batch order (see the module docstring).
+
+    ``factory()`` builds one worker (a :class:`ModelSpec` of :class:`CaptionModel`;
+    picklable for Ray). ``kind``: the captioner's kind (``image``: batches decoded by the
+    engine's ``prepare`` within ``max_pixels`` >= 1 pixels; ``text``: none). ``batch_size``
+    (>= 1) items per batch and sink call. ``resources`` of one worker (default one CPU),
+    ``workers`` workers (0 = the engine's default). ``settings``: the driver's
+    ``captioner.describe()``, returned as the summary's settings with ``device`` set to the
+    devices the workers ran on. Returns the run's counts.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size: {batch_size} must be >= 1")
     if max_pixels < 1:
         raise ValueError(f"max_pixels: {max_pixels} must be >= 1")
-    summary = RecaptionSummary(settings=captioner.describe())
-    total = len(items) if isinstance(items, Sequence) else None
+    if kind not in ("image", "text"):
+        raise ValueError(f"kind: {kind!r} is not image or text")
+    summary = RecaptionSummary(settings=dict(settings or {}))
     started = time.perf_counter()
-    pool = ThreadPoolExecutor(decode_threads) if decode_threads > 0 else None
-    bar = tqdm(total=total, desc="recaption", unit="img", file=sys.stderr, disable=not progress)
-    try:
-        ahead: _Batch | None = None
-        for chunk in pending_batches(items, done, size, summary, bar.update):
-            current, ahead = ahead, _Batch(chunk, captioner.kind, pool, max_pixels)
-            if current is not None:
-                _flush(captioner, current, sink, summary, bar)
-        if ahead is not None:
-            _flush(captioner, ahead, sink, summary, bar)
-    finally:
-        bar.close()
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+    total = len(items) if isinstance(items, Sequence) else None
+    devices: set[str] = set()
+    with tqdm(total=total, desc="recaption", unit="img", file=sys.stderr,
+              disable=not progress) as bar:  # fmt: skip
+        batches = list(pending_batches(items, done, batch_size, summary, bar.update))
+        if kind == "image":
+            units: list[tuple[int, Any]] = [
+                (i, CaptionUnit(tuple(batch), int(max_pixels))) for i, batch in enumerate(batches)
+            ]
+            prepare: Any = decode_unit
+        else:
+            units = [(i, resolve_texts(batch)) for i, batch in enumerate(batches)]
+            prepare = None
+        results = engine.map_actors(
+            factory, units, resources=resources or Resources(), workers=workers, prepare=prepare
+        )
+        with contextlib.closing(results):
+            for _, batch in results:
+                summary.model_seconds += batch.model_seconds
+                devices.add(batch.device)
+                write_rows(sink, batch.rows, summary)
+                bar.update(len(batch.rows))
+    if devices:
+        summary.settings["device"] = ", ".join(sorted(devices))
     summary.seconds = time.perf_counter() - started
     return summary
-
-
-def _flush(
-    captioner: Captioner, batch: _Batch, sink: Sink, summary: RecaptionSummary, bar: Any
-) -> None:
-    """Caption one batch, hand its rows to the sink, count it."""
-    rows, seconds = caption_rows(captioner, batch.resolved())
-    summary.model_seconds += seconds
-    write_rows(sink, rows, summary)
-    bar.update(len(rows))
