@@ -17,15 +17,20 @@ run loses only the batches in flight; the rerun reads the pairs' counts and asks
 batch numbers, each with the seed of its (model, occupation, prompt, gender, batch): no text
 is stored twice and none is lost. Tables: ``sql/schema/005_llm_texts.sql``.
 
-Engines: a local model (``transformers:``) on ``engine.engine = "ray"`` draws its batches on
-actors (:class:`LMSpec` -> :class:`LMWorker`, 1 CPU + ``engine.gpus_per_worker`` each,
-``engine.workers["llm_texts"]`` of them), each loading the model once for all the rounds;
-the driver plans every round's batches as a local run does
+Engines: a local model (``transformers:``) draws its batches on the engine's workers,
+whichever engine (``engine_from_config(study.config.engine)``): :func:`lm_spec`, a
+:class:`~corpus_audit.backends.engines.models.ModelSpec` of :class:`LocalLM` (on the
+``local`` engine one worker in this process; on Ray 1 CPU + ``engine.gpus_per_worker`` each,
+``engine.workers["llm_texts"]`` actors), each loading the model once for all the rounds
+(:class:`ActorLM` feeds one ``map_actors`` per model, each round's batches followed by a
+``DRAIN``). The driver plans every round's batches
 (:func:`~corpus_audit.backends.text_generators.transformers_lm.plan_batches`), gets them
-back in order and commits each request when its batch arrives, so the tables equal a local
-run's (on the same device class). The weights are never loaded on the driver: the
-``llm_models`` row is the first worker's description. An API model (``openai:``) keeps its
-own concurrency on the driver whatever the engine.
+back in order and commits each request when its batch arrives, so the tables are the same
+whichever engine ran them (on the same device class). The weights are never loaded on the
+driver: the ``llm_models`` row is the first worker's description. An API model (``openai:``)
+is a network client, not a model worker: it keeps its own HTTP concurrency
+(``llm.concurrency`` requests in flight) on the driver whatever the engine, and no engine is
+opened for it.
 """
 
 from __future__ import annotations
@@ -35,15 +40,36 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from tqdm import tqdm
 
+from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines.base import DRAIN, Resources
+from corpus_audit.backends.engines.models import ModelSpec
+from corpus_audit.backends.text_generators import (
+    SamplingSettings,
+    TextRequest,
+    load_text_generator,
+    split_spec,
+)
+from corpus_audit.backends.text_generators.transformers_lm import (
+    PlannedBatch,
+    TransformersLM,
+    assemble,
+    plan_batches,
+)
+from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.methods.lexicon import load_association_terms
+from corpus_audit.methods.lexicon.llm_prompts import expand, load_llm_occupations, load_llm_prompts
+from corpus_audit.methods.texts.association import AssociationCounter
 from corpus_audit.methods.texts.sampling import OPEN, Decision, PairCounts, Rule, decide, seed_for
+from corpus_audit.stages.analyze.read import rows
 
 STAGE = "llm_texts"
 UNSPECIFIED = "unspecified"  # llm_texts.gender of a prompt without a gender
@@ -67,13 +93,6 @@ def plan(study: Study) -> list[Pair]:
     """The pairs ``llm.prompts`` x ``llm.occupations`` x ``llm.genders`` (with the
     ``only_*`` filters); a :class:`LexiconError` for a bad file, a :class:`ConfigError` for
     a filter naming nothing in it."""
-    from corpus_audit.core.errors import ConfigError
-    from corpus_audit.methods.lexicon.llm_prompts import (
-        expand,
-        load_llm_occupations,
-        load_llm_prompts,
-    )
-
     cfg = study.config.llm
     prompts = load_llm_prompts(cfg.prompts, base=study.root)
     occupations = load_llm_occupations(cfg.occupations, base=study.root)
@@ -105,9 +124,6 @@ def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
     (the batches committed so far are kept; the rerun continues), :class:`LexiconError` for
     a bad prompt or occupations file.
     """
-    from corpus_audit.methods.lexicon import load_association_terms
-    from corpus_audit.methods.texts.association import AssociationCounter
-
     cfg = study.config.llm
     with study.stage(STAGE) as run, contextlib.ExitStack() as stack:
         require_inputs(study, STAGE)
@@ -138,8 +154,6 @@ class _EngineOnce:
 
     def __call__(self) -> Any:
         if self.engine is None:
-            from corpus_audit.backends.engines import engine_from_config
-
             self.engine = self.stack.enter_context(engine_from_config(self.study.config.engine))
             self.run.provenance["engine"] = self.engine.describe()
         return self.engine
@@ -194,18 +208,17 @@ def _run_model(
 
 
 def _load(study: Study, model: str, engine: Callable[[], Any]) -> Any:
-    """``model``'s generator: loaded here, or (a local model on an engine other than local)
-    an :class:`ActorLM` drawing on ``engine()``'s actors."""
-    from corpus_audit.backends.text_generators import load_text_generator, split_spec
-
+    """``model``'s generator: a local model (``transformers:``) is an :class:`ActorLM`
+    drawing on ``engine()``'s workers (whatever the engine); an API model is its network
+    client, loaded here."""
     cfg = study.config.llm
     eng = study.config.engine
     settings = sampling_of(study)
     backend, name = split_spec(model)
-    if backend == "transformers" and eng.engine != "local":
-        path = Path(name).expanduser()  # read like the local load: from the working directory
+    if backend == "transformers":
+        path = Path(name).expanduser()  # read like a local load: from the working directory
         source = str(path.resolve()) if path.exists() else name
-        factory = LMSpec(name, source, settings, cfg.batch_size, cfg.dtype, eng.device)
+        factory = lm_spec(name, source, settings, cfg.batch_size, cfg.dtype, eng.device)
         return ActorLM(engine(), factory, model, settings, cfg.batch_size,
                        resources=_resources(eng), workers=eng.workers_for(STAGE))  # fmt: skip
     return load_text_generator(
@@ -225,9 +238,7 @@ def _load(study: Study, model: str, engine: Callable[[], Any]) -> Any:
     )
 
 
-def _resources(eng: Any) -> Any:
-    from corpus_audit.backends.engines.base import Resources
-
+def _resources(eng: Any) -> Resources:
     return Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
 
 
@@ -235,8 +246,6 @@ def _record_model(study: Study, model: str, description: dict[str, Any] | None) 
     """``model``'s ``llm_models`` row: its generator's description and the settings; False
     (nothing written) while the generator cannot describe itself yet (an :class:`ActorLM`
     before its first batch)."""
-    from corpus_audit.backends.text_generators import split_spec
-
     if description is None:
         return False
     with study.transaction():
@@ -253,39 +262,21 @@ def _record_model(study: Study, model: str, description: dict[str, Any] | None) 
     return True
 
 
-@dataclass(frozen=True)
-class LMSpec:
-    """A ``transformers:`` model's recipe for an engine worker (picklable, plain values):
-    ``model`` as the study names it, ``source`` where to load it from (the driver's absolute
-    path, or the hub id), the sampling settings, ``llm.batch_size`` (>= 1), ``llm.dtype`` and
-    ``engine.device`` (``auto``: resolved in the worker, the GPU the engine gave it, else
-    the CPU). ``LMSpec(...)()`` loads the model once per worker."""
+class LocalLM:
+    """One loaded :class:`TransformersLM` drawing planned batches (what :func:`lm_spec`
+    loads once per worker): ``(completions, its description)``, the description only with
+    the worker's first batch (``None`` after)."""
 
-    model: str
-    source: str
-    settings: Any  # SamplingSettings
-    batch_size: int
-    dtype: str
-    device: str
-
-    def __call__(self) -> LMWorker:
-        return LMWorker(self)
-
-
-class LMWorker:
-    """One loaded :class:`TransformersLM` drawing planned batches: ``(completions, its
-    description)``, the description only with the worker's first batch (``None`` after)."""
-
-    def __init__(self, spec: LMSpec) -> None:
-        from corpus_audit.backends.text_generators.transformers_lm import TransformersLM
-
+    def __init__(
+        self, model: str, source: str, settings: SamplingSettings, batch_size: int, dtype: str,
+        device: str,
+    ) -> None:  # fmt: skip
         self.lm = TransformersLM(
-            spec.model, spec.settings, device=spec.device, batch_size=spec.batch_size,
-            dtype=spec.dtype, source=spec.source,
-        )  # fmt: skip
+            model, settings, device=device, batch_size=batch_size, dtype=dtype, source=source
+        )
         self.described = False
 
-    def __call__(self, batch: Any) -> tuple[list[Any], dict[str, Any] | None]:
+    def __call__(self, batch: PlannedBatch) -> tuple[list[Any], dict[str, Any] | None]:
         completions = self.lm.generate_batch(batch)
         description = None if self.described else self.lm.describe()
         self.described = True
@@ -293,6 +284,17 @@ class LMWorker:
 
     def close(self) -> None:
         self.lm.close()
+
+
+def lm_spec(
+    model: str, source: str, settings: SamplingSettings, batch_size: int, dtype: str, device: str
+) -> ModelSpec:
+    """A ``transformers:`` model's recipe for the engine's workers (picklable, plain values):
+    ``model`` as the study names it, ``source`` where to load it from (the driver's absolute
+    path, or the hub id), the sampling settings, ``llm.batch_size`` (>= 1), ``llm.dtype`` and
+    ``engine.device`` (``auto``: resolved in the worker, the GPU the engine gave it, else the
+    CPU): a :class:`LocalLM` per worker."""
+    return ModelSpec(LocalLM, (model, source, settings, batch_size, dtype, device))
 
 
 class ActorLM:
@@ -313,7 +315,7 @@ class ActorLM:
         resources: Any,
         workers: int,
     ) -> None:
-        """``factory``: an :class:`LMSpec` (picklable); ``model``: the ``transformers:``
+        """``factory``: an :func:`lm_spec` (picklable); ``model``: the ``transformers:``
         spec; ``batch_size`` (>= 1): rows a batch, as the workers' model is told."""
         self.name = model
         self.settings = settings
@@ -327,16 +329,12 @@ class ActorLM:
 
     def _units(self) -> Iterator[Any]:
         """The queued units, a ``DRAIN`` after each round's; ends when a round queued none."""
-        from corpus_audit.backends.engines.base import DRAIN
-
         while self.queue:
             while self.queue:
                 yield self.queue.popleft()
             yield DRAIN
 
     def stream(self, requests: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
-        from corpus_audit.backends.text_generators.transformers_lm import assemble, plan_batches
-
         batches = plan_batches(requests, self.batch_size)
         self.queue.extend(enumerate(batches, start=self.keys))
         self.keys += len(batches)
@@ -357,9 +355,7 @@ class ActorLM:
         self.results.close()  # the actors are closed with the map
 
 
-def sampling_of(study: Study) -> Any:
-    from corpus_audit.backends.text_generators import SamplingSettings
-
+def sampling_of(study: Study) -> SamplingSettings:
     cfg = study.config.llm
     return SamplingSettings(cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.send_seed)
 
@@ -374,8 +370,6 @@ def _round(
 ) -> Iterator[tuple[int, list[Any]]]:
     """One round: every open pair's next batch asked for at once; ``(index into todo, its
     completions)`` as they arrive."""
-    from corpus_audit.backends.text_generators import TextRequest
-
     seed = study.config.study.seed
     requests = [
         TextRequest(pair.prompt, d.draw, seed_for(seed, model, *pair.key, batch))
@@ -486,8 +480,6 @@ def _stored_counts(study: Study, model: str) -> dict[tuple[str, str, str], PairC
 
 
 def _now() -> Any:
-    from datetime import UTC, datetime
-
     return datetime.now(UTC).replace(tzinfo=None)
 
 
@@ -504,8 +496,6 @@ def progress(study: Study) -> Progress:
 
 def summary_rows(study: Study) -> list[dict[str, Any]]:
     """Per model: texts, pairs per state, refusals, tokens (``status`` and the run print it)."""
-    from corpus_audit.stages.analyze.read import rows
-
     return rows(
         study,
         """

@@ -507,7 +507,7 @@ def test_llm_texts_on_ray_survives_a_killed_actor(
     again), the batch is drawn again and committed once."""
     import corpus_audit.stages.llm_texts as llm_module
 
-    markers = kill_first_actor(monkeypatch, llm_module, "LMSpec", tmp_path)
+    markers = kill_first_actor(monkeypatch, llm_module, "lm_spec", tmp_path)
     got, _ = _llm_tables(tmp_path / "s", tiny_lms, "ray")
     assert len(list(markers.iterdir())) == 1  # an actor did die on its first batch
     assert got == local_llm
