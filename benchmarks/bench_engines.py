@@ -46,28 +46,28 @@ tiny random-weight BLIP built offline (``corpus_audit.backends.fakes.captioners.
 as the tests build it), on CPU in float32, ``--caption-batch`` images a batch (the stage's
 units), 8 new tokens at most:
 
-1. ``local`` engine: the stage's local loop (``stages.recaption.driver.recaption``: the
-   captioner loaded before the timing, as the stage has it loaded, 2 decode threads, torch
-   at 1 thread like a 1-CPU Ray actor);
-2. ``ray`` engine: ``stages.recaption.on_engine.recaption_on_engine``, the engine's default
-   actor count (the cluster's CPUs less one for the decode tasks), each actor loading the
-   model inside the timed run. Check: the rows equal the local loop's.
+1. ``local`` engine: the stage's one loop (``stages.recaption.driver.recaption_on_engine``
+   with ``stages.recaption.on_engine.captioner_spec``): one caption worker in this process,
+   the engine's 2 threads decoding ahead, torch at 1 thread like a 1-CPU Ray actor;
+2. ``ray`` engine: the same call, the engine's default actor count (the cluster's CPUs less
+   one for the decode tasks). Both load the model inside the timed run. Check: the rows
+   equal the local engine's.
 
 **label** of ``--images`` image files cycled from real photos shipped in PyPI packages
 (``bench_label.make_images``, as for recaption below), batches of ``--label-batch``
-(``stages.label``: ``decode_unit`` as the engine's ``prepare``, ``LabelerSpec`` with the real
+(``stages.label``: ``decode_unit`` as the engine's ``prepare``, ``labeller_spec`` with the real
 MediaPipe full-range detector and agegender classifier): ``local`` one labeller in this
 process with threads decoding ahead; ``ray`` labeller actors (1 CPU each, one CPU left to
 the decode tasks). Check: identical face-filter and label rows.
 
 **generate** of ``--gen-images`` images with a random-weight SD pipeline built offline
 (``--sd-arch``, ``--sd-size`` px, ``--sd-steps`` steps), batches of 4 prompts with derived
-seeds (``stages.generate.GeneratorSpec``): ``local`` one pipeline in this process; ``ray``
+seeds (``stages.generate.generator_spec``): ``local`` one pipeline in this process; ``ray``
 one generator actor per CPU. Check: pixels within one level (CPU float sums depend on the
 thread count; the tests compare at equal thread counts, where they are identical).
 
-The embedding, label and generate steps (not recaption, whose local method is the
-stage's own loop) time each unit inside the worker
+The embedding, label and generate steps (not recaption, timed as the stage's whole
+loop) time each unit inside the worker
 (:class:`TimedSpec`): ``per worker/s`` is then the **per-actor rate** (work per busy
 actor-second, the figure ``project_laion.py --engines-json`` scales by cores), ``util`` the
 share of the actors' wall time spent on units, and each actor's model load is printed.
@@ -395,15 +395,14 @@ def _per_actor(facts: dict, wall: float) -> dict:
 def bench_label(engines: dict, args) -> list[dict]:
     """``label``'s units on each engine: batches of ``--label-batch`` images decoded by the
     engine's ``prepare`` (``stages.label.decode_unit``) and filtered + classified by a
-    labeller (``LabelerSpec``: the real MediaPipe detector and agegender classifier). Local:
-    one labeller in this process, decoding ahead in threads (the stage's local loop does the
-    same); Ray: labeller actors (1 CPU each; one CPU is left to the decode tasks). Check: the
+    labeller (``labeller_spec``: the real MediaPipe detector and agegender classifier). Local:
+    one labeller in this process, decoding ahead in the engine's threads (as the stage runs); Ray: labeller actors (1 CPU each; one CPU is left to the decode tasks). Check: the
     label rows are identical."""
     from corpus_audit.backends.classifiers import build_classifier
     from corpus_audit.backends.engines.base import Resources
     from corpus_audit.core.config import LabelSection
     from corpus_audit.core.imagefile import DEFAULT_MAX_PIXELS
-    from corpus_audit.stages.label import LabelerSpec, LabelUnit, Pending, decode_unit
+    from corpus_audit.stages.label import LabelUnit, Pending, decode_unit, labeller_spec
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from bench_label import make_images
@@ -413,7 +412,7 @@ def bench_label(engines: dict, args) -> list[dict]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = make_images(folder, args.images)
     cid = build_classifier(cfg, device="cpu", seed=0).id
-    spec = LabelerSpec(cfg, "cpu", 0, cid)
+    spec = labeller_spec(cfg, "cpu", 0, cid)
     pending = [Pending(f"b{i}", str(p), False, None) for i, p in enumerate(paths)]
     size = args.label_batch
     units = [
@@ -447,7 +446,7 @@ def bench_label(engines: dict, args) -> list[dict]:
 def bench_generate(engines: dict, args) -> list[dict]:
     """``generate``'s units on each engine: batches of 4 prompts with their derived seeds,
     drawn by a random-weight SD pipeline (``--sd-arch``, built offline) at ``--sd-size`` px
-    and ``--sd-steps`` steps (``stages.generate.GeneratorSpec``). Local: one pipeline in this
+    and ``--sd-steps`` steps (``stages.generate.generator_spec``). Local: one pipeline in this
     process (torch's threads); Ray: one generator actor per CPU (1 torch thread each). The
     pixels are compared: CPU float sums depend on the thread count, so an image may differ
     by a level in a few pixels between the two (the tests compare at equal thread counts,
@@ -459,14 +458,14 @@ def bench_generate(engines: dict, args) -> list[dict]:
     from corpus_audit.backends.engines.base import Resources
     from corpus_audit.backends.fakes.diffusion import random_sd_pipeline
     from corpus_audit.backends.generators import GenerationSettings
-    from corpus_audit.stages.generate import GeneratorSpec
+    from corpus_audit.stages.generate import generator_spec
 
     model = Path(tempfile.mkdtemp(prefix="bench-sd-")) / f"sd-{args.sd_arch}"
     random_sd_pipeline(args.sd_arch).save_pretrained(model)
     settings = GenerationSettings(
         steps=args.sd_steps, height=args.sd_size, width=args.sd_size, device="cpu"
     )
-    spec = GeneratorSpec("diffusers", str(model), settings)
+    spec = generator_spec("diffusers", str(model), settings)
     prompts = [f"a photo of a {o}" for o in ("nurse", "pilot", "judge", "baker")]
     units = [
         (b, (tuple(prompts), tuple(1000 * b + j for j in range(len(prompts)))))
@@ -478,9 +477,11 @@ def bench_generate(engines: dict, args) -> list[dict]:
 
     def run(name: str, engine: Any) -> dict:
         t0 = time.perf_counter()
-        results, facts = _timed_map(engine, spec, units, len, resources=Resources())
+        results, facts = _timed_map(
+            engine, spec, units, lambda d: len(d.images), resources=Resources()
+        )
         wall = time.perf_counter() - t0
-        got = [np.stack([im.pixels.astype(np.int16) for im in images]) for images in results]
+        got = [np.stack([im.pixels.astype(np.int16) for im in d.images]) for d in results]
         if not expected:
             expected[:] = got
         diff = max(int(np.abs(a - b).max()) for a, b in zip(got, expected, strict=True))
@@ -516,8 +517,8 @@ def bench_recaption(engines: dict, args) -> list[dict]:
     from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
     from corpus_audit.backends.engines.base import Resources
     from corpus_audit.backends.fakes.captioners import tiny_blip
-    from corpus_audit.stages.recaption.driver import recaption
-    from corpus_audit.stages.recaption.on_engine import CaptionerSpec, recaption_on_engine
+    from corpus_audit.stages.recaption.driver import recaption_on_engine
+    from corpus_audit.stages.recaption.on_engine import captioner_spec
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_engines_recaption_"))
     folder = tmp / "images"
@@ -531,21 +532,18 @@ def bench_recaption(engines: dict, args) -> list[dict]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as a 1-CPU Ray actor runs (OMP_NUM_THREADS=1)
     captioner = load_captioner(model, settings)  # loaded before the timing, as in the stage
-    spec = CaptionerSpec(model, settings, captioner.fingerprint)
+    spec = captioner_spec(model, settings, captioner.fingerprint)
     print(f"  {len(items)} images in batches of {args.caption_batch}, model {model}", flush=True)
     expected: list[pd.DataFrame] = []
 
     def run(name: str, engine: Any) -> dict:
         frames: list[pd.DataFrame] = []
         t0 = time.perf_counter()
-        if name == "local":
-            summary = recaption(captioner, items, sink=frames.append)
-            workers = 1
-        else:
-            summary = recaption_on_engine(engine, spec, items, kind="image", sink=frames.append,
-                                          batch_size=args.caption_batch,
-                                          resources=Resources(num_cpus=1))  # fmt: skip
-            workers = max(1, args.threads - 1)  # the engine's default with prepare tasks
+        summary = recaption_on_engine(engine, spec, items, kind="image", sink=frames.append,
+                                      batch_size=args.caption_batch,
+                                      resources=Resources(num_cpus=1))  # fmt: skip
+        # the engine's default: one worker locally, on Ray one less than the CPUs (prepare)
+        workers = 1 if name == "local" else max(1, args.threads - 1)
         wall = time.perf_counter() - t0
         rows = pd.concat(frames, ignore_index=True)
         if not expected:
@@ -558,7 +556,7 @@ def bench_recaption(engines: dict, args) -> list[dict]:
 
     methods = [
         (
-            "engine local (1 captioner, 2 decode threads)"
+            "engine local (1 captioner, the engine's threads decoding)"
             if name == "local"
             else f"engine ray ({max(1, args.threads - 1)} actor(s) + decode tasks)",
             partial(run, name, e),

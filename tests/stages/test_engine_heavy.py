@@ -385,8 +385,7 @@ def test_text_rewrite_on_ray_gives_the_local_rows(ray_cluster, tmp_path):
     from corpus_audit.backends.captioners import CaptionInput, CaptionSettings, load_captioner
     from corpus_audit.backends.engines.base import Resources
     from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
-    from corpus_audit.stages.recaption.driver import recaption
-    from corpus_audit.stages.recaption.driver import recaption_on_engine
+    from corpus_audit.stages.recaption.driver import recaption, recaption_on_engine
     from corpus_audit.stages.recaption.on_engine import captioner_spec
 
     spec = f"paraphrase:{random_paraphraser_model(tmp_path / 't5', 't5')}"
