@@ -73,6 +73,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 from tqdm import tqdm
 
+from corpus_audit.backends import paraphrasers
 from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import Progress, Resources
 from corpus_audit.backends.engines.models import ModelSpec
@@ -87,7 +88,6 @@ from corpus_audit.backends.generators import (
     split_spec,
 )
 from corpus_audit.backends.openai_images import generate_missing, status_lines
-from corpus_audit.backends.paraphrasers import PARAPHRASERS, keeps_occupation, load_paraphraser
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.slugs import slug
@@ -280,7 +280,7 @@ def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
 
 def _paraphraser_name(spec: str) -> str:
     head, sep, rest = spec.partition(":")
-    return spec if sep and head in PARAPHRASERS and rest else f"transformers:{spec}"
+    return spec if sep and head in paraphrasers.PARAPHRASERS and rest else f"transformers:{spec}"
 
 
 def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -> None:
@@ -301,7 +301,7 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     backend, _, model = name.partition(":")
     source = study.config.resolve(model)
     with quiet_loading(not progress):
-        paraphraser = load_paraphraser(
+        paraphraser = paraphrasers.load_paraphraser(
             f"{backend}:{source if source.exists() else model}",
             device=study.config.engine.device,
             max_new_tokens=cfg.paraphrase_max_new_tokens,
@@ -347,7 +347,7 @@ def _paraphrase_batch(
     for (cid, occ, _t), text in zip(batch, texts, strict=True):
         o = occupations.get(occ)
         forms = o.forms if o else (occ,)
-        keep = bool(text) and keeps_occupation(text, forms)
+        keep = bool(text) and paraphrasers.keeps_occupation(text, forms)
         rows.append((cid, name, text, keep, occ))
     return rows
 
