@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from corpus_audit.commands.verbs.base import Subcommands, open_study, out_path
 from corpus_audit.commands.verbs.output import print_run
-from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.methods.preferences.arena_import import OVERALL
 from corpus_audit.methods.preferences.battles import ASPECTS
 
@@ -74,29 +72,14 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         else:
-            print_run(import_votes(study, args))
+            print_run(
+                battles.import_votes(
+                    study,
+                    [Path(f) for f in args.files],
+                    rounds=args.rounds,
+                    seed=args.seed,
+                    aspect=args.aspect,
+                    fmt=args.format,
+                )
+            )
     return 0
-
-
-def import_votes(study: Any, args: argparse.Namespace) -> Any:
-    """``battles import``: annotator sheets (``.csv``) against the exported pairs, or vote
-    files of another arena (``.json`` / ``.jsonl``: corpus_audit/commands/arena.py)."""
-    from corpus_audit.commands import arena, battles  # the store (DuckDB): not for --help
-
-    files = [Path(f) for f in args.files]
-    is_arena = [arena.is_arena_file(f) for f in files]
-    if any(is_arena) and not all(is_arena):
-        raise CorpusAuditError(
-            "battles import: give either annotator sheets (.csv) or arena vote files "
-            "(.json, .jsonl), not both in one call"
-        )
-    if all(is_arena):
-        return arena.import_arena(
-            study,
-            files,
-            rounds=args.rounds,
-            seed=args.seed,
-            aspect=args.aspect or OVERALL,
-            fmt=args.format,
-        )
-    return battles.import_battles(study, files, rounds=args.rounds, seed=args.seed)
