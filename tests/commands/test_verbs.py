@@ -130,3 +130,17 @@ def test_init_llm_writes_the_kind_settings(tmp_path: Path, capsys) -> None:
     assert written["lexicon"]["labor_stats"] == LLM_LABOR_STATS
     assert main(["-q", "init", str(tmp_path / "t"), "--model", "openai:gpt-x"]) == 2
     assert "--model is for a --kind llm study" in capsys.readouterr().err
+
+
+def test_battles_import_takes_sheets_or_arena_files_not_both(tmp_path, laion_path, capsys):
+    root = tmp_path / "s"
+    assert main(["-q", "init", str(root), "--corpus", str(laion_path), "--sample-size", "5"]) == 0
+    sheet = tmp_path / "votes.csv"
+    sheet.write_text("pair_id,aspect,vote\n", encoding="utf-8")
+    arena = tmp_path / "votes.jsonl"
+    arena.write_text("", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["battles", "import", str(root), str(sheet), str(arena)]) == 2
+    assert "not both in one call" in capsys.readouterr().err
+    assert main(["battles", "import", str(root), str(sheet)]) == 2  # sheets: import_battles
+    assert "run `corpus-audit battles export` first" in capsys.readouterr().err
