@@ -25,7 +25,7 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corpus_audit.stages.generate import save_regenerated  # loads diffusers when run
+    from corpus_audit.stages.generate import save_regenerated  # numpy, DuckDB: not for --help
 
     with open_study(args) as study:
         path, same = save_regenerated(study, args.image_id, out_path(args), exact=not args.alone)

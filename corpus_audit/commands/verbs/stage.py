@@ -31,7 +31,7 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corpus_audit.core.pipeline import stage_function  # stage modules load torch, spaCy
+    from corpus_audit.core.pipeline import stage_function  # the store (DuckDB): not for --help
 
     with open_study(args) as study:
         write_options(study, args)
