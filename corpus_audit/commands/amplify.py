@@ -46,6 +46,7 @@ from corpus_audit.methods.amplification import (
     make_pair,
     summarize,
 )
+from corpus_audit.report.amplify_page import write_page
 
 DEFAULT_OUT = Path("amplify_results")
 
@@ -369,8 +370,6 @@ def _amplify(
     out = Path(out_dir) if out_dir else DEFAULT_OUT
     run.outputs = write_outputs(out, results, summary)
     if report:
-        from corpus_audit.report.amplify_page import write_page
-
         run.outputs["report"] = str(
             write_page(
                 out / "amplification.html",

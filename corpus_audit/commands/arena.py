@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.core.store import StageRun, Study, dicts, sql_text
-from corpus_audit.methods.preferences.arena_import import OVERALL
+from corpus_audit.methods.preferences.arena_import import OVERALL, read_arena_file
+from corpus_audit.methods.preferences.leaderboard import check_rounds, leaderboard, pairs
 
 STAGE = "battles_arena_import"
 ARENA_SUFFIXES = (".json", ".jsonl")
@@ -45,9 +46,6 @@ def import_arena(
 ) -> StageRun:
     """Store the votes of ``files`` and recompute the arena leaderboard (module docstring)."""
     import pandas as pd
-
-    from corpus_audit.methods.preferences.arena_import import read_arena_file
-    from corpus_audit.methods.preferences.leaderboard import check_rounds, leaderboard, pairs
 
     check_rounds(rounds)
     with study.stage(STAGE, "study") as run:

@@ -22,9 +22,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.commands import arena
+from corpus_audit.core.config import MAX_RESAMPLES
 from corpus_audit.core.errors import CorpusAuditError, StageOrderError
 from corpus_audit.core.store import StageRun, Study, dicts, sql_text
-from corpus_audit.methods.preferences.battles import ASPECTS, PAIR_COLUMNS, read_votes
+from corpus_audit.methods.preferences.arena_import import OVERALL
+from corpus_audit.methods.preferences.battles import (
+    ASPECTS,
+    PAIR_COLUMNS,
+    draw_battles,
+    read_votes,
+)
+from corpus_audit.methods.preferences.elo import pair_matrix, preference_ratings
+from corpus_audit.report.battles_page import export_page
 
 BATTLES_DIR = "battles"
 ROUNDS = 1000
@@ -47,9 +57,6 @@ def export_battles(
     out_dir: Path | None = None,
 ) -> StageRun:
     """Draw ``n`` >= 1 battles and write the page and manifest (see the module docstring)."""
-    from corpus_audit.methods.preferences.battles import draw_battles
-    from corpus_audit.report.battles_page import export_page
-
     with study.stage("battles_export", "study") as run:
         images = _frame(study, sql_text("battles/images.sql"))
         if images.empty:
@@ -87,8 +94,6 @@ def import_battles(
     study: Study, files: Sequence[Path], *, rounds: int = ROUNDS, seed: int | None = None
 ) -> StageRun:
     """Store the votes of ``files`` and recompute the ratings (see the module docstring)."""
-    from corpus_audit.core.config import MAX_RESAMPLES
-
     if rounds < 1:
         raise CorpusAuditError(f"battles import: --rounds must be >= 1, got {rounds}")
     if rounds > MAX_RESAMPLES:
@@ -122,8 +127,6 @@ def import_battles(
 
 def _store_ratings(study: Study, stored: Any, rounds: int, seed: int) -> dict[str, int]:
     """Rewrite ``preference_ratings`` and ``preference_pairs`` from every stored vote."""
-    from corpus_audit.methods.preferences.elo import pair_matrix, preference_ratings
-
     con = study.con
     con.execute("DELETE FROM preference_ratings")
     con.execute("DELETE FROM preference_pairs")
@@ -140,3 +143,29 @@ def _store_ratings(study: Study, stored: Any, rounds: int, seed: int) -> dict[st
 
 def _rating_summary(study: Study) -> list[dict[str, Any]]:
     return dicts(study.sql("battles/rating_summary"))
+
+
+def import_votes(
+    study: Study,
+    files: Sequence[Path],
+    *,
+    rounds: int = ROUNDS,
+    seed: int | None = None,
+    aspect: str | None = None,
+    fmt: str | None = None,
+) -> StageRun:
+    """``battles import``: annotator sheets (``.csv``, :func:`import_battles`) against the
+    exported pairs, or vote files of another arena (``.json`` / ``.jsonl``,
+    :func:`corpus_audit.commands.arena.import_arena`, with ``aspect`` and ``fmt``); not both."""
+    files = [Path(f) for f in files]
+    is_arena = [arena.is_arena_file(f) for f in files]
+    if any(is_arena) and not all(is_arena):
+        raise CorpusAuditError(
+            "battles import: give either annotator sheets (.csv) or arena vote files "
+            "(.json, .jsonl), not both in one call"
+        )
+    if all(is_arena):
+        return arena.import_arena(
+            study, files, rounds=rounds, seed=seed, aspect=aspect or OVERALL, fmt=fmt
+        )
+    return import_battles(study, files, rounds=rounds, seed=seed)

@@ -35,9 +35,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.commands.amplify import amplify_wide
 from corpus_audit.core.metrics import header
 from corpus_audit.core.pipeline import init_study, run_all
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.report.context import neighbor_groups
+from corpus_audit.report.leaderboard_page import write_leaderboard_page
+from corpus_audit.stages.indicators import indicator_summary
 
 DEMO_FILES = (
     "laion400m_sample_10k.parquet",
@@ -161,8 +165,6 @@ def arena_votes_file() -> Path:
 def write_leaderboard(out_dir: Path) -> Path:
     """Page 3: the BAFIS arena's published votes as a leaderboard per aspect and prompt
     language (corpus_audit/report/leaderboard_page.py); its path."""
-    from corpus_audit.report.leaderboard_page import write_leaderboard_page
-
     return write_leaderboard_page(
         out_dir / "leaderboard.html",
         [arena_votes_file()],
@@ -191,8 +193,6 @@ def published_table3() -> dict[str, dict[str, float]]:
 
 def write_published_page(out_dir: Path) -> Path:
     """Page 2: the published tables through ``corpus-audit amplify --report``; its path."""
-    from corpus_audit.commands.amplify import amplify_wide
-
     run = amplify_wide(
         published_tables(),
         out_dir,
@@ -207,8 +207,6 @@ def write_published_page(out_dir: Path) -> Path:
 
 def write_summary(study: Study) -> dict[str, Path]:
     """Write the per-occupation indicator summary (CSV + HTML) and the top-neighbour page."""
-    from corpus_audit.stages.indicators import indicator_summary
-
     rows = indicator_summary(study)
     out_dir = study.root / "summary"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -249,8 +247,6 @@ def _indicator_examples(study: Study, per_label: int = 5) -> list[dict[str, Any]
 
 def _top_neighbors(study: Study, top: int = 5) -> list[dict[str, Any]]:
     """For a few demo occupations, each prompt's top captions by the `nn` strategy."""
-    from corpus_audit.report.context import neighbor_groups
-
     return neighbor_groups(study, list(DEMO_OCCUPATIONS), top)
 
 

@@ -58,7 +58,9 @@ from typing import Any
 
 from corpus_audit.backends.generators import model_slug
 from corpus_audit.core.errors import ManifestError, printable
+from corpus_audit.core.imagefile import UnreadableImage, image_size
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.core.versions import package_versions
 
 LAYOUTS = ("csv", "jsonl", "folder", "bafis")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")
@@ -480,8 +482,6 @@ class Checked:
 
 def check_file(path: Path, max_pixels: int) -> Checked:
     """Read, hash and open (header only) one image file."""
-    from corpus_audit.core.imagefile import UnreadableImage, image_size
-
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -663,7 +663,6 @@ def _study_path(study: Study, file: Path) -> str:
 
 
 def _write(con: Any, plan: dict[str, Any], now: datetime) -> None:
-    from corpus_audit.core.versions import package_versions
 
     source: Source = plan["source"]
     con.execute(

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from corpus_audit.core.config import CONFIG_NAME, write_config
 from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.pipeline import absolute_paths, init_study
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.stages.who_how import who_how
 
 
 def run_texts(
@@ -28,10 +31,6 @@ def run_texts(
     progress: bool = True,
 ) -> StageRun:
     """Create or update the text-corpus study ``out`` and run ``who_how`` on it."""
-    from corpus_audit.core.config import CONFIG_NAME, write_config
-    from corpus_audit.core.pipeline import absolute_paths, init_study
-    from corpus_audit.stages.who_how import who_how
-
     corpus = {"text_column": text_column, "format": fmt or "auto"}
     texts = {
         "source": "corpus",

@@ -32,9 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from corpus_audit.backends.classifiers import classifier_id
 from corpus_audit.core.errors import CorpusAuditError, StageOrderError, ValidationError
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.stats import allocate
+from corpus_audit.report.thumbs import thumbnail_uri
+from corpus_audit.stages.label import resolve_image_path
 
 THUMBNAIL_PX = 320  # longest side of the inlined images
 LABELS = ("male", "female", "unsure")
@@ -55,7 +58,6 @@ ALIASES = {
 
 # -- export ---------------------------------------------------------------------------------------
 def _classifier_for(study: Study) -> str:
-    from corpus_audit.backends.classifiers import classifier_id
 
     cid = classifier_id(study.config.label)
     if study.count("labels", "classifier = ?", [cid]):
@@ -93,8 +95,6 @@ def draw_sample(study: Study, cid: str, n: int) -> list[tuple[str, str, str]]:
 
 def _thumbnail(path: Path, max_pixels: int) -> str | None:
     """A JPEG data URI of the image (longest side THUMBNAIL_PX), or None when unreadable."""
-    from corpus_audit.report.thumbs import thumbnail_uri
-
     return thumbnail_uri(path, size=THUMBNAIL_PX, max_pixels=max_pixels, quality=85)
 
 
@@ -163,8 +163,6 @@ _ITEM = """<figure data-item="{item}" data-image-id="{image_id}">{img}
 
 def export_sheet(study: Study, n: int = 200, out_dir: Path | None = None) -> StageRun:
     """Write the annotation sheet (HTML + CSV) for a stratified sample of ``n`` >= 1 images."""
-    from corpus_audit.stages.label import resolve_image_path
-
     if n < 1:
         raise CorpusAuditError(f"validate export: --n must be >= 1, got {n}")
     with study.stage("validate_export", "label", "study") as run:

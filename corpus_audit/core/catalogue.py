@@ -19,6 +19,8 @@ What the declaration drives:
   (neither may be partial).
 - ``writes``: the tables it writes; where several stages write one table, ``owns`` says which
   rows are this stage's (a description a reader can match to the SQL).
+- ``options``: flags of the stage's verb that set a key of its config section, written to
+  ``study.toml`` (validated) before the run (``recaption --model``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Stage:
     after: tuple[str, ...] = ()  # stages whose tables it reads if they ran
     steps: tuple[str, ...] = ()  # what it does, in order (for the help and the docs)
     owns: Mapping[str, str] = field(default_factory=dict)  # table -> the rows that are its own
+    # flags of its CLI verb that set a key of its config section before the run: key -> help
+    options: Mapping[str, str] = field(default_factory=dict)
 
 
 STAGES: Registry[Stage] = Registry("stage")
@@ -288,6 +292,10 @@ declare(
             "one transaction per batch into recaptions (kill -9 loses one batch)",
         ),
         owns={"recaptions": "variant = recaption.variant"},
+        options={
+            "model": "captioning model: a local directory, a cached hub id, or paraphrase:SPEC",
+            "variant": "name of the caption variant to write (default: recaption.variant)",
+        },
     )
 )
 declare(

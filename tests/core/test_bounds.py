@@ -90,7 +90,7 @@ def test_elo_memory_does_not_grow_with_the_rounds(monkeypatch):
 
 
 def test_memory_error_is_one_line(tmp_path, laion_path, capsys, monkeypatch):
-    import corpus_audit.cli as cli
+    from corpus_audit.commands.verbs import status
 
     root = tmp_path / "s"
     assert main(["-q", "init", str(root), "--corpus", str(laion_path), "--sample-size", "5"]) == 0
@@ -98,7 +98,7 @@ def test_memory_error_is_one_line(tmp_path, laion_path, capsys, monkeypatch):
     def exhausted(args):
         raise MemoryError("Unable to allocate 7.45 GiB for an array with shape (1000000000,)")
 
-    monkeypatch.setattr(cli, "cmd_status", exhausted)
+    monkeypatch.setattr(status, "run", exhausted)
     capsys.readouterr()
     assert main(["status", str(root)]) == 2
     err = capsys.readouterr().err.strip()

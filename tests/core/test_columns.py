@@ -54,7 +54,7 @@ def test_every_column_metric_exists_and_every_arrow_is_explained() -> None:
 
 
 def test_cli_table_headers_come_from_metrics(capsys) -> None:
-    from corpus_audit.cli import _print_table
+    from corpus_audit.commands.verbs.output import print_table as _print_table
 
     _print_table([{"occupation": "nurse", "mean_A": 1.5, "percent_female": 80.0}])
     first = capsys.readouterr().out.splitlines()[0]

@@ -479,7 +479,7 @@ def test_control_characters_in_a_corpus_header_are_escaped(tmp_path):
 
 
 def test_control_characters_in_stage_output_are_escaped(capsys):
-    from corpus_audit.cli import _print_run
+    from corpus_audit.commands.verbs.output import print_run as _print_run
     from corpus_audit.core.store import StageRun
 
     run = StageRun("select", rows_in=1, rows_out=1)

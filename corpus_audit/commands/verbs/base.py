@@ -1,0 +1,44 @@
+"""What every verb module uses: the subcommand adder that gives each verb the shared flags,
+``--out`` as a path, and the study a verb opens.
+
+A verb module (``corpus_audit/commands/verbs/<verb>.py``) holds ``add_parser(sub)``, which adds
+its subcommand(s) with ``func=run``, and ``run(args) -> int``, the handler; the CLI builds the
+parser from :data:`corpus_audit.commands.verbs.VERBS` and dispatches to ``args.func``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corpus_audit.core.store import Study
+
+
+class Subcommands:
+    """``add_subparsers()``'s action, giving every subcommand the shared ``parents``."""
+
+    def __init__(self, action: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
+        self.action = action
+        self.parents = parents or []
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return self.action.add_parser(name, parents=self.parents, **kwargs)
+
+    def nested(self, parser: argparse.ArgumentParser) -> Subcommands:
+        """``parser``'s own actions (``config show``, ``validate export``), same parents."""
+        return Subcommands(parser.add_subparsers(dest="action", required=True), self.parents)
+
+
+def out_path(args: argparse.Namespace) -> Path | None:
+    """``--out`` as a path; None (the command's own default) when it is not given."""
+    return Path(args.out) if args.out else None
+
+
+def open_study(args: argparse.Namespace) -> Study:
+    """The study in ``args.dir`` (a directory or its ``study.toml``), open; use it as a
+    context manager. The store (DuckDB) is imported here, not when the parser is built."""
+    from corpus_audit.core.store import Study
+
+    return Study.open(args.dir)

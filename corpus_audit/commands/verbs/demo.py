@@ -1,0 +1,23 @@
+"""``corpus-audit demo [DIR]``: the audit on the bundled demo corpus (the work:
+:mod:`corpus_audit.commands.demo`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from corpus_audit.commands.verbs.base import Subcommands
+from corpus_audit.commands.verbs.output import print_run
+
+
+def add_parser(sub: Subcommands) -> None:
+    p = sub.add_parser("demo", help="run the audit on the bundled demo corpus")
+    p.add_argument("dir", nargs="?", default="demo_study")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from corpus_audit.commands.demo import run_demo  # the store (DuckDB): not for --help
+
+    run_demo(Path(args.dir), progress=not args.quiet, echo=print_run)
+    return 0

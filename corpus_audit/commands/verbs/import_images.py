@@ -1,0 +1,59 @@
+"""``corpus-audit import-images DIR SOURCE...``: another model's images as generated images
+(the work: :mod:`corpus_audit.commands.import_images`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from corpus_audit.commands.verbs.base import Subcommands, open_study
+from corpus_audit.commands.verbs.output import print_run
+from corpus_audit.core.errors import ManifestError
+
+
+def add_parser(sub: Subcommands) -> None:
+    """``import-images``: another model's images as generated images (commands/import_images.py)."""
+    p = sub.add_parser(
+        "import-images",
+        help="register images made elsewhere (DALL-E 3, Midjourney, any model) as generated "
+        "images: a CSV/JSONL manifest, a <prompt>/<n>.png folder, or BAFIS's metadata.json",
+        description="Register another model's images in the study (docs/generate.md, 'Auditing "
+        "DALL-E 3, Midjourney or any model'). A bad source is one line naming the file and "
+        "line, and nothing is imported; importing the same source again adds nothing.",
+    )
+    p.add_argument("dir", help="the study directory")
+    p.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="a manifest (.csv/.tsv/.jsonl: file, prompt_id or prompt, model, [seed, index]), "
+        "a folder of <prompt text>/<n>.png, or a BAFIS folder / metadata.json",
+    )
+    p.add_argument("--model", help="the model's name (needed by the folder layout; overrides "
+                   "the manifest's model column)")  # fmt: skip
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a missing, unreadable or non-image file is an error (default: a drop reason)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="hash every imported file again; list those missing or changed since their import",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from corpus_audit.commands import import_images  # numpy and the store: not for --help
+
+    with open_study(args) as study:
+        if args.verify:
+            done = import_images.verify_imports(study)
+        elif not args.sources:
+            raise ManifestError("import-images: give one or more SOURCE files or folders")
+        else:
+            done = import_images.import_images(
+                study, args.sources, model=args.model, strict=args.strict
+            )
+    print_run(done)
+    return 0

@@ -1,0 +1,39 @@
+"""``corpus-audit validate export|import DIR``: human validation of the perceived-gender labels
+(the work: :mod:`corpus_audit.commands.validate`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from corpus_audit.commands.verbs.base import Subcommands, open_study, out_path
+from corpus_audit.commands.verbs.output import print_run
+
+
+def add_parser(sub: Subcommands) -> None:
+    """``validate export`` / ``validate import`` (corpus_audit/commands/validate.py)."""
+    p = sub.add_parser("validate", help="human validation of the perceived-gender labels")
+    actions = sub.nested(p)
+    export = actions.add_parser(
+        "export", help="write an annotation sheet (HTML + CSV) for a stratified sample"
+    )
+    export.add_argument("dir")
+    export.add_argument("--n", type=int, default=200)
+    export.add_argument("--out", help="output directory (default: <study>/validation)")
+    imports = actions.add_parser(
+        "import", help="read annotators' label CSVs; report alpha and agreement"
+    )
+    imports.add_argument("dir")
+    imports.add_argument("files", nargs="+")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from corpus_audit.commands import validate  # numpy and the store: not for --help
+
+    with open_study(args) as study:
+        if args.action == "export":
+            print_run(validate.export_sheet(study, n=args.n, out_dir=out_path(args)))
+        else:
+            print_run(validate.import_labels(study, [Path(f) for f in args.files]))
+    return 0
