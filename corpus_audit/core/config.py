@@ -35,6 +35,7 @@ from corpus_audit.core.config_fields import (
     Text,
     check_fields,
     check_type,  # noqa: F401  (re-exported: image sources check their options with it)
+    hints,
 )
 from corpus_audit.core.errors import ConfigError  # noqa: F401  (re-exported: config.ConfigError)
 from corpus_audit.core.fileio import write_text_atomic
@@ -894,13 +895,15 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
 
     The decorated class becomes a frozen dataclass whose fields are ``names``, in that
     order: a key of ``section`` (``"steps"``), a key of another section (``"engine.device"``,
-    field ``device``), or a field annotated in the class itself (a setting of the backend
-    that study.toml does not hold, declared the same way: ``Annotated[int, Range(ge=0),
-    Help(...)]``). Each copied field keeps its section's type, default, constraints and help,
-    so a value is checked by the one checker (:func:`check_fields`) with the same message as
-    in study.toml, naming ``section.key``. The class's ``validate()``, if any, then checks the
-    rules across fields. ``cls.from_config(config)`` builds it from a
-    :class:`StudyConfig` (the class's own fields keep their defaults).
+    field ``device``), a key under another field name (``"base_url=api_base"``), or a field
+    annotated in the class itself (a setting of the backend that study.toml does not hold,
+    declared the same way: ``Annotated[int, Range(ge=0), Help(...)]``). Each derived field
+    keeps its key's type, default, constraints and help, so a value is checked by the one
+    checker (:func:`check_fields`) with the same message as in study.toml, naming
+    ``section.key``. The class's ``validate()``, if any, then checks the rules across fields.
+    ``cls.from_config(config)`` builds it from a :class:`StudyConfig`, or from an instance of
+    ``section`` when every derived key is one of its own (the class's own fields keep their
+    defaults).
     """
 
     def wrap(cls: type) -> type:
@@ -909,21 +912,23 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
         annotations: dict[str, Any] = {}
         keys: dict[str, str] = {}
         sources: dict[str, tuple[str, str]] = {}
-        for dotted in names:
+        for spec in names:
+            name, _, dotted = spec.rpartition("=")
             home, _, key = dotted.rpartition(".")
-            if not home and key in own:
-                annotations[key] = own[key]
+            name = name or key
+            if not home and key in own and name == key:
+                annotations[name] = own[name]
                 continue
             home = home or by_class[section]
             source = section_classes()[home]
             declared = {f.name: f for f in dataclasses.fields(source)}[key]
-            annotations[key] = typing.get_type_hints(source, include_extras=True)[key]
+            annotations[name] = hints(source)[key]
             if declared.default is not dataclasses.MISSING:
-                setattr(cls, key, declared.default)
+                setattr(cls, name, declared.default)
             else:
-                setattr(cls, key, field(default_factory=declared.default_factory))
-            keys[key] = f"{home}.{key}"
-            sources[key] = (home, key)
+                setattr(cls, name, field(default_factory=declared.default_factory))
+            keys[name] = f"{home}.{key}"
+            sources[name] = (home, key)
         cls.__annotations__ = annotations
 
         def __post_init__(self: Any) -> None:  # noqa: N807
@@ -932,8 +937,11 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
             if validate is not None:
                 validate()
 
-        def from_config(kind: type, config: StudyConfig) -> Any:
-            return kind(**{f: getattr(getattr(config, s), k) for f, (s, k) in sources.items()})
+        def from_config(kind: type, config: Any) -> Any:
+            def section_of(home: str) -> Any:
+                return getattr(config, home) if isinstance(config, StudyConfig) else config
+
+            return kind(**{f: getattr(section_of(s), k) for f, (s, k) in sources.items()})
 
         cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
         cls.from_config = classmethod(from_config)  # type: ignore[attr-defined]
