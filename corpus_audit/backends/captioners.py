@@ -110,7 +110,7 @@ class CaptionSettings:
         float, Range(gt=0), Help("penalty of repeated tokens; 1.0 = none")
     ] = 1.0
 
-    def validate(self) -> None:
+    def rules(self) -> None:
         """The rule across fields: ``min_new_tokens`` <= ``max_new_tokens``."""
         if self.min_new_tokens > self.max_new_tokens:  # type: ignore[attr-defined]
             raise ConfigError(

@@ -71,8 +71,21 @@ VARIANT = Rule(
 )
 
 
+class Section:
+    """Base of the ``study.toml`` sections: :meth:`validate` checks every key against its
+    declaration (type, range, choices; :func:`check_fields`), then :meth:`rules`."""
+
+    def validate(self) -> None:
+        """:class:`ConfigError` naming ``section.key`` for the first value that is not allowed."""
+        check_fields(self, section_name(type(self)))
+        self.rules()
+
+    def rules(self) -> None:
+        """The section's rules across keys (a key's own range is declared with the key)."""
+
+
 @dataclass
-class StudySection:
+class StudySection(Section):
     """Identity and randomness of the study."""
 
     name: Annotated[str, Help("a label for the study, shown in the report")] = "study"
@@ -80,7 +93,7 @@ class StudySection:
 
 
 @dataclass
-class CorpusSection:
+class CorpusSection(Section):
     """Where the captions come from."""
 
     paths: Annotated[list[str], Help("files, globs or directories")] = field(default_factory=list)
@@ -95,7 +108,7 @@ class CorpusSection:
 
 
 @dataclass
-class LexiconSection:
+class LexiconSection(Section):
     """Data files of the lexicon; ``builtin:NAME`` names a file shipped in corpus_audit/methods/lexicon/data."""
 
     occupations: Annotated[str, Help("occupation lexicon CSV (62 of the paper)")] = (
@@ -143,7 +156,7 @@ class LexiconSection:
         }
     )
 
-    def validate(self) -> None:
+    def rules(self) -> None:
         specs = [self.prompts] if isinstance(self.prompts, str) else self.prompts
         if not isinstance(specs, list) or not specs:
             raise ConfigError("lexicon.prompts: expected a prompt set or a non-empty list of them")
@@ -153,7 +166,7 @@ class LexiconSection:
 
 
 @dataclass
-class EngineSection:
+class EngineSection(Section):
     """Resources DuckDB and the model stages may use."""
 
     threads: Annotated[
@@ -230,7 +243,7 @@ class EngineSection:
 
 
 @dataclass
-class SelectSection:
+class SelectSection(Section):
     """Keyword selection (METHODS 1.5)."""
 
     sample_size: Annotated[
@@ -269,7 +282,7 @@ class SelectSection:
 
 
 @dataclass
-class IndicatorsSection:
+class IndicatorsSection(Section):
     """Explicit gender indicators (METHODS 1.6)."""
 
     spacy_model: Annotated[
@@ -313,7 +326,7 @@ class IndicatorsSection:
 
 
 @dataclass
-class NeighborsSection:
+class NeighborsSection(Section):
     """SBERT embeddings + FAISS nearest-neighbour selection (METHODS 1.5)."""
 
     model: Annotated[str, Help("the offline package by default; any ST id or local path")] = (
@@ -353,7 +366,7 @@ class NeighborsSection:
 
 
 @dataclass
-class ImagesSection:
+class ImagesSection(Section):
     """Training image sources linked to caption ids."""
 
     sources: Annotated[
@@ -375,7 +388,7 @@ class ImagesSection:
 
 
 @dataclass
-class LabelSection:
+class LabelSection(Section):
     """Face filter and perceived-gender classifier (METHODS 1.4)."""
 
     face_detector: Annotated[
@@ -421,7 +434,7 @@ class LabelSection:
 
 
 @dataclass
-class GenerateSection:
+class GenerateSection(Section):
     """Text-to-image generation (METHODS 1.3)."""
 
     models: Annotated[list[str], Help("hub ids or local paths; empty = skip stage")] = field(
@@ -530,7 +543,7 @@ class GenerateSection:
 
 
 @dataclass
-class AnalysisSection:
+class AnalysisSection(Section):
     """Statistics of the amplification analysis (METHODS 1.7)."""
 
     bootstrap: Annotated[
@@ -573,7 +586,7 @@ class AnalysisSection:
 
 
 @dataclass
-class VariantsSection:
+class VariantsSection(Section):
     """Caption variants of the same images compared side by side (docs/recaptioning.md).
 
     The variant ``original`` is always the caption column ``select`` reads; ``columns`` adds
@@ -609,7 +622,7 @@ class VariantsSection:
 
 
 @dataclass
-class RecaptionSection:
+class RecaptionSection(Section):
     """Captions written by a model over the study's training images (``recaption`` stage)."""
 
     model: Annotated[
@@ -641,7 +654,7 @@ class RecaptionSection:
 
 
 @dataclass
-class PstSection:
+class PstSection(Section):
     """The Paired Stereotype Test (METHODS 2; docs/pst.md). ``enabled`` makes the study a PST
     study: ``corpus-audit run`` then runs :data:`corpus_audit.core.catalogue.RUN_ORDERS` ``["pst"]``.
     The kind lives here, not in ``[study]``, so that existing studies' config hashes stay."""
@@ -683,7 +696,7 @@ class PstSection:
 
 
 @dataclass
-class TextsSection:
+class TextsSection(Section):
     """Who and how: gender association, calibrated marked words, SRBS (METHODS 4; the
     ``who_how`` stage and ``corpus-audit texts``, docs/who_vs_how.md)."""
 
@@ -734,7 +747,7 @@ class TextsSection:
 
 
 @dataclass
-class LlmSection:
+class LlmSection(Section):
     """LLM-written biographies and personas for who-vs-how (the ``llm_texts`` stage; "More of
     the Same"; docs/who_vs_how.md). ``enabled`` makes the study an LLM study: ``corpus-audit
     run`` then runs :data:`corpus_audit.core.catalogue.RUN_ORDERS` ``["llm"]``."""
@@ -824,7 +837,7 @@ class LlmSection:
         str, OneOf(DTYPES), Help("transformers: auto | float16 | bfloat16 | float32")
     ] = "auto"
 
-    def validate(self) -> None:
+    def rules(self) -> None:
         if self.max_texts < self.n:
             raise ConfigError(f"llm.max_texts: {self.max_texts} must be >= llm.n ({self.n})")
 
@@ -890,6 +903,11 @@ def section_classes() -> dict[str, type]:
     }
 
 
+def section_name(cls: type) -> str:
+    """The name in ``study.toml`` of the section class ``cls`` (``GenerateSection``: generate)."""
+    return {c: n for n, c in section_classes().items()}[cls]
+
+
 def derived_from(section: type, *names: str) -> Callable[[type], type]:
     """Class decorator: a backend's settings object derived from study.toml, not copied.
 
@@ -900,7 +918,7 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
     declared the same way: ``Annotated[int, Range(ge=0), Help(...)]``). Each derived field
     keeps its key's type, default, constraints and help, so a value is checked by the one
     checker (:func:`check_fields`) with the same message as in study.toml, naming
-    ``section.key``. The class's ``validate()``, if any, then checks the rules across fields.
+    ``section.key``. The class's ``rules()``, if any, then checks the rules across fields.
     ``cls.from_config(config)`` builds it from a :class:`StudyConfig`, or from an instance of
     ``section`` when every derived key is one of its own (the class's own fields keep their
     defaults).
@@ -908,7 +926,6 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
 
     def wrap(cls: type) -> type:
         own = typing.get_type_hints(cls, include_extras=True)
-        by_class = {c: n for n, c in section_classes().items()}
         annotations: dict[str, Any] = {}
         keys: dict[str, str] = {}
         sources: dict[str, tuple[str, str]] = {}
@@ -919,7 +936,7 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
             if not home and key in own and name == key:
                 annotations[name] = own[name]
                 continue
-            home = home or by_class[section]
+            home = home or section_name(section)
             source = section_classes()[home]
             declared = {f.name: f for f in dataclasses.fields(source)}[key]
             annotations[name] = hints(source)[key]
@@ -933,9 +950,9 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
 
         def __post_init__(self: Any) -> None:  # noqa: N807
             check_fields(self, keys)
-            validate = getattr(self, "validate", None)
-            if validate is not None:
-                validate()
+            rules = getattr(self, "rules", None)
+            if rules is not None:
+                rules()
 
         def from_config(kind: type, config: Any) -> Any:
             def section_of(home: str) -> Any:
@@ -1036,10 +1053,7 @@ def _build_section(cls: type, name: str, data: Any, source: str) -> Any:
             )
     section = cls(**data)
     try:
-        check_fields(section, name)  # each key: type, range, choices (its declaration)
-        validate = getattr(section, "validate", None)
-        if validate is not None:
-            validate()  # rules across keys
+        section.validate()  # each key against its declaration, then the rules across keys
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return section

@@ -8,7 +8,7 @@ The constraints (:class:`Range`, :class:`Cap`, :class:`OneOf`, :class:`Registere
 :class:`MultipleOf`, :class:`Keys`, :class:`Text`, :class:`Rule`, :class:`Check`) are read by
 one checker, :func:`check_type` (type, then each constraint, recursing into lists and tables),
 and :class:`Help` by the generated help (:mod:`corpus_audit.core.config_help`). A section's
-``validate()`` holds only the rules that relate several fields. Every error is a
+``rules()`` holds only the rules that relate several fields. Every error is a
 :class:`~corpus_audit.core.errors.ConfigError` naming the key, the value and what is allowed
 (``generate.steps: 0 must be >= 1``).
 """
@@ -257,7 +257,7 @@ def check_type(key: str, value: Any, annotation: Any) -> Any:
         for name, v in value.items():
             check_type(f"{key}.{name}", v, item)  # checked, kept as written (hashes)
     elif origin in (typing.Union, types.UnionType):
-        pass  # a union's members are told apart by the section's validate()
+        pass  # a union's members are told apart by the section's rules()
     for constraint in constraints:
         if isinstance(constraint, Constraint):
             constraint.check(key, value)
