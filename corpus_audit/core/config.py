@@ -116,6 +116,7 @@ class LexiconSection(Section):
     )
     prompts: Annotated[
         str | list[str],
+        Check(_prompt_sets),
         Help(
             "one prompt set or a list: templated sets (.toml) and prompt tables "
             '(MAGBIG/BAFIS, "builtin:magbig/direct/de", "builtin:bafis/direct", a .csv); see '
@@ -155,14 +156,6 @@ class LexiconSection(Section):
             "de": "builtin:official_stats_de_ba2024.csv",
         }
     )
-
-    def rules(self) -> None:
-        specs = [self.prompts] if isinstance(self.prompts, str) else self.prompts
-        if not isinstance(specs, list) or not specs:
-            raise ConfigError("lexicon.prompts: expected a prompt set or a non-empty list of them")
-        for i, spec in enumerate(specs):
-            if not isinstance(spec, str) or not spec.strip():
-                raise ConfigError(f"lexicon.prompts[{i}]: expected a prompt set name or path")
 
 
 @dataclass
@@ -1011,6 +1004,16 @@ def _memory_size(key: str, value: str) -> None:
         )
     if size < MIN_MEMORY_LIMIT:
         raise ConfigError(f"{key}: {value!r} is below the 64MB DuckDB needs")
+
+
+def _prompt_sets(key: str, prompts: str | list[str]) -> None:
+    """One prompt set, or a non-empty list of them (names or paths)."""
+    specs = [prompts] if isinstance(prompts, str) else prompts
+    if not isinstance(specs, list) or not specs:
+        raise ConfigError(f"{key}: expected a prompt set or a non-empty list of them")
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, str) or not spec.strip():
+            raise ConfigError(f"{key}[{i}]: expected a prompt set name or path")
 
 
 def _image_sources(key: str, sources: list[dict[str, Any]]) -> None:

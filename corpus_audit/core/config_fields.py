@@ -257,7 +257,7 @@ def check_type(key: str, value: Any, annotation: Any) -> Any:
         for name, v in value.items():
             check_type(f"{key}.{name}", v, item)  # checked, kept as written (hashes)
     elif origin in (typing.Union, types.UnionType):
-        pass  # a union's members are told apart by the section's rules()
+        pass  # a union: a Check of the key tells its members apart (lexicon.prompts)
     for constraint in constraints:
         if isinstance(constraint, Constraint):
             constraint.check(key, value)
