@@ -52,6 +52,7 @@ TEXT_SOURCES = ("captions", "corpus", "llm")  # texts.source
 LLM_GENDERS = ("female", "male", "non_binary")  # llm.genders
 DTYPES = ("auto", "float16", "bfloat16", "float32")  # generate, recaption, llm: dtype
 NSFW_POLICIES = ("blackout", "keep")  # generate.nsfw_policy
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # neighbors.precision (backends.embeddings)
 BASES = ("union", "a", "b", "both")  # variants.basis (corpus_audit.methods.recaption.compare.BASES)
 VARIANT_NAME = re.compile(r"[a-z0-9_]{1,40}")  # caption variant names (variants, recaption)
 
@@ -332,7 +333,7 @@ class NeighborsSection(Section):
     ] = "sbert"
     precision: Annotated[
         str,
-        OneOf(("auto", "fp32", "bf16", "fp16")),
+        OneOf(PRECISIONS),
         Help("auto | fp32 | bf16 | fp16 (auto: bf16/fp16 only if the probe's cosine >= 0.999)"),
     ] = "auto"
     max_seq_length: Annotated[
