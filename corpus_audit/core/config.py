@@ -1,8 +1,16 @@
 """The study config (``study.toml``): typed sections, validated with errors that name the key.
 
-A study directory holds one ``study.toml``. Every section is a dataclass below; unknown keys,
-wrong types and out-of-range values raise :class:`ConfigError` naming ``section.key`` and the
-file. Relative paths in the file are resolved against the study directory.
+A study directory holds one ``study.toml``. Every section is a dataclass below, and every key
+is declared once, as one field: its type, its constraints (range, choices, multiple of, ...)
+and its meaning in the annotation, its default after it
+(``steps: Annotated[int, Range(ge=1), Help("...")] = 50``; the vocabulary and the one checker
+are in :mod:`corpus_audit.core.config_fields`). Unknown keys, wrong types and values a
+declaration does not allow raise :class:`ConfigError` naming ``section.key``, the value, what
+is allowed, and the file; a section's ``rules()`` holds only the rules across its keys. The
+help (:mod:`corpus_audit.core.config_help`) reads the same declarations, and a backend's
+settings object is derived from them (:func:`derived_from`), not copied. Relative paths in
+the file are resolved against the study directory. :func:`dump_toml` writes TOML with
+:mod:`tomlkit` (every string escaped so that it reads back unchanged).
 """
 
 from __future__ import annotations
