@@ -23,6 +23,7 @@ from typing import Any
 
 import tomlkit
 import tomlkit.exceptions
+import tomlkit.items
 
 from corpus_audit.core.config import (
     CONFIG_NAME,
@@ -66,6 +67,24 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         ) from None
 
 
+def _set(doc: tomlkit.TOMLDocument, section: str, name: str, item: Any) -> None:
+    """Set ``[section] name`` in ``doc``: a key the file holds is replaced where it is (its
+    comment kept); a new key goes right after the section's last key, not after the comment
+    lines that introduce the next section; a new section goes to the end of the file."""
+    if section not in doc:
+        doc.add(section, tomlkit.table())
+    table = doc[section]
+    keys = list(table.keys())  # type: ignore[union-attr]
+    if name in keys or not keys or not isinstance(table, tomlkit.items.Table):
+        table[name] = item  # type: ignore[index]
+        return
+    insert_after = getattr(table.value, "_insert_after", None)  # tomlkit's, kept since 0.5
+    if table.is_super_table() or insert_after is None:
+        table[name] = item
+        return
+    insert_after(keys[-1], name, item)
+
+
 def set_config(study_dir: Path | str, assignments: list[str]) -> list[tuple[str, Any, Any]]:
     """Apply ``assignments`` to ``<study_dir>/study.toml``; returns (key, old, new) for each.
 
@@ -84,9 +103,7 @@ def set_config(study_dir: Path | str, assignments: list[str]) -> list[tuple[str,
         key, value = parse_assignment(text)
         section, _, name = key.partition(".")
         changes.append((key, effective[section][name], value))
-        if section not in doc:
-            doc.add(section, tomlkit.table())
-        doc[section][name] = toml_item(value)  # type: ignore[index]
+        _set(doc, section, name, toml_item(value))
     written = tomlkit.dumps(doc)
     try:
         data = tomllib.loads(written)

@@ -102,17 +102,33 @@ def test_config_set_keeps_comments_order_and_layout(study_dir: Path) -> None:
     )
     path.write_text(original, encoding="utf-8")
     argv = ["config", "set", str(study_dir), "study.seed=9", "label.threshold=0.8"]
-    assert main(["-q", *argv, "select.overdraw=2", "analysis.bootstrap=50"]) == 0
+    assert main(["-q", *argv, "select.overdraw=2", "analysis.bootstrap=50", "study.name=n"]) == 0
+    assert main(["-q", "config", "set", str(study_dir), "label.batch_size=4"]) == 0
     edited = path.read_text(encoding="utf-8")
     expected = (
-        original.replace("seed = 3 #", "seed = 9 #")
+        original.replace('"nurses"', '"n"')
+        .replace("seed = 3 #", "seed = 9 #")
         .replace("threshold = 0.9", "threshold = 0.8")
         .replace("faster\n", "faster\noverdraw = 2\n")
     )
+    expected = expected.replace("threshold = 0.8\n", "threshold = 0.8\nbatch_size = 4\n")
     assert edited == expected + "\n[analysis]\nbootstrap = 50\n"
     config = load_config(study_dir)
     assert (config.study.seed, config.label.threshold, config.select.overdraw) == (9, 0.8, 2.0)
     assert config.analysis.bootstrap == 50 and config.select.sample_size == 7
+
+
+def test_a_new_key_goes_after_the_last_key_of_its_section(study_dir: Path) -> None:
+    """Not after the comment lines that introduce the next section."""
+    path = study_dir / "study.toml"
+    path.write_text(
+        '[study]\nname = "x"\n\n# the sample we agreed on\n[select]\nsample_size = 7\n',
+        encoding="utf-8",
+    )
+    assert main(["-q", "config", "set", str(study_dir), "study.seed=4"]) == 0
+    assert path.read_text(encoding="utf-8") == (
+        '[study]\nname = "x"\nseed = 4\n\n# the sample we agreed on\n[select]\nsample_size = 7\n'
+    )
 
 
 def test_config_set_refuses_text_that_is_not_utf8(study_dir: Path, capsys) -> None:
