@@ -940,7 +940,9 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
                 continue
             home = home or section_name(section)
             source = section_classes()[home]
-            declared = {f.name: f for f in dataclasses.fields(source)}[key]
+            declared = {f.name: f for f in dataclasses.fields(source)}.get(key)
+            if declared is None:
+                raise TypeError(f"{cls.__name__}: {spec!r} is not a key of [{home}]")
             annotations[name] = hints(source)[key]
             if declared.default is not dataclasses.MISSING:
                 setattr(cls, name, declared.default)
@@ -948,6 +950,10 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
                 setattr(cls, name, field(default_factory=declared.default_factory))
             keys[name] = f"{home}.{key}"
             sources[name] = (home, key)
+        if set(own) - set(annotations):
+            raise TypeError(
+                f"{cls.__name__}: fields not named: {sorted(set(own) - set(annotations))}"
+            )
         cls.__annotations__ = annotations
 
         def __post_init__(self: Any) -> None:  # noqa: N807

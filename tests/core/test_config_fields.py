@@ -171,3 +171,19 @@ def test_defaults_of_the_derived_classes_are_the_sections() -> None:
     assert GenerationSettings() == GenerationSettings.from_config(StudyConfig())
     assert ApiImageOptions() == ApiImageOptions.from_config(GenerateSection())
     assert SamplingSettings() == SamplingSettings.from_config(StudyConfig())
+
+
+def test_a_derived_class_names_only_declared_keys() -> None:
+    from corpus_audit.core.config import derived_from
+
+    with pytest.raises(TypeError, match=r"'stepz' is not a key of \[generate\]"):
+
+        @derived_from(GenerateSection, "steps", "stepz")
+        class Typo:
+            pass
+
+    with pytest.raises(TypeError, match=r"fields not named: \['extra'\]"):
+
+        @derived_from(GenerateSection, "steps")
+        class Forgotten:
+            extra: int = 0
