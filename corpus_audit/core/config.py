@@ -495,8 +495,8 @@ class GenerateSection(Section):
         str,
         Rule(lambda v: v.startswith(("http://", "https://")), "must start with http(s)://"),
         Help(
-            'OpenAI-compatible images API, for "openai:<model>" entries of models '
-            "(docs/generate.md) the API's base URL (any compatible server)"
+            "the base URL of the OpenAI-compatible images API (any compatible server) of the "
+            '"openai:<model>" entries of models (docs/generate.md)'
         ),
     ] = "https://api.openai.com/v1"
     api_key_env: Annotated[str, Help("environment variable holding the key (never stored)")] = (
