@@ -53,19 +53,20 @@ import warnings
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import numpy as np
 
 from corpus_audit.backends.generators import (
-    DTYPES,
     load_error,
     package_versions,
     resolve_device,
     resolve_dtype,
 )
+from corpus_audit.core.config import RecaptionSection, derived_from
+from corpus_audit.core.config_fields import Help, Range
 from corpus_audit.core.devices import release_memory
-from corpus_audit.core.errors import ModelError
+from corpus_audit.core.errors import ConfigError, ModelError
 from corpus_audit.core.registry import Registry
 from corpus_audit.core.specs import split_spec
 
@@ -74,43 +75,48 @@ KINDS = ("image", "text")
 _DROPPED_INPUTS = ("token_type_ids",)
 
 
-@dataclass(frozen=True)
+@derived_from(
+    RecaptionSection,
+    "max_new_tokens",
+    "min_new_tokens",
+    "num_beams",
+    "repetition_penalty",
+    "prompt",
+    "keep_prompt",
+    "batch_size",
+    "engine.device",
+    "dtype",
+)
 class CaptionSettings:
     """How captions are generated; everything here is recorded with the captions.
 
-    ``max_new_tokens`` 1..1024 tokens the model may add; ``min_new_tokens`` 0..max_new_tokens;
-    ``num_beams`` >= 1 (1 = greedy, more = beam search; never sampling);
-    ``repetition_penalty`` > 0 (1.0 = none); ``prompt`` the text every caption starts with
-    ('' = unconditional); ``keep_prompt`` whether the stored caption keeps it;
-    ``batch_size`` >= 1 images (or texts) per forward pass; ``device`` auto | cpu | cuda |
-    cuda:N | mps; ``dtype`` auto (float16 on CUDA, float32 elsewhere) | float16 | bfloat16 |
-    float32. The ``paraphrase`` kind uses ``max_new_tokens``, ``batch_size`` and ``device``
-    only (greedy decoding by the paraphraser).
+    The ``[recaption]`` keys of these names and ``engine.device``, derived from their
+    declarations in :mod:`corpus_audit.core.config` (type, default, range, meaning; errors
+    name ``recaption.KEY``): ``max_new_tokens`` 1..1024 tokens the model may add;
+    ``num_beams`` >= 1 (1 = greedy, more = beam search; never sampling); ``prompt`` the text
+    every caption starts with ('' = unconditional); ``keep_prompt`` whether the stored caption
+    keeps it; ``batch_size`` >= 1 images (or texts) per forward pass; ``device`` auto | cpu |
+    cuda | cuda:N | mps; ``dtype`` auto (float16 on CUDA, float32 elsewhere) | float16 |
+    bfloat16 | float32. Two settings of the backend alone (not in study.toml):
+    ``min_new_tokens`` and ``repetition_penalty``. The ``paraphrase`` kind uses
+    ``max_new_tokens``, ``batch_size`` and ``device`` only (greedy decoding by the
+    paraphraser).
     """
 
-    max_new_tokens: int = 30
-    min_new_tokens: int = 0
-    num_beams: int = 1
-    repetition_penalty: float = 1.0
-    prompt: str = ""
-    keep_prompt: bool = True
-    batch_size: int = 16
-    device: str = "auto"
-    dtype: str = "auto"
+    min_new_tokens: Annotated[
+        int, Range(ge=0), Help("tokens the model must add at least, <= max_new_tokens")
+    ] = 0
+    repetition_penalty: Annotated[
+        float, Range(gt=0), Help("penalty of repeated tokens; 1.0 = none")
+    ] = 1.0
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.max_new_tokens <= 1024:
-            raise ValueError(f"max_new_tokens: {self.max_new_tokens} is not in 1..1024")
-        if not 0 <= self.min_new_tokens <= self.max_new_tokens:
-            raise ValueError(f"min_new_tokens: {self.min_new_tokens} is not in 0..max_new_tokens")
-        if self.num_beams < 1:
-            raise ValueError(f"num_beams: {self.num_beams} must be >= 1")
-        if not self.repetition_penalty > 0:
-            raise ValueError(f"repetition_penalty: {self.repetition_penalty} must be > 0")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size: {self.batch_size} must be >= 1")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype: {self.dtype!r} is not one of {DTYPES}")
+    def rules(self) -> None:
+        """The rule across fields: ``min_new_tokens`` <= ``max_new_tokens``."""
+        if self.min_new_tokens > self.max_new_tokens:  # type: ignore[attr-defined]
+            raise ConfigError(
+                f"min_new_tokens: {self.min_new_tokens} is not in 0..max_new_tokens "
+                f"({self.max_new_tokens})"  # type: ignore[attr-defined]
+            )
 
     def generation_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``model.generate`` (sampling is always off)."""

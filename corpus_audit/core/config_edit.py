@@ -6,9 +6,13 @@
 result exactly as a stage would load it (types, ranges, choices, unknown keys;
 :func:`corpus_audit.core.config.config_from_dict`) and only then writes the file, atomically
 (:mod:`corpus_audit.core.fileio`). A bad value is a :class:`ConfigError` naming the key, and the
-file is not touched. The file is rewritten from its data, so comments written into it by
-hand are not kept (``init`` writes none). Changing a setting marks the stages that read it
-as changed in ``corpus-audit status``; nothing is rerun.
+file is not touched. The file is edited in place with :mod:`tomlkit`: only the assigned keys
+change; the user's comments, blank lines and key order are kept, and a key the file does not
+hold yet is added to its section (a section it does not hold, at the end). Every value is
+written escaped so that the reader gives it back unchanged (control characters, DEL, quotes,
+backslashes); the text written is read back with :mod:`tomllib` and validated before it
+replaces the file. Changing a setting marks the stages that read it as changed in
+``corpus-audit status``; nothing is rerun.
 """
 
 from __future__ import annotations
@@ -17,7 +21,18 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.core.config import CONFIG_NAME, config_from_dict, dump_toml, load_config
+import tomlkit
+import tomlkit.exceptions
+import tomlkit.items
+
+from corpus_audit.core.config import (
+    CONFIG_NAME,
+    config_from_dict,
+    dump_toml,
+    load_config,
+    toml_item,
+    toml_value,
+)
 from corpus_audit.core.config_help import setting
 from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.fileio import write_text_atomic
@@ -38,6 +53,10 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         raise ConfigError(f"{text!r}: expected section.key=VALUE (e.g. label.classifier=clip)")
     found = setting(key)
     raw = raw.strip()
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes of the command line (lone surrogates)
+        raise ConfigError(f"{key}: the value is not valid UTF-8 text") from None
     if found.type == "str" and not raw.startswith(('"', "'")):
         return key, raw
     try:
@@ -48,22 +67,53 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         ) from None
 
 
+def _set(doc: tomlkit.TOMLDocument, section: str, name: str, item: Any) -> None:
+    """Set ``[section] name`` in ``doc``: a key the file holds is replaced where it is (its
+    comment kept); a new key goes right after the section's last key, not after the comment
+    lines that introduce the next section; a new section goes to the end of the file."""
+    if section not in doc:
+        doc.add(section, tomlkit.table())
+    table = doc[section]
+    keys = list(table.keys())  # type: ignore[union-attr]
+    if name in keys or not keys or not isinstance(table, tomlkit.items.Table):
+        table[name] = item  # type: ignore[index]
+        return
+    insert_after = getattr(table.value, "_insert_after", None)  # tomlkit's, kept since 0.5
+    if table.is_super_table() or insert_after is None:
+        table[name] = item
+        return
+    insert_after(keys[-1], name, item)
+
+
 def set_config(study_dir: Path | str, assignments: list[str]) -> list[tuple[str, Any, Any]]:
     """Apply ``assignments`` to ``<study_dir>/study.toml``; returns (key, old, new) for each.
 
-    All or nothing: every assignment is parsed and the whole result validated before the
-    file is written; on any error the file is unchanged.
+    All or nothing: every assignment is parsed and the whole result validated (as written,
+    read back) before the file is replaced; on any error the file is unchanged.
     """
     root = Path(study_dir)
     path = root / CONFIG_NAME
     effective = load_config(root).to_dict()  # the file must be valid now, and exist
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    except tomlkit.exceptions.ParseError as exc:  # tomllib read it, tomlkit cannot edit it
+        raise ConfigError(f"{path}: cannot be edited in place: {exc}") from None
     changes = []
     for text in assignments:
         key, value = parse_assignment(text)
         section, _, name = key.partition(".")
         changes.append((key, effective[section][name], value))
-        data.setdefault(section, {})[name] = value
+        _set(doc, section, name, toml_item(value))
+    written = tomlkit.dumps(doc)
+    try:
+        data = tomllib.loads(written)
+    except tomllib.TOMLDecodeError as exc:  # never expected: tomlkit escapes every value
+        raise ConfigError(f"{path}: the edited file would not be valid TOML: {exc}") from None
     config_from_dict(data, root, str(path))
-    write_text_atomic(path, dump_toml(data))
+    for key, _, value in changes:  # never expected to differ: tomlkit escapes every value
+        section, _, name = key.partition(".")
+        back = data[section][name]
+        if toml_value(back) != toml_value(value):
+            raise ConfigError(f"{path}: {key}: {value!r} would read back as {back!r}")
+    write_text_atomic(path, written)
     return changes

@@ -1,11 +1,11 @@
 """Help text generated from the config classes and the stage catalogue, so it cannot drift.
 
-Every ``study.toml`` setting is a field of a section dataclass in :mod:`corpus_audit.core.config`;
-its meaning is the comment written with it there: the comment at the end of the field's line
-and/or the comment lines right above it (joined into one paragraph). :func:`settings` reads
-them with :mod:`tokenize` from the module's source, together with each field's type and
-default. ``tests/commands/test_cli.py`` checks that every field has a non-empty meaning, so a new
-setting without a comment fails the tests instead of showing an empty line in the help.
+Every ``study.toml`` setting is a field of a section dataclass in :mod:`corpus_audit.core.config`,
+declared once with its type, default, constraints and meaning (its ``Help``,
+:mod:`corpus_audit.core.config_fields`). :func:`settings` reads the declarations: the same
+ones the checker reads. ``tests/commands/test_cli.py`` checks that every field has a non-empty
+meaning, so a new setting without one fails the tests instead of showing an empty line in the
+help.
 
 :func:`stage_help` is what ``corpus-audit STAGE --help`` prints under the usage line: the
 stage's summary, steps, the tables it reads and writes (from :mod:`corpus_audit.core.catalogue`) and
@@ -15,23 +15,20 @@ every setting it reads, as ``section.key (type, default VALUE): meaning``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
-import io
-import re
 import textwrap
-import tokenize
 import typing
 from dataclasses import dataclass
 from typing import Any
 
-from corpus_audit.core.catalogue import Stage
-from corpus_audit.core.config import StudyConfig, dump_toml
+from corpus_audit.core.catalogue import Stage, writers
+from corpus_audit.core.config import section_classes, toml_value
+from corpus_audit.core.config_fields import field_help, hints, split_annotation
 from corpus_audit.core.errors import ConfigError
 
-WIDTH = 100  # columns of the generated help text
+__all__ = ["Setting", "field_help", "section_classes", "setting", "settings", "stage_help"]
 
-_FIELD = re.compile(r"^\s+([a-z_][a-z0-9_]*)\s*:")
+WIDTH = 100  # columns of the generated help text
 
 
 @dataclass(frozen=True)
@@ -51,51 +48,14 @@ class Setting:
         )
 
 
-def section_classes() -> dict[str, type]:
-    """``{section name: dataclass}`` of every section ``study.toml`` holds, in file order."""
-    hints = typing.get_type_hints(StudyConfig)
-    return {
-        f.name: hints[f.name]
-        for f in dataclasses.fields(StudyConfig)
-        if f.metadata.get("file", True)
-    }
-
-
 def section_doc(section: str) -> str:
     """The one-paragraph description of ``[section]`` (its class docstring)."""
     cls = section_classes()[section]
     return " ".join((inspect.getdoc(cls) or "").split())
 
 
-@functools.cache
-def field_comments(cls: type) -> dict[str, str]:
-    """``{field name: meaning}`` from the comments written with each field of ``cls``."""
-    source = textwrap.dedent(inspect.getsource(cls))
-    comments: dict[int, str] = {}
-    code_lines: set[int] = set()
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            comments[tok.start[0]] = tok.string.lstrip("#").strip()
-        elif tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
-            code_lines.add(tok.start[0])
-    names = {f.name for f in dataclasses.fields(cls)}
-    out: dict[str, str] = {}
-    lines = source.splitlines()
-    for number, text in enumerate(lines, start=1):
-        m = _FIELD.match(text)
-        if not m or m.group(1) not in names or m.group(1) in out:
-            continue
-        above: list[str] = []
-        before = number - 1
-        while before in comments and before not in code_lines:
-            above.insert(0, comments[before])
-            before -= 1
-        parts = [*above, comments.get(number, "")]
-        out[m.group(1)] = " ".join(p for p in parts if p).strip()
-    return out
-
-
 def _type_text(annotation: Any) -> str:
+    annotation, _ = split_annotation(annotation)
     origin = typing.get_origin(annotation)
     if origin is list:
         (item,) = typing.get_args(annotation)
@@ -111,20 +71,16 @@ def _default(f: dataclasses.Field) -> Any:
     return f.default_factory()  # type: ignore[misc]
 
 
-def _toml_text(value: Any) -> str:
-    return dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = ")
-
-
 def settings(section: str) -> list[Setting]:
     """Every key of ``[section]`` with its type, default and meaning, in file order."""
     cls = section_classes()[section]
-    hints = typing.get_type_hints(cls)
-    meanings = field_comments(cls)
+    annotations = hints(cls)
+    meanings = field_help(cls)
     return [
         Setting(
             f"{section}.{f.name}",
-            _type_text(hints[f.name]),
-            _toml_text(_default(f)),
+            _type_text(annotations[f.name]),
+            toml_value(_default(f)),
             meanings.get(f.name, ""),
         )
         for f in dataclasses.fields(cls)
@@ -154,8 +110,6 @@ def stage_settings(stage: Stage) -> list[Setting]:
 
 def stage_help(stage: Stage) -> str:
     """The ``--help`` description of ``stage`` (see the module docstring)."""
-    from corpus_audit.core.catalogue import writers
-
     lines = [textwrap.fill(stage.summary[:1].upper() + stage.summary[1:] + ".", WIDTH), ""]
     if stage.steps:
         lines.append("steps:")

@@ -182,19 +182,7 @@ def generate(study: Study, *, progress: bool = True) -> StageRun:
 
 def settings_from_config(study: Study) -> GenerationSettings:
     """The generation settings of the study config (``generate`` + ``engine.device``)."""
-    cfg = study.config.generate
-    return GenerationSettings(
-        steps=cfg.steps,
-        guidance_scale=cfg.guidance_scale,
-        height=cfg.height,
-        width=cfg.width,
-        device=study.config.engine.device,
-        dtype=cfg.dtype,
-        scheduler=cfg.scheduler,
-        nsfw_policy=cfg.nsfw_policy,
-        channels_last=cfg.channels_last,
-        compile=cfg.compile,
-    )
+    return GenerationSettings.from_config(study.config)
 
 
 # -- what to generate -----------------------------------------------------------------------

@@ -356,8 +356,7 @@ class ActorLM:
 
 
 def sampling_of(study: Study) -> SamplingSettings:
-    cfg = study.config.llm
-    return SamplingSettings(cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.send_seed)
+    return SamplingSettings.from_config(study.config)
 
 
 def _round(

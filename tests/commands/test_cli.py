@@ -12,7 +12,7 @@ import pytest
 from corpus_audit.cli import build_parser, main
 from corpus_audit.core.catalogue import STAGE_NAMES, stage
 from corpus_audit.core.config import StudyConfig, load_config
-from corpus_audit.core.config_help import field_comments, section_classes, stage_help
+from corpus_audit.core.config_help import field_help, section_classes, stage_help
 
 
 @pytest.fixture
@@ -31,20 +31,20 @@ def _sections() -> dict[str, type]:
 def test_every_config_field_has_a_meaning() -> None:
     assert set(section_classes()) == set(_sections())
     for name, cls in _sections().items():
-        meanings = field_comments(cls)
+        meanings = field_help(cls)
         for f in dataclasses.fields(cls):
-            assert meanings.get(f.name, "").strip(), f"{name}.{f.name} has no comment in config.py"
+            assert meanings.get(f.name, "").strip(), f"{name}.{f.name} has no Help in config.py"
 
 
-def test_meanings_are_the_comments_written_with_the_fields() -> None:
+def test_meanings_are_the_help_declared_with_the_fields() -> None:
     from corpus_audit.core.config import EngineSection, SelectSection
 
-    engine = field_comments(EngineSection)
-    assert engine["threads"] == "DuckDB threads, >= 1"  # trailing comment
-    # comment lines above the field, joined in order
+    engine = field_help(EngineSection)
+    assert engine["threads"] == "DuckDB threads, >= 1"  # one line
+    # a Help of several lines, joined in order
     assert engine["memory_limit"].startswith("DuckDB memory_limit: a number and a unit")
     assert engine["memory_limit"].endswith("or a share of the RAM (80%)")
-    select = field_comments(SelectSection)
+    select = field_help(SelectSection)
     assert select["overdraw"].startswith("labelled_images: each subset ranks")
     assert "sample_unit" not in select["overdraw"] and "what N counts" in select["sample_unit"]
 

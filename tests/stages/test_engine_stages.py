@@ -98,5 +98,5 @@ def test_engine_settings_are_validated(tmp_path, corpus):
     with pytest.raises(ConfigError, match=r"engine\.engine: 'spark' is not one of .*'ray'"):
         load_config(toml.parent)
     toml.write_text(text.replace("ray_max_retries = 3", "ray_max_retries = -1"))
-    with pytest.raises(ConfigError, match=r"engine\.ray_max_retries: must be >= 0"):
+    with pytest.raises(ConfigError, match=r"engine\.ray_max_retries: -1 must be >= 0"):
         load_config(toml.parent)

@@ -9,31 +9,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from corpus_audit.core.config import LlmSection, derived_from
+
 REFUSAL_FINISH_REASONS = ("content_filter",)  # a finish reason that means the model refused
 
 
-@dataclass(frozen=True)
+@derived_from(LlmSection, "temperature", "top_p", "max_tokens", "send_seed")
 class SamplingSettings:
     """How texts are sampled; recorded with every text.
 
+    The ``[llm]`` keys of these names, derived from their declarations in
+    :mod:`corpus_audit.core.config` (type, default, range, meaning; errors name ``llm.KEY``):
     ``temperature`` >= 0 and ``top_p`` in (0, 1] (the paper: the API defaults, 1 and 1);
     ``max_tokens`` the longest completion (the paper: 750); ``send_seed``: pass each request's
     seed to a backend that takes one (transformers always seeds; OpenAI-compatible servers
     take ``seed`` on a best-effort basis).
     """
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 750
-    send_seed: bool = True
-
-    def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature: {self.temperature} must be >= 0")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p: {self.top_p} is not in (0, 1]")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens: {self.max_tokens} must be >= 1")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,11 +36,10 @@ from corpus_audit.backends.text_generators.base import (
     TextRequest,
     known_options,
 )
+from corpus_audit.core.config import DTYPES  # declared with llm.dtype
 from corpus_audit.core.devices import release_memory, resolve_device
 from corpus_audit.core.errors import ModelError, printable
 from corpus_audit.core.versions import package_versions
-
-DTYPES = ("auto", "float16", "bfloat16", "float32")
 
 
 @dataclass(frozen=True)

@@ -124,14 +124,7 @@ def _recaption(
 
 def settings(study: Study) -> CaptionSettings:
     """The :class:`CaptionSettings` of ``[recaption]`` on ``engine.device``."""
-    cfg = study.config.recaption
-    keys = ("max_new_tokens", "num_beams", "prompt", "keep_prompt", "batch_size", "dtype")
-    try:
-        return CaptionSettings(
-            **{key: getattr(cfg, key) for key in keys}, device=study.config.engine.device
-        )
-    except ValueError as exc:
-        raise ConfigError(f"recaption.{exc}") from None
+    return CaptionSettings.from_config(study.config)
 
 
 def training_items(study: Study) -> list[CaptionInput]:

@@ -1,0 +1,189 @@
+"""Each study.toml key declared once, read by one checker and the help (issue 32).
+
+The declarations (type, default, constraints, help) of :mod:`corpus_audit.core.config` are
+what the checker enforces and the help shows; the backends' settings objects are derived
+from them (``derived_from``) instead of re-declaring and re-checking the keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import typing
+from pathlib import Path
+
+import pytest
+
+from corpus_audit.backends.captioners import CaptionSettings
+from corpus_audit.backends.generators import GenerationSettings
+from corpus_audit.backends.openai_images import ApiImageOptions
+from corpus_audit.backends.text_generators import SamplingSettings
+from corpus_audit.core.config import (
+    GenerateSection,
+    StudyConfig,
+    config_from_dict,
+    section_classes,
+)
+from corpus_audit.core.config_fields import (
+    Cap,
+    Help,
+    Keys,
+    MultipleOf,
+    OneOf,
+    Range,
+    Rule,
+    Text,
+    check_type,
+    hints,
+    split_annotation,
+)
+from corpus_audit.core.config_help import setting
+from corpus_audit.core.errors import ConfigError
+
+Annotated = typing.Annotated
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "message"),
+    [
+        (Annotated[int, Range(ge=1)], 0, "k: 0 must be >= 1"),
+        (Annotated[float, Range(gt=0)], 0, "k: 0.0 must be > 0"),
+        (Annotated[float, Range(le=2)], 3, "k: 3.0 must be <= 2"),
+        (Annotated[float, Range(ge=0.5, le=1)], 0.3, r"k: 0.3 is not in [0.5, 1]"),
+        (Annotated[float, Range(gt=0, lt=1)], 1, r"k: 1.0 is not in (0, 1)"),
+        (Annotated[float, Range(gt=0, le=1)], 0, r"k: 0.0 is not in (0, 1]"),
+        (Annotated[float, Range(ge=0)], float("nan"), "k: nan must be >= 0"),
+        (Annotated[int, Cap(10, "things")], 11, "k: 11 is above the maximum 10 (things)"),
+        (Annotated[int, MultipleOf(8)], 12, "k: 12 is not a multiple of 8"),
+        (Annotated[str, OneOf(("a", "b"))], "c", "k: 'c' is not one of ['a', 'b']"),
+        (Annotated[str, Text("a file name")], " ", "k: expected a file name"),
+        (Annotated[str, Text("a file name")], 3, "k: expected a file name"),
+        (Annotated[str, Rule(str.isupper, "is not upper case")], "a", "k: 'a' is not upper"),
+        (int, True, "k: expected int, got a boolean"),
+        (int, "3", "k: expected int, got str '3'"),
+        (bool, 1, "k: expected bool, got int 1"),
+        (list[int], 3, "k: expected a list, got int 3"),
+        (list[Annotated[int, Range(ge=0)]], [1, -1], r"k[1]: -1 must be >= 0"),
+        (dict[str, Annotated[float, Range(ge=0)]], {"x": -2}, "k.x: -2.0 must be >= 0"),
+        (Annotated[dict[str, int], Keys(("a",), "a letter")], {"b": 1}, "k.b: not a letter"),
+    ],
+)
+def test_one_checker_names_key_value_and_range(annotation, value, message) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_type("k", value, annotation)
+    assert str(err.value).startswith(message)
+
+
+def test_the_checker_returns_the_value_floats_for_ints() -> None:
+    assert check_type("k", 3, Annotated[float, Range(ge=0)]) == 3.0
+    assert isinstance(check_type("k", 3, float), float)
+    assert check_type("k", [1], list[float]) == [1.0]
+    assert check_type("k", {"x": 1}, dict[str, float]) == {"x": 1}  # tables kept as written
+
+
+def test_every_key_is_declared_with_its_help_and_every_number_with_a_range() -> None:
+    """A number without a range is a key someone forgot to bound (or a seed)."""
+    unbounded = []
+    for section, cls in section_classes().items():
+        for name, annotation in hints(cls).items():
+            base, extras = split_annotation(annotation)
+            assert any(isinstance(e, Help) and e.text for e in extras), f"{section}.{name}"
+            if base in (int, float) and len(extras) == 1:
+                unbounded.append(f"{section}.{name}")
+    assert unbounded == ["study.seed", "neighbors.ef_search", "llm.max_texts"]
+
+
+def test_the_help_shows_the_declaration() -> None:
+    steps = setting("generate.steps")
+    assert (steps.type, steps.default, steps.meaning) == ("int", "50", "denoising steps per image")
+    assert setting("llm.genders").type == "list of str"
+    assert setting("engine.workers").type == "table"
+
+
+@pytest.mark.parametrize(
+    ("settings", "section", "keys"),
+    [
+        (GenerationSettings, "generate", {"steps", "height", "width", "dtype", "nsfw_policy"}),
+        (CaptionSettings, "recaption", {"max_new_tokens", "num_beams", "batch_size", "dtype"}),
+        (SamplingSettings, "llm", {"temperature", "top_p", "max_tokens", "send_seed"}),
+    ],
+)
+def test_backend_settings_are_derived_from_their_section(settings, section, keys) -> None:
+    declared = hints(section_classes()[section])
+    derived = hints(settings)
+    defaults = {f.name: f.default for f in dataclasses.fields(section_classes()[section])}
+    for key in keys:
+        assert derived[key] is declared[key]  # the declaration itself, not a copy
+        assert getattr(settings(), key) == defaults[key]
+    assert derived["device" if "device" in derived else "temperature"] is not None
+    if "device" in derived:
+        assert derived["device"] is hints(section_classes()["engine"])["device"]
+
+
+def test_derived_settings_check_with_the_section_messages() -> None:
+    with pytest.raises(ConfigError, match=r"^generate\.height: 12 is not a multiple of 8"):
+        GenerationSettings(height=12)
+    with pytest.raises(ConfigError, match=r"^engine\.device: 'tpu' is not auto"):
+        GenerationSettings(device="tpu")
+    with pytest.raises(ConfigError, match=r"^recaption\.max_new_tokens: 0 is not in \[1, 1024\]"):
+        CaptionSettings(max_new_tokens=0)
+    with pytest.raises(ConfigError, match=r"^min_new_tokens: 9 is not in 0..max_new_tokens"):
+        CaptionSettings(min_new_tokens=9, max_new_tokens=8)  # its own rule across fields
+    with pytest.raises(ConfigError, match=r"^llm\.top_p: 0.0 is not in \(0, 1\]"):
+        SamplingSettings(top_p=0)
+    with pytest.raises(ConfigError, match=r"^generate\.api_timeout: 0.0 must be > 0"):
+        ApiImageOptions(timeout=0)
+    # the same value refused in study.toml, with the same words
+    with pytest.raises(ConfigError, match=r"generate\.height: 12 is not a multiple of 8"):
+        config_from_dict({"generate": {"height": 12}}, Path("."))
+
+
+def test_derived_settings_follow_the_config(tmp_path: Path) -> None:
+    config = config_from_dict(
+        {
+            "generate": {"steps": 3, "guidance_scale": 2, "api_size": "1792x1024"},
+            "engine": {"device": "cpu"},
+            "recaption": {"max_new_tokens": 12, "prompt": "a photo of"},
+            "llm": {"temperature": 0, "max_tokens": 9},
+        },
+        tmp_path,
+    )
+    generation = GenerationSettings.from_config(config)
+    assert (generation.steps, generation.guidance_scale, generation.device) == (3, 2.0, "cpu")
+    assert list(dataclasses.asdict(generation)) == [  # recorded with every image: same order
+        "steps", "guidance_scale", "height", "width", "device", "dtype", "scheduler",
+        "nsfw_policy", "channels_last", "compile",
+    ]  # fmt: skip
+    caption = CaptionSettings.from_config(config)
+    assert (caption.max_new_tokens, caption.prompt, caption.device) == (12, "a photo of", "cpu")
+    assert caption.min_new_tokens == 0 and caption.repetition_penalty == 1.0  # its own
+    sampling = SamplingSettings.from_config(config)
+    assert (sampling.temperature, sampling.max_tokens) == (0.0, 9)
+    assert ApiImageOptions.from_config(config.generate).size == "1792x1024"
+    assert GenerationSettings(**dataclasses.asdict(generation)) == generation  # regenerate
+    for settings in (generation, caption, sampling):  # sent to spawned workers and Ray actors
+        assert pickle.loads(pickle.dumps(settings)) == settings
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        generation.steps = 4  # type: ignore[misc]
+
+
+def test_defaults_of_the_derived_classes_are_the_sections() -> None:
+    assert GenerationSettings() == GenerationSettings.from_config(StudyConfig())
+    assert ApiImageOptions() == ApiImageOptions.from_config(GenerateSection())
+    assert SamplingSettings() == SamplingSettings.from_config(StudyConfig())
+
+
+def test_a_derived_class_names_only_declared_keys() -> None:
+    from corpus_audit.core.config import derived_from
+
+    with pytest.raises(TypeError, match=r"'stepz' is not a key of \[generate\]"):
+
+        @derived_from(GenerateSection, "steps", "stepz")
+        class Typo:
+            pass
+
+    with pytest.raises(TypeError, match=r"fields not named: \['extra'\]"):
+
+        @derived_from(GenerateSection, "steps")
+        class Forgotten:
+            extra: int = 0
