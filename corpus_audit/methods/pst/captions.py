@@ -74,9 +74,8 @@ and the corpus %female per role next to the labour statistics.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -438,37 +437,35 @@ def _same_person(head: Any) -> list[Any]:
 
 
 # -- corpora ----------------------------------------------------------------------------------
-def tag_corpus(
-    paths: Sequence[str],
+def tag_files(
+    files: Iterable[tuple[str, int, Iterable[Any]]],
     tagger: CaptionRoleTagger,
-    *,
-    text_column: str = "",
-    progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Mention rows of every caption of the corpus files ``paths`` (files, globs, folders;
-    :func:`corpus_audit.backends.corpus.resolve_corpus`), and one row per file: ``file``, ``rows``,
-    ``null_text`` (null or non-UTF-8 captions), ``candidates`` (captions parsed),
-    ``mentions``. Caption ids are ``(file_id << 40) | row_in_file`` as in the study."""
+    """Mention rows of every caption of the corpus ``files``, and one row per file: ``file``,
+    ``rows``, ``null_text`` (null or non-UTF-8 captions), ``candidates`` (captions parsed),
+    ``mentions``.
+
+    ``files`` yields ``(name, file_id, batches)``; each batch has ``table`` (Arrow, columns
+    ``row_in_file`` and ``text``), ``rows``, ``null_text`` and ``bad_text`` (as
+    :func:`corpus_audit.backends.corpus.read_file` gives them; the stage reads the corpus,
+    :func:`corpus_audit.stages.pst_captions.tag_corpus`). Caption ids are
+    ``(file_id << 40) | row_in_file`` as in the study."""
     import pandas as pd
-    from tqdm.auto import tqdm
 
-    from corpus_audit.backends.corpus import read_file, resolve_corpus
-
-    files = resolve_corpus(list(paths))
     frames, stats = [], []
-    for file in tqdm(files, desc="pst captions", unit="file", disable=not progress):
+    for name, file_id, batches in files:
         n_rows = n_null = n_cand = n_mentions = 0
-        for batch in read_file(file, text_column=text_column):
+        for batch in batches:
             rows = batch.table.column("row_in_file").to_numpy()
             clean = clean_markup(batch.table.column("text"))
             mask = tagger.candidates(clean)
             n_rows += batch.rows
             n_null += batch.null_text + batch.bad_text
             n_cand += int(mask.sum())
-            found = tagger.tag_clean(clean, [(file.file_id << 40) | int(r) for r in rows], mask)
+            found = tagger.tag_clean(clean, [(file_id << 40) | int(r) for r in rows], mask)
             n_mentions += len(found)
             frames.append(found)
-        stats.append((Path(file.path).name, n_rows, n_null, n_cand, n_mentions))
+        stats.append((name, n_rows, n_null, n_cand, n_mentions))
     mentions = (
         pd.concat(frames, ignore_index=True)
         if frames
@@ -570,7 +567,7 @@ def caption_scores(
     mentions: pd.DataFrame, labor: dict[str, float | None], *, bootstrap: Bootstrap | None = None
 ) -> CaptionScores:
     """All caption-side scores of mention rows (:meth:`CaptionRoleTagger.tag` /
-    :func:`tag_corpus`); bootstrap intervals (default :class:`~corpus_audit.methods.pst.score.Bootstrap`:
+    :func:`tag_files`); bootstrap intervals (default :class:`~corpus_audit.methods.pst.score.Bootstrap`:
     1000 replicates, seed 0, 95 %) resample captions."""
     import pandas as pd
 

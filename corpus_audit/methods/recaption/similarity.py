@@ -30,8 +30,6 @@ from corpus_audit.methods.recaption.compare import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from corpus_audit.backends.embeddings import Embedder
-
 SIMILARITY_INPUT_COLUMNS = ("image_key", "variant", "occupation", "caption")
 # caption_prompt_similarity(): one row per (image, variant, occupation, prompt).
 PAIR_COLUMNS = ("image_key", "variant", "occupation", "prompt_id", "similarity")
@@ -65,7 +63,7 @@ def similarity_inputs(
 
 
 def caption_prompt_similarity(
-    items: pd.DataFrame, prompts: pd.DataFrame, embedder: Embedder | Any
+    items: pd.DataFrame, prompts: pd.DataFrame, embedder: Any
 ) -> pd.DataFrame:
     """Cosine similarity of each item's caption with each prompt of its occupation.
 

@@ -248,10 +248,14 @@ def _embedder(study: Study) -> Any:
     cfg = study.config.texts
     if not cfg.srbs:
         return None
+    from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
     from corpus_audit.methods.texts.srbs import embed_words
 
     device = study.config.engine.device
-    return lambda words: embed_words(words, cfg.embedding_model or None, device=device)
+    # loaded when SRBS first needs vectors (load_embedder keeps one model per process)
+    return lambda words: embed_words(
+        words, load_embedder(cfg.embedding_model or DEFAULT_MODEL, device=device)
+    )
 
 
 def _replace(study: Study, table: str, frame: pd.DataFrame) -> None:
