@@ -64,6 +64,7 @@ from corpus_audit.backends.generators import (
     resolve_device,
     resolve_dtype,
 )
+from corpus_audit.backends.paraphrasers import load_paraphraser
 from corpus_audit.core.devices import release_memory
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
@@ -427,8 +428,6 @@ class RewriteCaptioner:
     backend = "paraphrase"
 
     def __init__(self, model_id: str, settings: CaptionSettings | None = None) -> None:
-        from corpus_audit.backends.paraphrasers import load_paraphraser
-
         self.model_id = model_id
         self.settings = settings or CaptionSettings()
         unused = {

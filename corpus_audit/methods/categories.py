@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.methods.lexicon.official_stats import category_statistics
 from corpus_audit.methods.stats import percent, wilson_interval
 
 LABELS = ("female", "male", "ambiguous")
@@ -168,8 +169,6 @@ def official_table(
     :func:`corpus_audit.methods.lexicon.official_stats.category_statistics`).
     """
     import pandas as pd
-
-    from corpus_audit.methods.lexicon.official_stats import category_statistics
 
     wanted = list(occupations) if occupations is not None else None
     frames = []

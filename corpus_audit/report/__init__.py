@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.core.fileio import write_text_atomic
+from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.render import render
 
@@ -28,8 +29,6 @@ REPORT_NAME = "report.html"
 
 def report(study: Study, *, progress: bool = True) -> StageRun:
     """Write ``<study>/report/report.html``; its path goes in ``run.outputs['report']``."""
-    from corpus_audit.core.stage_state import require_inputs
-
     require_inputs(study, "report")
     out = study.path(REPORT_DIR, REPORT_NAME)
     fingerprint = report_fingerprint(study)
@@ -73,10 +72,12 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
 
 def report_fingerprint(study: Study) -> str:
     """Hash of what the report shows: analysis tables, stage runs, config and template."""
+    # not at the top: config validation imports the report package (report.imports), and the
+    # analyze and variants stages import numpy, pandas and their methods
     from corpus_audit.stages.analyze import ANALYSIS_TABLES
+    from corpus_audit.stages.variants.compare import TABLES as VARIANT_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
-    from corpus_audit.stages.variants.compare import TABLES as VARIANT_TABLES
 
     extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
     extra += ("arena_votes", "arena_ratings", "arena_pairs")

@@ -10,6 +10,7 @@ from typing import Any
 
 from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
+from corpus_audit.report.leaderboard_page import interval_figure, win_rate_heatmap
 from corpus_audit.stages.analyze.read import rows
 
 TABLES = ("arena_votes", "arena_ratings", "arena_pairs")
@@ -51,8 +52,6 @@ def arena_figures(
 ) -> list[figs.RenderedFigure]:
     """Per aspect: the rating intervals per language and the all-language win-rate heatmap."""
     import pandas as pd
-
-    from corpus_audit.report.leaderboard_page import interval_figure, win_rate_heatmap
 
     arena = ctx["arena"]
     if not arena["ratings"]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
+from corpus_audit.report import preference_figures as pf
 from corpus_audit.stages.analyze.read import rows
 
 
@@ -71,8 +72,6 @@ def preference_figures(
     ctx: dict[str, Any], out_dir: Path | None, safe: Any
 ) -> list[figs.RenderedFigure]:
     """The figures of both sections (none when their tables are empty)."""
-    from corpus_audit.report import preference_figures as pf
-
     cats, prefs = ctx["categories"], ctx["preferences"]
     title = "Generated %female per occupational category vs official statistics: {}"
     jobs: list[tuple[Any, str, str, str]] = [  # (figure, file name, title, caption)

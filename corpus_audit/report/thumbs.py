@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 from corpus_audit.core.imagefile import study_image_path as resolve  # noqa: F401
+from corpus_audit.core.imagefile import try_read_rgb
 
 THUMB_PX = 96  # longest side, pixels
 
@@ -18,8 +19,6 @@ def thumbnail_uri(
     side), or None when the file cannot be decoded (missing, corrupt, over ``max_pixels``:
     see ``imagefile``)."""
     from PIL import Image
-
-    from corpus_audit.core.imagefile import try_read_rgb
 
     # decoded at a few times the thumbnail size (a large JPEG is scaled by its decoder), so a
     # report of large photos does not decode each one at full size

@@ -39,6 +39,7 @@ from corpus_audit.methods.pst.critic import (
     LabellerCritic,
 )
 from corpus_audit.stages.generate import open_generator, settings_from_config
+from corpus_audit.stages.pst_tables import stored_prompts
 
 NAME = "faircritic"
 
@@ -76,8 +77,6 @@ class TableRoundStore:
 def chosen_prompts(study: Study) -> list[PstPrompt]:
     """The prompts of ``pst.faircritic_prompts`` (default: every paired plain prompt);
     a :class:`ConfigError` names ids that are not two-person prompts of ``pst_prompts``."""
-    from corpus_audit.stages.pst_tables import stored_prompts
-
     prompts = stored_prompts(study)
     wanted = study.config.pst.faircritic_prompts
     if not wanted:

@@ -56,6 +56,7 @@ from corpus_audit.methods.lexicon import (
     read_toml,
     resolve_path,
 )
+from corpus_audit.methods.lexicon.csvfile import read_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -182,8 +183,6 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
     a bad occupation flag, a form claimed by two roles, or a file with no male- or no
     female-stereotyped occupation (the paired test needs both).
     """
-    from corpus_audit.methods.lexicon.csvfile import read_rows
-
     path = resolve_path(spec, base)
     # strict: field count, quoting (an unterminated quote is an error), UTF-8, a BOM dropped,
     # a field over csv's 128 KiB limit an error naming the line

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from corpus_audit.core.errors import RatingError
+from corpus_audit.methods.stats import stable_seed
 
 K, SCALE, BASE, INITIAL = 4.0, 400.0, 10.0, 1000.0
 DEFAULT_ASPECT = "all"
@@ -225,8 +226,6 @@ def elo_bootstrap(
     """
     import pandas as pd
 
-    from corpus_audit.methods.stats import stable_seed
-
     if rounds < 1:
         raise RatingError(f"ratings: rounds must be >= 1, got {rounds}")
     if not 0 < confidence < 1:
@@ -349,8 +348,6 @@ def bradley_terry(
     distribution, without materialising n rows per round); the resamples are refitted together
     by :func:`bt_fit_many`, starting from the full-data fit."""
     import pandas as pd
-
-    from corpus_audit.methods.stats import stable_seed
 
     factor = scale / math.log(base)
     alpha = (1 - confidence) / 2

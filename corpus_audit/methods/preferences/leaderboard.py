@@ -37,35 +37,32 @@ import numpy as np
 
 from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.methods.preferences import elo
+from corpus_audit.methods.stats import stable_seed
 
 ALL_LANGUAGES = "all"
 MAX_ROUNDS = 10_000
 CHUNK = 250
+
+
+def _span(columns: tuple[str, ...], first: str, last: str) -> tuple[str, ...]:
+    """The columns from ``first`` to ``last``, both included."""
+    return columns[columns.index(first) : columns.index(last) + 1]
+
+
+# elo.RATING_COLUMNS from model_id to rank: model_id, n_battles, elo, elo_median, elo_ci_low,
+# elo_ci_high, bt_rating, bt_ci_low, bt_ci_high, rank
 LEADERBOARD_COLUMNS = (
     "aspect",
     "language",
-    "model_id",
-    "n_battles",
-    "elo",
-    "elo_median",
-    "elo_ci_low",
-    "elo_ci_high",
-    "bt_rating",
-    "bt_ci_low",
-    "bt_ci_high",
-    "rank",
+    *_span(elo.RATING_COLUMNS, "model_id", "rank"),
     "rank_elo",
     "rounds",
 )
+# elo.PAIR_MATRIX_COLUMNS from model_id to ties: model_id, opponent, battles, wins, losses, ties
 PAIR_COLUMNS = (
     "aspect",
     "language",
-    "model_id",
-    "opponent",
-    "battles",
-    "wins",
-    "losses",
-    "ties",
+    *_span(elo.PAIR_MATRIX_COLUMNS, "model_id", "ties"),
     "ties_bothbad",
     "win_rate",
     "score",
@@ -178,8 +175,6 @@ def leaderboard(votes: Any, *, rounds: int = 1000, seed: int = 0, confidence: fl
     """Ratings per (aspect, language) and model: DataFrame :data:`LEADERBOARD_COLUMNS`, sorted
     by aspect, language (``all`` first), rank, Bradley-Terry rating. See the module docstring."""
     import pandas as pd
-
-    from corpus_audit.methods.stats import stable_seed
 
     check_rounds(rounds)
     if not 0 < confidence < 1:

@@ -82,9 +82,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_audit.core.errors import ModelError
 from corpus_audit.methods.gender_text import clean_markup, gender_detector, load_spacy
-from corpus_audit.methods.lexicon import GenderTerms, Occupation
+from corpus_audit.methods.lexicon import GenderTerms, Occupation, load_occupations
 from corpus_audit.methods.lexicon.pst import GENDERS, PstRole
+from corpus_audit.methods.pst.score import (
+    Bootstrap,
+    labor_comparison,
+    labor_correlation,
+    pst_both_any,
+    score_summary,
+    single_vs_paired,
+    stereotype_score,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -172,8 +182,6 @@ class CaptionRoleTagger:
     ) -> None:
         from spacy.matcher import PhraseMatcher
 
-        from corpus_audit.core.errors import ModelError
-
         self.nlp = load_spacy(spacy_model)
         if "parser" not in self.nlp.pipe_names:
             raise ModelError(f"{spacy_model}: the caption score needs a dependency parser")
@@ -184,8 +192,6 @@ class CaptionRoleTagger:
         self.pronouns = {w: g for g in GENDERS for w in terms.pronouns[g]}
         self.answer_gender = {a: g for g in GENDERS for a in terms.name_guesses[g]}
         if occupations is None:
-            from corpus_audit.methods.lexicon import load_occupations
-
             occupations = load_occupations()
         role_forms = {f for r in roles for f in r.forms}
         self.other_persons = {f for o in occupations for f in o.forms if " " not in f} - role_forms
@@ -526,8 +532,6 @@ def role_table(roles: pd.DataFrame, labor: dict[str, float | None]) -> pd.DataFr
     in stereotype (male first) then name order."""
     import pandas as pd
 
-    from corpus_audit.methods.pst.score import Bootstrap, labor_comparison, stereotype_score
-
     people = caption_people(roles, split=False)
     if people.empty:
         return pd.DataFrame(columns=list(ROLE_SCORE_COLUMNS))
@@ -570,15 +574,6 @@ def caption_scores(
     :func:`tag_files`); bootstrap intervals (default :class:`~corpus_audit.methods.pst.score.Bootstrap`:
     1000 replicates, seed 0, 95 %) resample captions."""
     import pandas as pd
-
-    from corpus_audit.methods.pst.score import (
-        Bootstrap,
-        labor_comparison,
-        labor_correlation,
-        pst_both_any,
-        score_summary,
-        single_vs_paired,
-    )
 
     options: dict[str, Any] = {"unit": "caption_id", "bootstrap": bootstrap or Bootstrap()}
     roles = caption_roles(mentions)
