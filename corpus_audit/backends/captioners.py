@@ -41,7 +41,7 @@ by exactly that prefix.
 Chat-style models (LLaVA) need their own instruction template in ``prompt`` and
 ``keep_prompt = False``.
 
-Heavy libraries (torch, transformers, PIL) are imported inside functions only.
+Heavy libraries (torch, transformers) are imported inside functions only.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from PIL import Image
 
 from corpus_audit.backends.generators import (
     DTYPES,
@@ -228,8 +229,6 @@ def quiet_transformers() -> Iterator[None]:
 
 def _check_images(items: Sequence[CaptionInput]) -> list[Any]:
     """PIL images of the items' decoded arrays; ValueError naming the first bad item."""
-    from PIL import Image
-
     out = []
     for item in items:
         image = item.image

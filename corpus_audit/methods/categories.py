@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.methods.lexicon.official_stats import category_statistics
 from corpus_audit.methods.stats import percent, wilson_interval
@@ -99,8 +101,6 @@ def category_distribution(
     count is in ``result.attrs["uncategorised"]``. Raises :class:`CorpusAuditError` for a
     missing column or a label outside female / male / ambiguous.
     """
-    import pandas as pd
-
     frame = _check_labels(labels)
     uncategorised = int(frame["category"].isna().sum())
     frame = frame[frame["category"].notna()]
@@ -168,8 +168,6 @@ def official_table(
     set's occupations (a category without its own row averages these; see
     :func:`corpus_audit.methods.lexicon.official_stats.category_statistics`).
     """
-    import pandas as pd
-
     wanted = list(occupations) if occupations is not None else None
     frames = []
     for language, stats in stats_by_language.items():

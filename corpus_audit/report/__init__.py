@@ -43,6 +43,8 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
             and out.is_file()
         ):
             return run.skip("nothing changed since the last report; file kept")
+        # not at the top: config validation imports this package (report.imports), and the
+        # context pulls pandas, the figures and every section
         from corpus_audit.report.context import build_context
 
         ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit import __version__
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.methods.preferences.arena_import import read_arena_file
@@ -47,8 +49,6 @@ LANGUAGE_TITLES = {"all": "all prompts", "en": "English prompts", "de": "German 
 def arena_votes(files: Sequence[Path]) -> Any:
     """The answered votes of ``files`` in the given order (timestamp, then file and record),
     as ``battles import`` orders them in a study."""
-    import pandas as pd
-
     frames = [read_arena_file(Path(f)) for f in files]
     votes = pd.concat(frames, ignore_index=True)
     votes = votes.drop_duplicates(["record_sha256", "occurrence", "aspect"])

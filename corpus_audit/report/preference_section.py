@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
 from corpus_audit.report import preference_figures as pf
@@ -48,8 +50,6 @@ def preferences_section(study: Study) -> dict[str, Any]:
 
 
 def _frame(records: list[dict[str, Any]]) -> Any:
-    import pandas as pd
-
     return pd.DataFrame(records)
 
 

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit import __version__
 from corpus_audit.core.slugs import slug
 from corpus_audit.core.store import Study, sql_text
@@ -79,8 +81,6 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
 
 def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     """The decile figure for each kind of label that places an occupation."""
-    import pandas as pd
-
     out = []
     deciles = study.con.execute(
         "SELECT * FROM texts_deciles ORDER BY model NULLS FIRST, labels, decile"

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.categories import category_distribution, official_table
@@ -32,8 +34,6 @@ STAGE = "categories"
 
 def _labelled(study: Study) -> tuple[Any, str | None]:
     """One row per labelled generated image of a prompt-table prompt, and the classifier."""
-    import pandas as pd
-
     classifier = choose_classifier(study)
     prepare_labels(study, classifier, study.config.analysis.threshold)
     try:

@@ -21,7 +21,10 @@ its id.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import build_classifier, classifier_id
 from corpus_audit.backends.faces import Face, FaceResult
@@ -33,9 +36,6 @@ from corpus_audit.methods.pst.positions import PairResult, pair_table
 from corpus_audit.stages.label import DECODE_MAX_SIDE, resolve_image_path
 from corpus_audit.stages.pst_tables import insert_frame, stored_prompts
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 NAME = "pst_label"
 FILTER_COLUMNS = (
     "image_id", "prompt_id", "kind", "n_faces", "n_large", "kept", "reason",
@@ -45,8 +45,6 @@ FILTER_COLUMNS = (
 
 def pst_label(study: Study, *, progress: bool = True) -> StageRun:
     """Label the persons of the PST images not labelled yet; see the module docstring."""
-    from tqdm.auto import tqdm
-
     cfg = study.config.label
     with study.stage(NAME) as run:
         require_inputs(study, NAME)
@@ -89,8 +87,6 @@ def pst_label(study: Study, *, progress: bool = True) -> StageRun:
 def face_rule_rows(batch: pd.DataFrame, faces: pd.DataFrame, cfg: Any) -> pd.DataFrame:
     """``pst_face_filter`` rows of ``batch`` (rows of ``pst_label/todo.sql``): the two-face
     rule for paired/power prompts, ``label``'s one-face rule for single prompts."""
-    import pandas as pd
-
     two = batch[batch["kind"] != "single"]
     pairs = pair_table(
         two[["image_id", "image_width", "image_height"]],

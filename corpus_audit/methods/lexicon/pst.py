@@ -47,7 +47,9 @@ from __future__ import annotations
 import string
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pandas as pd
 
 from corpus_audit.methods.lexicon import (
     LexiconError,
@@ -57,9 +59,6 @@ from corpus_audit.methods.lexicon import (
     resolve_path,
 )
 from corpus_audit.methods.lexicon.csvfile import read_rows
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 GENDERS = ("male", "female")
 KINDS = ("single", "paired", "power")
@@ -464,8 +463,6 @@ def expand_prompts(
 
 def prompts_frame(prompts: list[PstPrompt]) -> pd.DataFrame:
     """The prompts as a DataFrame with the columns :data:`PROMPT_COLUMNS`, in order."""
-    import pandas as pd
-
     return pd.DataFrame([p.row() for p in prompts], columns=list(PROMPT_COLUMNS))
 
 

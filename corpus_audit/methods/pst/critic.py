@@ -42,9 +42,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
 
 from corpus_audit.methods.answers import clean_output
 from corpus_audit.methods.lexicon.pst import PstPrompt, PstRole, PstTemplates
@@ -52,9 +54,6 @@ from corpus_audit.methods.pst.persons import PstImage, classify_people
 from corpus_audit.methods.pst.positions import pair_filter
 from corpus_audit.methods.pst.score import stereo
 from corpus_audit.methods.stats import stable_seed
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # Columns of FairCritic.run(): one row per (prompt, round).
 ROUND_COLUMNS = (
@@ -393,9 +392,6 @@ class FairCritic:
 
     def run(self, prompt: PstPrompt, *, progress: bool = False) -> pd.DataFrame:
         """All rounds of ``prompt`` (finished ones loaded, the rest run), :data:`ROUND_COLUMNS`."""
-        import pandas as pd
-        from tqdm.auto import tqdm
-
         done, text = self._resume(prompt)
         todo = range(len(done) + 1, self.rounds + 1)
         for number in tqdm(todo, desc=f"faircritic {prompt.prompt_id}", disable=not progress):

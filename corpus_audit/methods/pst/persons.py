@@ -20,16 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from corpus_audit.methods.faces import FACE_CROP_MARGIN, Face, FaceResult, decide
 from corpus_audit.methods.lexicon.pst import PstPrompt
 from corpus_audit.methods.pst.positions import PairResult, crop_box, people_of
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # Columns of classify_people(): one row per classified person (the study's PST person table).
 PERSON_COLUMNS = (
@@ -93,8 +91,6 @@ def classify_people(
     Dropped images give no row (their reasons are in the face rule's table). Rows come in
     input order, left before right.
     """
-    import pandas as pd
-
     if not 0.5 <= threshold <= 1.0:
         raise ValueError(f"threshold {threshold} is not in [0.5, 1]")
     if batch_size < 1:

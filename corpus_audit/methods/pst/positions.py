@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from corpus_audit.methods.faces import (
     FACE_CROP_MARGIN,
@@ -38,9 +39,6 @@ from corpus_audit.methods.faces import (
     face_crop_box,
     order_left_to_right,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 DROP_REASONS = ("no_face", "one_face", "small_face", "many_faces", "unreadable")
 SIDES = ("left", "right")
@@ -152,8 +150,6 @@ def pair_table(
     Returns one row per image with the columns :data:`PAIR_COLUMNS`, in ``images`` order;
     ``left_face``/``right_face`` are ``face_index`` values.
     """
-    import pandas as pd
-
     missing = [c for c in ("image_id", "image_width", "image_height") if c not in images]
     missing += [
         c for c in ("image_id", "face_index", "x", "y", "w", "h", "score") if c not in faces

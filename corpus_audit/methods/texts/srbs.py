@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import ttest_ind
 
 SRBS_COLUMNS = (
     "occupation",
@@ -101,8 +102,6 @@ def welch(female: Sequence[float], male: Sequence[float], unit: str = "occupatio
     (Welch-Satterthwaite degrees of freedom) and ``p``; t, df and p are NaN with fewer than
     two scores on a side or no variance at all.
     """
-    from scipy.stats import ttest_ind
-
     x = np.asarray([v for v in female if v is not None and not math.isnan(v)], dtype=float)
     y = np.asarray([v for v in male if v is not None and not math.isnan(v)], dtype=float)
     t = df = p = math.nan

@@ -17,6 +17,7 @@ import json
 from collections import defaultdict
 from collections.abc import Hashable
 
+import pyarrow as pa
 from tqdm import tqdm
 
 from corpus_audit.backends.classifiers import is_untrained
@@ -365,7 +366,6 @@ def _insert(con, table: str, rows: list[dict]) -> None:
     """Insert dict rows (keys = column names) through Arrow, in one statement."""
     if not rows:
         return
-    import pyarrow as pa
 
     cols = list(rows[0])
     data = pa.Table.from_pylist(rows)

@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from corpus_audit.backends.classifiers import ClipClassifier
 from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir
@@ -141,8 +142,6 @@ def _embeddings(
     study: Study, model: Any, paths: list[str], seed: int, progress: bool
 ) -> tuple[list[np.ndarray | None], int, int]:
     """Per path its embedding (None when unreadable), from the cache or computed now."""
-    from tqdm import tqdm
-
     cfg = study.config
     root = cfg.resolve(cfg.neighbors.cache_dir) if cfg.neighbors.cache_dir else default_cache_dir()
     tag = model.id + (f"|seed={seed}" if model.id.endswith("/random") else "")

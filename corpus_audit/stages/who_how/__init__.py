@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from tqdm import tqdm
 
 from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
@@ -260,8 +261,6 @@ def _embedder(study: Study) -> Any:
 
 def _replace(study: Study, table: str, frame: pd.DataFrame) -> None:
     """Replace every row of ``table`` (a result table of the declaration) by ``frame``."""
-    import pyarrow as pa
-
     data = frame.copy()
     for column in ("examples", "example_ids"):
         if column in data.columns:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
 from corpus_audit.backends.corpus import (
     ColumnMap,
@@ -74,7 +75,6 @@ def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> boo
     ).fetchall()
     if stored and stored[0][0] == fingerprint:
         return False
-    from tqdm import tqdm
 
     documents = []
     for file in tqdm(files, desc="who_how read", unit="file", disable=not progress):
