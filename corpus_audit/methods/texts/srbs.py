@@ -23,7 +23,8 @@ with one occupation, compare the per-word scores of :func:`element_scores` inste
 means are the two SRBS).
 
 Functions take vectors, so any embedder works; :func:`embed_words` embeds words with the
-project's embedder (SBERT all-MiniLM-L6-v2 by default, :mod:`corpus_audit.backends.embeddings`).
+embedder it is given (the ``who_how`` stage passes the project's SBERT all-MiniLM-L6-v2 from
+:mod:`corpus_audit.backends.embeddings`).
 Vectors need not be unit length (they are normalised here); a zero vector is an error.
 """
 
