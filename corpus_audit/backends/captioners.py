@@ -41,7 +41,7 @@ by exactly that prefix.
 Chat-style models (LLaVA) need their own instruction template in ``prompt`` and
 ``keep_prompt = False``.
 
-Heavy libraries (torch, transformers, PIL) are imported inside functions only.
+Heavy libraries (torch, transformers) are imported inside functions only.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 import numpy as np
+from PIL import Image
 
 from corpus_audit.backends.generators import (
     load_error,
@@ -63,6 +64,7 @@ from corpus_audit.backends.generators import (
     resolve_device,
     resolve_dtype,
 )
+from corpus_audit.backends.paraphrasers import load_paraphraser
 from corpus_audit.core.config import RecaptionSection, derived_from
 from corpus_audit.core.config_fields import Help, Range
 from corpus_audit.core.devices import release_memory
@@ -233,8 +235,6 @@ def quiet_transformers() -> Iterator[None]:
 
 def _check_images(items: Sequence[CaptionInput]) -> list[Any]:
     """PIL images of the items' decoded arrays; ValueError naming the first bad item."""
-    from PIL import Image
-
     out = []
     for item in items:
         image = item.image
@@ -433,8 +433,6 @@ class RewriteCaptioner:
     backend = "paraphrase"
 
     def __init__(self, model_id: str, settings: CaptionSettings | None = None) -> None:
-        from corpus_audit.backends.paraphrasers import load_paraphraser
-
         self.model_id = model_id
         self.settings = settings or CaptionSettings()
         unused = {

@@ -37,13 +37,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from corpus_audit.backends.faces import Face
 from corpus_audit.core.devices import resolve_device
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
+from corpus_audit.methods.faces import FACE_CROP_MARGIN, Face, decide, face_crop_box  # noqa: F401  (re-exported)
 
 DEFAULT_TEXTS = ("A photo of a man", "A photo of a woman")
-FACE_CROP_MARGIN = 0.5  # crop_to_face: box grown by this fraction of its size on every side
 
 
 @runtime_checkable
@@ -79,32 +78,6 @@ def is_untrained(classifier: str) -> bool:
     """Whether a ``labels.classifier`` id names untrained (``random``) weights, e.g.
     ``clip:ViT-B-32/random`` or ``clip:local-dir:tiny/random+face``."""
     return re.search(r"/random(\+face)?(#[0-9a-f]+)?$", classifier or "") is not None
-
-
-def decide(p_female: float, threshold: float) -> str:
-    """``female`` if p_female >= threshold, ``male`` if 1 - p_female >= threshold, else
-    ``ambiguous``. ``threshold`` in [0.5, 1]; exactly 0.5/0.5 is ``ambiguous``."""
-    p = float(p_female)
-    if p >= threshold and p > 0.5:
-        return "female"
-    if 1.0 - p >= threshold and p < 0.5:
-        return "male"
-    return "ambiguous"
-
-
-def face_crop_box(
-    face: Face, width: int, height: int, margin: float = FACE_CROP_MARGIN
-) -> tuple[int, int, int, int]:
-    """``(left, top, right, bottom)`` in pixels (right/bottom exclusive) of the face box grown
-    by ``margin`` (>= 0) x its size on each side, clipped to a ``width`` x ``height`` image."""
-    grown = Face(
-        face.x - margin * face.w,
-        face.y - margin * face.h,
-        face.w * (1 + 2 * margin),
-        face.h * (1 + 2 * margin),
-        face.score,
-    )
-    return grown.box_ltrb(width, height)
 
 
 def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MARGIN) -> np.ndarray:

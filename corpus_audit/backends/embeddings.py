@@ -31,6 +31,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,7 +39,10 @@ import numpy as np
 
 from corpus_audit.core import slugs
 from corpus_audit.core.config import PRECISIONS  # declared with neighbors.precision
-from corpus_audit.core.devices import resolve_device  # noqa: F401  (re-exported)
+from corpus_audit.core.devices import (
+    release_memory,
+    resolve_device,  # noqa: F401  (re-exported)
+)
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
 
@@ -390,8 +394,6 @@ class SbertEmbedder:
         return out
 
     def provenance(self) -> dict[str, Any]:
-        from importlib import metadata
-
         return {
             "embedder": "sbert",
             "model": self.model_id,
@@ -409,8 +411,6 @@ class SbertEmbedder:
         }
 
     def close(self) -> None:
-        from corpus_audit.core.devices import release_memory
-
         self._st = None
         release_memory()
 

@@ -31,7 +31,6 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +38,7 @@ import numpy as np
 
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
+from corpus_audit.methods.faces import Face, FaceResult, order_left_to_right  # noqa: F401  (re-exported)
 
 MODEL_FILES = {
     "full_range": "face_detection_full_range_sparse.tflite",
@@ -56,51 +56,6 @@ def _close_open_detectors() -> None:
             detector.close()
 
 
-@dataclass(frozen=True)
-class Face:
-    """One detected face: box in pixels (``x``, ``y`` = top-left; may reach outside the image)
-    and the detector's confidence ``score`` in [0, 1]."""
-
-    x: float
-    y: float
-    w: float
-    h: float
-    score: float
-
-    @property
-    def center_x(self) -> float:
-        return self.x + self.w / 2.0
-
-    def box_ltrb(self, width: int, height: int) -> tuple[int, int, int, int]:
-        """Integer ``(left, top, right, bottom)`` clipped to the image (exclusive right/bottom)."""
-        left = int(max(0, min(width - 1, round(self.x))))
-        top = int(max(0, min(height - 1, round(self.y))))
-        right = int(max(left + 1, min(width, round(self.x + self.w))))
-        bottom = int(max(top + 1, min(height, round(self.y + self.h))))
-        return left, top, right, bottom
-
-
-@dataclass(frozen=True)
-class FaceResult:
-    """Outcome of the face filter for one image.
-
-    ``faces`` are ordered left to right; ``kept_face`` indexes the face that passed (None when
-    dropped); ``reason`` is None when kept, else one of :data:`DROP_REASONS`.
-    """
-
-    faces: tuple[Face, ...]
-    width: int
-    height: int
-    kept: bool
-    reason: str | None
-    kept_face: int | None = None
-
-    @property
-    def face(self) -> Face | None:
-        """The kept face, or None."""
-        return None if self.kept_face is None else self.faces[self.kept_face]
-
-
 @runtime_checkable
 class FaceDetector(Protocol):
     """What the label stage needs from a face detector."""
@@ -115,11 +70,6 @@ class FaceDetector(Protocol):
     def close(self) -> None:
         """Release the model (idempotent); ``detect`` is not called afterwards."""
         ...
-
-
-def order_left_to_right(faces: Sequence[Face]) -> tuple[Face, ...]:
-    """Faces sorted by box centre x (ties by y), leftmost first."""
-    return tuple(sorted(faces, key=lambda f: (f.center_x, f.y + f.h / 2.0)))
 
 
 def face_filter(

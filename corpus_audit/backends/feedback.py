@@ -1,5 +1,6 @@
 """FairCritic feedback writers by name (``pst.faircritic_writer``): a light module, so config
-validation can take the names from :data:`WRITERS` without loading a model library.
+validation can take the names from :data:`WRITERS` without loading a model library (nor numpy
+and the PST methods: the writers import them when called).
 
 A spec is ``name`` or ``name:argument`` (``transformers:/models/qwen2.5-0.5b-instruct``); a
 factory ``(spec, templates, roles, study) -> FeedbackWriter``
@@ -27,7 +28,8 @@ def transformers_writer(spec: str, templates: Any, roles: Any, study: Any) -> An
     """``transformers:<local model or hub id>``: a local instruction-tuned LM writes the
     guidelines (:class:`corpus_audit.methods.pst.critic.LMFeedback`; template text when it says
     nothing)."""
-    from corpus_audit.methods.pst.critic import LMFeedback, transformers_completer
+    from corpus_audit.backends.paraphrasers import transformers_completer
+    from corpus_audit.methods.pst.critic import LMFeedback
 
     model = spec.partition(":")[2]
     if not model:

@@ -27,6 +27,7 @@ from corpus_audit.backends.generators import load_error, package_versions, resol
 from corpus_audit.core.devices import release_memory
 from corpus_audit.core.registry import Registry
 from corpus_audit.core.specs import split_spec
+from corpus_audit.methods.answers import clean_output
 
 # The instruction of Seshadri, Singh & Elazar (METHODS 1.5), verbatim; [OCCUPATION] and
 # [CAPTION] become {occupation} and {caption}.
@@ -54,15 +55,6 @@ def keeps_occupation(text: str, forms: Iterable[str]) -> bool:
         if f and re.search(r"(?<![\w-])" + re.escape(f) + r"(?![\w-])", low):
             return True
     return False
-
-
-def clean_output(text: str) -> str:
-    """A model's answer as a prompt: first non-empty line, outer quotes and whitespace removed."""
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line.strip("\"'“”‘’ ").strip()
-    return ""
 
 
 class Paraphraser(Protocol):
@@ -211,3 +203,23 @@ class TransformersParaphraser:
 
 
 register_paraphraser("transformers", TransformersParaphraser)
+
+
+def transformers_completer(
+    model: str, *, device: str = "auto", max_new_tokens: int = 60
+) -> Callable[[str], str]:
+    """``complete(instruction) -> answer`` with a local transformers LM (greedy decoding;
+    the chat template when the tokenizer has one), through :class:`TransformersParaphraser`:
+    FairCritic's language-model feedback writer
+    (:class:`corpus_audit.methods.pst.critic.LMFeedback`) asks it for guidelines."""
+
+    class _InstructionLM(TransformersParaphraser):
+        def _instructions(self, items: Sequence[tuple[str, str]]) -> list[str]:
+            return [text for text, _ in items]
+
+    lm = _InstructionLM(model, device=device, max_new_tokens=max_new_tokens, batch_size=1)
+
+    def complete(instruction: str) -> str:
+        return lm.paraphrase([(instruction, "")])[0]
+
+    return complete

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
+from corpus_audit.core.errors import ModelError
+
 
 def resolve_device(device: str = "auto") -> str:
     """The torch device a model runs on, from ``engine.device``.
@@ -37,8 +42,6 @@ def _check_available(device: str) -> None:
         return
     import torch
 
-    from corpus_audit.core.errors import ModelError
-
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelError(f"engine.device: {device!r} asked for, but torch sees no CUDA GPU")
     mps = getattr(torch.backends, "mps", None)
@@ -49,9 +52,6 @@ def _check_available(device: str) -> None:
 def release_memory() -> None:
     """Collect garbage and, when torch sees a GPU, return its cached memory (after a model is
     dropped). Without torch it only collects."""
-    import contextlib
-    import gc
-
     gc.collect()
     try:
         import torch

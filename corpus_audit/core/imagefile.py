@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 DEFAULT_MAX_PIXELS = 89_478_485  # Pillow's default MAX_IMAGE_PIXELS
 ImageSource = str | os.PathLike[str] | bytes | bytearray | memoryview
@@ -86,8 +87,6 @@ def _describe(source: ImageSource) -> str:
 
 def _open(source: ImageSource, max_pixels: int):
     """Open (header only) and check the pixel count; returns a PIL image, not yet decoded."""
-    from PIL import Image, UnidentifiedImageError
-
     name = _describe(source)
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
@@ -157,8 +156,6 @@ def _scale_to_uint8(values: np.ndarray) -> np.ndarray:
 
 def _to_rgb(image) -> np.ndarray:
     """A decoded PIL image of any mode -> contiguous HxWx3 uint8 (alpha over white)."""
-    from PIL import Image
-
     mode = image.mode
     if mode in _WIDE_MODES:
         gray = _scale_to_uint8(np.asarray(image))
@@ -235,8 +232,6 @@ def large_pillow_blocks() -> Iterator[None]:
     when freed, so a thread that decoded a large image does not keep its memory. Measured with
     two threads decoding 88-megapixel PNGs under one budget: peak 474-520 MB with it, 820 MB
     without (``benchmarks/bench_decode.py``)."""
-    from PIL import Image
-
     old = Image.core.get_block_size()
     Image.core.set_block_size(max(old, LARGE_BLOCK_BYTES))
     try:
@@ -266,8 +261,6 @@ def _draft(image, max_side: int) -> None:
 def _shrink(image, max_side: int):
     """``image`` with its long side reduced to ``max_side`` (in its own mode where Pillow can
     resize it, so the full-size image is never converted or copied whole)."""
-    from PIL import Image
-
     if not max_side or max(image.size) <= max_side:
         return image
     size = _reduced_size(*image.size, max_side)
@@ -298,8 +291,6 @@ def decode(
     Raises :class:`UnreadableImage` for anything undecodable; never anything else for bad
     input.
     """
-    from PIL import Image, ImageOps
-
     image = _open(source, max_pixels)
     name = _describe(source)
     width, height = image.size

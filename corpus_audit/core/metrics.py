@@ -15,7 +15,9 @@ more biased, ``↕`` further from 50 = more skewed), and the pages explain the a
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from importlib import resources
 
 
 @dataclass(frozen=True)
@@ -180,9 +182,6 @@ COLUMNS_FILE = "core/columns.csv"  # key,label,metric (empty: no metric), in pac
 
 
 def _load_columns() -> dict[str, Column]:
-    import csv
-    from importlib import resources
-
     text = resources.files("corpus_audit").joinpath(COLUMNS_FILE).read_text(encoding="utf-8")
     columns = {}
     for row in csv.DictReader(text.splitlines()):

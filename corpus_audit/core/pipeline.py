@@ -16,6 +16,7 @@ from typing import Any
 from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES, STAGES
 from corpus_audit.core.config import StudyConfig
 from corpus_audit.core.registry import load
+from corpus_audit.core.stage_state import stage_state
 from corpus_audit.core.store import StageRun, Study, StudyError
 
 
@@ -129,8 +130,6 @@ def _note(study: Study, run: dict[str, Any], fingerprints: dict[str, list[Any]])
 def status(study: Study) -> list[StageStatus]:
     """Per stage: the latest finished run's counts, 'not run', or 'partial: d/n unit' for a
     stage whose latest run did not finish (see :mod:`corpus_audit.core.stage_state`)."""
-    from corpus_audit.core.stage_state import stage_state
-
     out = []
     fingerprints: dict[str, list[Any]] = {}
     kind_stages = set(RUN_ORDERS[study_kind(study.config)])

@@ -46,9 +46,11 @@ from typing import Any
 
 import duckdb
 
-from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, write_config
+from corpus_audit.core.catalogue import STAGES
+from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, parse_size, write_config
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.interrupts import shielded
+from corpus_audit.core.versions import package_versions
 
 DB_NAME = "study.duckdb"
 TEMP_DIR = ".duckdb_tmp"  # DuckDB's spill directory, inside the study
@@ -374,8 +376,6 @@ class Study:
     def input_fingerprints(self, name: str) -> dict[str, list[Any]]:
         """Fingerprints of the tables stage ``name`` declares it reads (``stages.py``), less
         those it writes itself; empty for a name outside the catalogue."""
-        from corpus_audit.core.catalogue import STAGES
-
         if name not in STAGES:
             return {}
         spec = STAGES.get(name)
@@ -401,8 +401,6 @@ class Study:
         body runs the stage is marked unfinished (see the module
         docstring); the mark is dropped again when the body raises before committing anything.
         """
-        from corpus_audit.core.catalogue import STAGES
-
         if not config_sections and name in STAGES:
             config_sections = STAGES.get(name).config
         run = StageRun(name)
@@ -518,8 +516,6 @@ def duckdb_memory_limit(config: StudyConfig) -> str:
     ``select.batch_rows`` x 640 B, at least 128 MiB left), so the whole process stays within
     ``engine.memory_limit``. Set once when the study opens: the configuration is locked then
     (:data:`LOCKED_SETTINGS`). A share of the RAM (``80%``) is passed as it is."""
-    from corpus_audit.core.config import parse_size
-
     text = config.engine.memory_limit
     limit = parse_size(text)
     if limit is None:
@@ -696,8 +692,6 @@ def _utcnow() -> datetime:
 
 def _versions() -> dict[str, str]:
     """Versions of the packages whose behaviour a result depends on (those importable)."""
-    from corpus_audit.core.versions import package_versions
-
     return {
         "python": os.sys.version.split()[0],
         **package_versions(

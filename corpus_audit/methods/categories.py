@@ -28,7 +28,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.methods.lexicon.official_stats import category_statistics
 from corpus_audit.methods.stats import percent, wilson_interval
 
 LABELS = ("female", "male", "ambiguous")
@@ -98,8 +101,6 @@ def category_distribution(
     count is in ``result.attrs["uncategorised"]``. Raises :class:`CorpusAuditError` for a
     missing column or a label outside female / male / ambiguous.
     """
-    import pandas as pd
-
     frame = _check_labels(labels)
     uncategorised = int(frame["category"].isna().sum())
     frame = frame[frame["category"].notna()]
@@ -167,10 +168,6 @@ def official_table(
     set's occupations (a category without its own row averages these; see
     :func:`corpus_audit.methods.lexicon.official_stats.category_statistics`).
     """
-    import pandas as pd
-
-    from corpus_audit.methods.lexicon.official_stats import category_statistics
-
     wanted = list(occupations) if occupations is not None else None
     frames = []
     for language, stats in stats_by_language.items():

@@ -42,10 +42,17 @@ given. The stage (``corpus_audit.stages.indicators``) feeds it batches and store
 
 from __future__ import annotations
 
+import html
+import multiprocessing
+import os
 import re
+import signal
+import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import lru_cache
+from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_audit.core.errors import ModelError
+from corpus_audit.core.versions import package_versions
 from corpus_audit.methods.lexicon import GenderTerms, LexiconError
 
 if TYPE_CHECKING:  # heavy imports stay inside functions
@@ -127,8 +135,6 @@ def clean_markup(texts: pa.Array | Sequence[str | None]) -> pa.Array:
     captions holding ``&``); tags are removed with one RE2 replace over the batch. Nulls stay
     null. The stored caption is not changed; this is what words and NER see.
     """
-    import html
-
     arr = _as_string_array(texts)
     if len(arr) == 0:
         return arr
@@ -215,8 +221,6 @@ def gender_detector() -> Any:
 
 
 def gender_guesser_version() -> str:
-    from corpus_audit.core.versions import package_versions
-
     return package_versions("gender-guesser").get("gender-guesser", "unknown")
 
 
@@ -433,9 +437,6 @@ _WORKER_FINDER: NameFinder | None = None  # the finder of a worker process (see 
 
 
 def _init_ner_worker(model: str, terms: GenderTerms, batch_size: int, pipes: list[str]) -> None:
-    import os
-    import signal
-
     # Ctrl-C reaches the whole process group: the main process decides how to stop (it rolls
     # back the batch in flight and shuts the pool down), so a worker does not die mid-chunk.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -456,11 +457,6 @@ def exit_with_parent() -> None:
     it becomes readable when the parent exits. A daemon thread waits on it and ends the
     process (``os._exit``: nothing to flush, the parent rolled back or lost the batch).
     """
-    import multiprocessing
-    import os
-    import threading
-    from multiprocessing.connection import wait
-
     parent = multiprocessing.parent_process()
     if parent is None:  # not a multiprocessing child
         return
@@ -503,8 +499,6 @@ class NerPool:
         self._executor: Any = None
 
     def run(self, texts: Sequence[str]) -> list[list[Trigger]]:
-        from concurrent.futures.process import BrokenProcessPool
-
         chunks = [list(texts[i : i + self.chunk]) for i in range(0, len(texts), self.chunk)]
         out: list[list[Trigger]] = []
         try:

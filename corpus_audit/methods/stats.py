@@ -13,13 +13,13 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.stats import norm, pearsonr, ttest_1samp
 
 
 def z_value(confidence: float) -> float:
     """Two-sided normal quantile for ``confidence`` in (0, 1), e.g. 1.95996 for 0.95."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence {confidence} is not in (0, 1)")
-    from scipy.stats import norm
 
     return float(norm.ppf(0.5 + confidence / 2.0))
 
@@ -57,7 +57,6 @@ def ttest_zero(values: Sequence[float]) -> tuple[float | None, float | None]:
     arr = np.asarray([v for v in values if v is not None], dtype=float)
     if arr.size < 2 or float(np.ptp(arr)) == 0.0:
         return (None, None)
-    from scipy.stats import ttest_1samp
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -79,7 +78,6 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float
     ys = np.array([b for _, b in pairs], dtype=float)
     if float(np.ptp(xs)) == 0.0 or float(np.ptp(ys)) == 0.0:
         return (None, None, n)
-    from scipy.stats import pearsonr
 
     res = pearsonr(xs, ys)
     return (float(res.statistic), float(res.pvalue), n)

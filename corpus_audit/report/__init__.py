@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.core.fileio import write_text_atomic
+from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.render import render
 
@@ -28,8 +29,6 @@ REPORT_NAME = "report.html"
 
 def report(study: Study, *, progress: bool = True) -> StageRun:
     """Write ``<study>/report/report.html``; its path goes in ``run.outputs['report']``."""
-    from corpus_audit.core.stage_state import require_inputs
-
     require_inputs(study, "report")
     out = study.path(REPORT_DIR, REPORT_NAME)
     fingerprint = report_fingerprint(study)
@@ -44,6 +43,8 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
             and out.is_file()
         ):
             return run.skip("nothing changed since the last report; file kept")
+        # not at the top: config validation imports this package (report.imports), and the
+        # context pulls pandas, the figures and every section
         from corpus_audit.report.context import build_context
 
         ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)
@@ -73,10 +74,12 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
 
 def report_fingerprint(study: Study) -> str:
     """Hash of what the report shows: analysis tables, stage runs, config and template."""
+    # not at the top: config validation imports the report package (report.imports), and the
+    # analyze and variants stages import numpy, pandas and their methods
     from corpus_audit.stages.analyze import ANALYSIS_TABLES
+    from corpus_audit.stages.variants.compare import TABLES as VARIANT_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
-    from corpus_audit.stages.variants.compare import TABLES as VARIANT_TABLES
 
     extra = ("category_distribution", "preference_ratings", "preference_pairs", "battles")
     extra += ("arena_votes", "arena_ratings", "arena_pairs")

@@ -19,9 +19,12 @@ import base64
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corpus_audit import __version__
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.core.metrics import METRICS
 from corpus_audit.methods.stats import wilson_interval
+from corpus_audit.report import figures as figs
+from corpus_audit.report.render import render
 
 if TYPE_CHECKING:
     from corpus_audit.methods.amplification import ModelResult
@@ -41,9 +44,6 @@ def write_page(
     reference: dict[str, dict[str, float]] | None = None,
 ) -> Path:
     """Render the page for ``results`` to ``path`` (atomically); returns ``path``."""
-    from corpus_audit import __version__
-    from corpus_audit.report.render import render
-
     ctx = {
         "title": title or DEFAULT_TITLE,
         "note": note,
@@ -122,8 +122,6 @@ def _model_context(
 
 def _scatter(result: ModelResult, prompts: list[Any]) -> dict[str, str]:
     """The T-vs-G panels of one model, one per prompt, as a PNG data URI."""
-    from corpus_audit.report import figures as figs
-
     pairs = [
         {
             "strategy": "",

@@ -8,8 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
+from corpus_audit.report.leaderboard_page import interval_figure, win_rate_heatmap
 from corpus_audit.stages.analyze.read import rows
 
 TABLES = ("arena_votes", "arena_ratings", "arena_pairs")
@@ -50,10 +53,6 @@ def arena_figures(
     ctx: dict[str, Any], out_dir: Path | None, safe: Any
 ) -> list[figs.RenderedFigure]:
     """Per aspect: the rating intervals per language and the all-language win-rate heatmap."""
-    import pandas as pd
-
-    from corpus_audit.report.leaderboard_page import interval_figure, win_rate_heatmap
-
     arena = ctx["arena"]
     if not arena["ratings"]:
         return []

@@ -21,6 +21,7 @@ from typing import Any
 from corpus_audit.core.errors import BattleError
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.methods.preferences.battles import ASPECT_TEXT, ASPECTS, write_pairs
+from corpus_audit.report.thumbs import resolve, thumbnail_uri
 
 TEMPLATE = "battles.html.j2"
 THUMBNAIL_PX = 384
@@ -40,8 +41,6 @@ class BattlePage:
 
 
 def _uri(path: str, root: Path | None, px: int, max_pixels: int) -> str | None:
-    from corpus_audit.report.thumbs import resolve, thumbnail_uri
-
     full = resolve(root, path) if root is not None else Path(path).expanduser()
     return thumbnail_uri(full, size=px, max_pixels=max_pixels, quality=85)
 

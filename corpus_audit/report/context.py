@@ -7,6 +7,7 @@ are empty return empty data and the template says what did not run and why.
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,12 +15,17 @@ from typing import Any
 
 from tqdm import tqdm
 
+from corpus_audit import __version__
+from corpus_audit.backends.openai_images import status_lines as api_lines
 from corpus_audit.core.catalogue import STAGE_NAMES
+from corpus_audit.core.config import dump_toml
 from corpus_audit.core.metrics import METRICS
+from corpus_audit.core.preset import paper_differences
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.amplification import strategy_sort_key
 from corpus_audit.report import figures as figs
 from corpus_audit.report.arena_section import arena_figures, arena_section
+from corpus_audit.report.imports import status_lines as import_lines
 from corpus_audit.report.preference_section import (
     categories_section,
     preference_figures,
@@ -27,7 +33,11 @@ from corpus_audit.report.preference_section import (
 )
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
 from corpus_audit.report.variants_section import variants_section
+from corpus_audit.report.who_how import who_how_section
+from corpus_audit.stages.analyze import input_fingerprint, untrained_classifiers
+from corpus_audit.stages.analyze.image_similarity import summary as image_summary
 from corpus_audit.stages.analyze.read import amplification_pairs, rows, table3
+from corpus_audit.stages.subsets import SHORTFALL_TEXT
 
 IMAGE_STAGES = ("images", "generate", "label")
 TOP_NEIGHBOR_OCCUPATIONS = 4
@@ -37,8 +47,6 @@ EXAMPLE_CAPTIONS = 3
 
 def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> dict[str, Any]:
     """The template context (see ``templates/report.html.j2``)."""
-    from corpus_audit import __version__
-
     analysis_run = study.last_run("analyze")
     ctx: dict[str, Any] = {
         "name": study.config.study.name,
@@ -67,7 +75,6 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["variants"] = variants_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["occupations"] = occupations_section(study, progress)
-    from corpus_audit.report.who_how import who_how_section
 
     ctx["who_how"] = who_how_section(study, figures_dir)
     ctx["provenance"] = provenance_section(study)
@@ -78,10 +85,6 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
 def comparability_section(study: Study) -> dict[str, Any]:
     """Settings that differ from the paper's, labels from untrained weights, how the training
     subsets were drawn and cut, and the subsets that fall short of N."""
-    from corpus_audit.core.preset import paper_differences
-    from corpus_audit.stages.analyze import untrained_classifiers
-    from corpus_audit.stages.subsets import SHORTFALL_TEXT
-
     cfg = study.config
     short = dicts(study.sql("report/shortfall"))
     return {
@@ -216,8 +219,6 @@ def image_funnel(study: Study, analysis_prov: dict[str, Any]) -> list[dict[str, 
 # -- results --------------------------------------------------------------------------------
 def analysis_section(study: Study, run: dict[str, Any] | None) -> dict[str, Any]:
     """How the analysis was run and whether it is current."""
-    from corpus_audit.stages.analyze import input_fingerprint
-
     if run is None:
         return {"ran": False, "stale": False, "provenance": {}}
     prov = run["provenance"]
@@ -309,7 +310,6 @@ def similarity_section(study: Study) -> dict[str, Any]:
     detail = dicts(study.sql("report/similarity_detail"))
     summary = dicts(study.sql("report/similarity_summary"))
     summary.sort(key=lambda r: strategy_sort_key(r["strategy"]))
-    from corpus_audit.stages.analyze.image_similarity import summary as image_summary
 
     images = image_summary(rows(study, "SELECT * FROM image_similarity"))
     caption_means = {r["strategy"]: r["mean_similarity"] for r in summary}
@@ -348,8 +348,6 @@ def figures_section(
     study: Study, ctx: dict[str, Any], out_dir: Path | None, progress: bool
 ) -> list[dict[str, Any]]:
     """Render every figure the data allows; returns name, title, caption, data URI."""
-    import base64
-
     rendered: list[figs.RenderedFigure] = []
     pairs = amplification_pairs(study)
     jobs: list[tuple[str, Any]] = []
@@ -496,8 +494,6 @@ def _group(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 # -- provenance -----------------------------------------------------------------------------
 def provenance_section(study: Study) -> dict[str, Any]:
     """Config (as TOML), per-stage provenance (JSON), versions, seeds, models."""
-    from corpus_audit.core.config import dump_toml
-
     stages = []
     versions: dict[str, Any] = {}
     for name in STAGE_NAMES:
@@ -509,8 +505,6 @@ def provenance_section(study: Study) -> dict[str, Any]:
         stages.append(
             {"stage": name, "json": json.dumps(prov, indent=2, sort_keys=True, default=str)}
         )
-    from corpus_audit.backends.openai_images import status_lines as api_lines
-    from corpus_audit.report.imports import status_lines as import_lines
 
     return {
         "config": dump_toml(study.config.to_dict()),

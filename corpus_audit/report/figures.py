@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from corpus_audit.methods.amplification import PARITY, strategy_sort_key
 
 AMP_COLOR = "#d62728"
@@ -188,8 +190,6 @@ def scatter_grid(
 
 def amplification_bars(model: str, layout_rows: Sequence[dict], columns: Sequence[str]) -> Any:
     """Grouped bars: one group per strategy, one bar per prompt column (+ average)."""
-    import numpy as np
-
     rows = sorted(layout_rows, key=lambda r: strategy_sort_key(r["strategy"]))
     fig = new_figure(max(6.0, 1.1 * len(rows) * max(1, len(columns)) / 2.5 + 2), 3.8)
     ax = fig.subplots()
@@ -252,8 +252,6 @@ def indicator_bars(rows: Sequence[dict], limit: int = 40) -> Any:
 def similarity_plot(rows: Sequence[dict]) -> Any:
     """Mean caption-prompt cosine similarity per strategy: one dot per (occupation, prompt),
     the strategy mean as a bar."""
-    import numpy as np
-
     strategies = sorted({r["strategy"] for r in rows}, key=strategy_sort_key)
     fig = new_figure(max(4.0, 1.4 * len(strategies) + 1.5), 3.2)
     ax = fig.subplots()

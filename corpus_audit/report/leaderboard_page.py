@@ -25,7 +25,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from corpus_audit import __version__
 from corpus_audit.core.fileio import write_text_atomic
+from corpus_audit.methods.preferences.arena_import import read_arena_file
+from corpus_audit.methods.preferences.leaderboard import leaderboard, pairs
+from corpus_audit.report import figures as figs
+from corpus_audit.report import render
+from corpus_audit.report.preference_figures import pair_heatmap, rating_intervals
 
 TEMPLATE = "leaderboard.html.j2"
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -41,10 +49,6 @@ LANGUAGE_TITLES = {"all": "all prompts", "en": "English prompts", "de": "German 
 def arena_votes(files: Sequence[Path]) -> Any:
     """The answered votes of ``files`` in the given order (timestamp, then file and record),
     as ``battles import`` orders them in a study."""
-    import pandas as pd
-
-    from corpus_audit.methods.preferences.arena_import import read_arena_file
-
     frames = [read_arena_file(Path(f)) for f in files]
     votes = pd.concat(frames, ignore_index=True)
     votes = votes.drop_duplicates(["record_sha256", "occurrence", "aspect"])
@@ -54,8 +58,6 @@ def arena_votes(files: Sequence[Path]) -> Any:
 
 
 def _uri(fig: Any, name: str) -> str:
-    from corpus_audit.report import figures as figs
-
     png = figs.save(fig, name, "", "", None).png
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
@@ -64,16 +66,12 @@ def win_rate_heatmap(pairs: Any, title: str) -> Any:
     """Win rate (wins / (wins + losses), ties left out) of the row model against the column
     model, with the battles behind it; ``pairs``: one (aspect, language) of the
     :func:`corpus_audit.methods.preferences.leaderboard.pairs` frame."""
-    from corpus_audit.report.preference_figures import pair_heatmap
-
     return pair_heatmap(pairs, "win_rate", "win rate: wins / (wins + losses)", title)
 
 
 def interval_figure(ratings: Any, aspect: str) -> Any:
     """Elo median with its interval, Elo in the given order, Bradley-Terry: one panel per
     language (:func:`corpus_audit.report.preference_figures.rating_intervals`)."""
-    from corpus_audit.report.preference_figures import rating_intervals
-
     part = ratings[ratings["aspect"] == aspect].copy()
     order = {lang: i for i, lang in enumerate(part["language"].drop_duplicates())}
     part["aspect"] = [
@@ -93,8 +91,6 @@ def _count(votes: Any, aspect: str, language: str) -> int:
 
 def page_context(votes: Any, *, rounds: int = 1000, seed: int = 0) -> dict[str, Any]:
     """What the template shows (numbers as floats; figures as data URIs)."""
-    from corpus_audit.methods.preferences.leaderboard import leaderboard, pairs
-
     ratings = leaderboard(votes, rounds=rounds, seed=seed)
     pair_rows = pairs(votes)
     aspects = []
@@ -152,9 +148,6 @@ def write_leaderboard_page(
     seed: int = 0,
 ) -> Path:
     """Render the page for the votes of ``files`` to ``path`` (atomically); returns ``path``."""
-    from corpus_audit import __version__
-    from corpus_audit.report import render
-
     ctx = page_context(arena_votes(files), rounds=rounds, seed=seed)
     ctx.update(
         {

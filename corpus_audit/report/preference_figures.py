@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from corpus_audit.report.figures import PROMPT_COLORS, new_figure
 
 OFFICIAL_COLOR = "black"
@@ -49,8 +51,6 @@ def _panels(data: Any) -> list[tuple[Any, str]]:
 def category_bars(rows: Any, language: str) -> Any:
     """Grouped bars of one language, one panel per (prompt family, variant); ``rows`` is the
     :func:`corpus_audit.methods.categories.category_distribution` frame."""
-    import numpy as np
-
     data = rows[rows["language"] == language]
     panels = _panels(data) or [(None, "(no data)")]
     categories = sorted(data["category"].unique())
@@ -157,8 +157,6 @@ def pair_heatmap(part: Any, value: str, label: str, title: str) -> Any:
     """Row model against column model: ``value`` (a share in [0, 1]; NaN drawn as "–") with
     the battles behind it, one cell per pair that met; ``part`` has ``model_id``,
     ``opponent``, ``value`` and ``battles`` columns. ``label`` names the colour bar."""
-    import numpy as np
-
     models = sorted(set(part["model_id"]) | set(part["opponent"]))
     index = {m: i for i, m in enumerate(models)}
     grid = np.full((len(models), len(models)), np.nan)

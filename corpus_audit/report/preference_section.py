@@ -13,8 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
+from corpus_audit.report import preference_figures as pf
 from corpus_audit.stages.analyze.read import rows
 
 
@@ -47,8 +50,6 @@ def preferences_section(study: Study) -> dict[str, Any]:
 
 
 def _frame(records: list[dict[str, Any]]) -> Any:
-    import pandas as pd
-
     return pd.DataFrame(records)
 
 
@@ -71,8 +72,6 @@ def preference_figures(
     ctx: dict[str, Any], out_dir: Path | None, safe: Any
 ) -> list[figs.RenderedFigure]:
     """The figures of both sections (none when their tables are empty)."""
-    from corpus_audit.report import preference_figures as pf
-
     cats, prefs = ctx["categories"], ctx["preferences"]
     title = "Generated %female per occupational category vs official statistics: {}"
     jobs: list[tuple[Any, str, str, str]] = [  # (figure, file name, title, caption)

@@ -6,7 +6,10 @@ import base64
 import io
 from pathlib import Path
 
+from PIL import Image
+
 from corpus_audit.core.imagefile import study_image_path as resolve  # noqa: F401
+from corpus_audit.core.imagefile import try_read_rgb
 
 THUMB_PX = 96  # longest side, pixels
 
@@ -17,10 +20,6 @@ def thumbnail_uri(
     """A JPEG ``data:`` URI (``quality`` 1-95) of ``path`` downscaled to ``size`` px (longest
     side), or None when the file cannot be decoded (missing, corrupt, over ``max_pixels``:
     see ``imagefile``)."""
-    from PIL import Image
-
-    from corpus_audit.core.imagefile import try_read_rgb
-
     # decoded at a few times the thumbnail size (a large JPEG is scaled by its decoder), so a
     # report of large photos does not decode each one at full size
     array, _detail = try_read_rgb(path, max_pixels=max_pixels, max_side=max(4 * size, 512))

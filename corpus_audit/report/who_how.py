@@ -11,10 +11,19 @@ against the labour statistics, and the SRBS comparison. Everything that came fro
 from __future__ import annotations
 
 import base64
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.core.store import Study
+import pandas as pd
+
+from corpus_audit import __version__
+from corpus_audit.core.slugs import slug
+from corpus_audit.core.store import Study, sql_text
+from corpus_audit.report.figures import save
+from corpus_audit.report.render import render
+from corpus_audit.report.who_how_figures import decile_figure, who_scatter
+from corpus_audit.stages.analyze.read import rows as _rows
 
 WORDS_SHOWN = 10  # marked words per side and occupation
 OCCUPATIONS_SHOWN = 40  # occupations with compared texts, most texts first
@@ -24,9 +33,6 @@ PAGE_NAME = "who_how.html"
 
 def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, Any]:
     """The section's data; ``ran`` False when the stage has not written its tables."""
-    from corpus_audit.core.store import sql_text
-    from corpus_audit.stages.analyze.read import rows as _rows
-
     if not study.table_exists("texts_associations") or not study.count("texts_associations"):
         return {"ran": False}
     words = _rows(study, sql_text("who_how/60_report_words.sql"), [WORDS_SHOWN])
@@ -75,12 +81,6 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
 
 def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     """The decile figure for each kind of label that places an occupation."""
-    import pandas as pd
-
-    from corpus_audit.core.slugs import slug
-    from corpus_audit.report.figures import save
-    from corpus_audit.report.who_how_figures import decile_figure
-
     out = []
     deciles = study.con.execute(
         "SELECT * FROM texts_deciles ORDER BY model NULLS FIRST, labels, decile"
@@ -111,10 +111,6 @@ def _figure_entry(rendered: Any) -> dict[str, str]:
 def _who_scatters(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     """Per model of an LLM study: % women of the texts associated with a gender (prompts
     without one) against the labour statistic, one point per occupation with its interval."""
-    from corpus_audit.core.slugs import slug
-    from corpus_audit.report.figures import save
-    from corpus_audit.report.who_how_figures import who_scatter
-
     who = study.con.execute(
         "SELECT * FROM texts_who WHERE labels = 'association' AND model IS NOT NULL "
         "ORDER BY model, occupation"
@@ -136,11 +132,6 @@ def _who_scatters(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
 
 def write_page(study: Study) -> Path:
     """Write ``<study>/report/who_how.html`` (the section alone, self-contained)."""
-    from datetime import UTC, datetime
-
-    from corpus_audit import __version__
-    from corpus_audit.report.render import render
-
     out = study.path(PAGE_DIR, PAGE_NAME)
     ctx = {
         "name": study.config.study.name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from corpus_audit.report.figures import DPI, label_points
@@ -59,8 +60,6 @@ def decile_figure(deciles: pd.DataFrame, title: str = "texts") -> Any:
 def who_scatter(who: pd.DataFrame, min_associated: int = 1, title: str = "texts") -> Any:
     """% women in the texts vs labour statistics, one point per occupation with both and at
     least ``min_associated`` associated texts (a ``percent_women`` table)."""
-    import numpy as np
-
     used = who[
         (who["associated"] >= min_associated)
         & who["pct_women"].notna()

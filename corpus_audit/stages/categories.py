@@ -20,17 +20,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
+from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.methods.categories import category_distribution, official_table
+from corpus_audit.methods.lexicon.official_stats import load_official_stats
+from corpus_audit.methods.lexicon.prompt_sets import load_categories
+from corpus_audit.stages.analyze.percent import choose_classifier, prepare_labels
 
 STAGE = "categories"
 
 
 def _labelled(study: Study) -> tuple[Any, str | None]:
     """One row per labelled generated image of a prompt-table prompt, and the classifier."""
-    import pandas as pd
-
-    from corpus_audit.stages.analyze.percent import choose_classifier, prepare_labels
-
     classifier = choose_classifier(study)
     prepare_labels(study, classifier, study.config.analysis.threshold)
     try:
@@ -45,10 +48,6 @@ def _labelled(study: Study) -> tuple[Any, str | None]:
 def official_figures(study: Study, occupations: list[str]) -> Any:
     """Official %female per (language, category) from ``lexicon.official_stats`` (files
     relative to the study directory); raises LexiconError naming a bad file and line."""
-    from corpus_audit.methods.categories import official_table
-    from corpus_audit.methods.lexicon.official_stats import load_official_stats
-    from corpus_audit.methods.lexicon.prompt_sets import load_categories
-
     lex = study.config.lexicon
     categories = load_categories(lex.categories, study.root)
     stats = {
@@ -60,9 +59,6 @@ def official_figures(study: Study, occupations: list[str]) -> Any:
 
 def categories(study: Study, *, progress: bool = True) -> StageRun:
     """Write ``category_distribution`` (see the module docstring)."""
-    from corpus_audit.core.stage_state import require_inputs
-    from corpus_audit.methods.categories import category_distribution
-
     require_inputs(study, STAGE)
     with study.stage(STAGE) as run:
         if not study.count("prompt_categories"):

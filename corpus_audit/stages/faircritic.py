@@ -21,10 +21,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+from tqdm.auto import tqdm
+
+from corpus_audit.backends.classifiers import build_classifier
+from corpus_audit.backends.faces import get_face_detector
+from corpus_audit.backends.feedback import WRITERS
+from corpus_audit.backends.generators import derive_seed
 from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
-from corpus_audit.methods.lexicon.pst import PstPrompt
+from corpus_audit.methods.lexicon.pst import PstPrompt, load_roles, load_templates
+from corpus_audit.methods.pst.critic import (
+    ROUND_COLUMNS,
+    BatchGenerator,
+    FairCritic,
+    LabellerCritic,
+)
+from corpus_audit.stages.generate import open_generator, settings_from_config
+from corpus_audit.stages.pst_tables import stored_prompts
 
 NAME = "faircritic"
 
@@ -37,8 +52,6 @@ class TableRoundStore:
         self.model_id = model_id
 
     def load(self, prompt_id: str) -> list[dict[str, Any]]:
-        from corpus_audit.methods.pst.critic import ROUND_COLUMNS
-
         cur = self.study.con.execute(
             f"SELECT {', '.join(ROUND_COLUMNS)} FROM pst_rounds "
             "WHERE model_id = ? AND prompt_id = ? ORDER BY round",
@@ -64,8 +77,6 @@ class TableRoundStore:
 def chosen_prompts(study: Study) -> list[PstPrompt]:
     """The prompts of ``pst.faircritic_prompts`` (default: every paired plain prompt);
     a :class:`ConfigError` names ids that are not two-person prompts of ``pst_prompts``."""
-    from corpus_audit.stages.pst_tables import stored_prompts
-
     prompts = stored_prompts(study)
     wanted = study.config.pst.faircritic_prompts
     if not wanted:
@@ -78,13 +89,20 @@ def chosen_prompts(study: Study) -> list[PstPrompt]:
     return [prompts[pid] for pid in wanted]
 
 
+def from_generator(generator: Any) -> BatchGenerator:
+    """A :class:`~corpus_audit.methods.pst.critic.BatchGenerator` over a
+    :class:`corpus_audit.backends.generators.Generator`: image ``i`` of a round gets the seed
+    ``derive_seed(round seed, model, prompt, i)``, so a round is reproducible image by image."""
+
+    def batch(prompt: str, n: int, seed: int) -> list[np.ndarray]:
+        seeds = [derive_seed(seed, generator.model_id, prompt, i) for i in range(n)]
+        return [g.pixels for g in generator.generate([prompt] * n, seeds)]
+
+    return batch
+
+
 def build_loop(study: Study, model: str) -> Any:
     """The :class:`FairCritic` of the study config for ``model`` (a ``generate.models`` entry)."""
-    from corpus_audit.backends.classifiers import build_classifier
-    from corpus_audit.backends.faces import get_face_detector
-    from corpus_audit.methods.lexicon.pst import load_roles, load_templates
-    from corpus_audit.methods.pst.critic import FairCritic, LabellerCritic, from_generator
-    from corpus_audit.stages.generate import open_generator, settings_from_config
 
     cfg, label = study.config.pst, study.config.label
     classifier = build_classifier(
@@ -103,8 +121,6 @@ def build_loop(study: Study, model: str) -> Any:
         min_face_fraction=label.min_face_fraction,
         count_small_faces=label.count_small_faces,
     )
-    from corpus_audit.backends.feedback import WRITERS
-
     make_writer = WRITERS.get(cfg.faircritic_writer.partition(":")[0])
     writer = make_writer(
         cfg.faircritic_writer,
@@ -125,8 +141,6 @@ def build_loop(study: Study, model: str) -> Any:
 
 def faircritic(study: Study, *, progress: bool = True) -> StageRun:
     """Run the missing FairCritic rounds; see the module docstring."""
-    from tqdm.auto import tqdm
-
     cfg = study.config.pst
     with study.stage(NAME) as run:
         if cfg.faircritic_rounds and not study.config.generate.models and _imported(study):

@@ -48,6 +48,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from corpus_audit.backends.image_sources import SOURCES, parse_source
 from corpus_audit.backends.image_sources.base import (
     IMAGE_EXTS,
@@ -311,8 +313,6 @@ def images(study: Study, *, progress: bool = True) -> StageRun:
     Resumable: finished shards are listed in ``image_shards`` and skipped; images already
     registered are skipped; a killed run loses at most the last ``INSERT_BATCH`` records.
     """
-    from tqdm.auto import tqdm
-
     cfg = study.config.images
     with study.stage("images") as run:
         if not cfg.sources:

@@ -19,9 +19,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from corpus_audit.backends.classifiers import classifier_id
 from corpus_audit.core.catalogue import PST_SCORE_TABLES
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.methods.lexicon import load_labor_stats
+from corpus_audit.methods.pst import score
+from corpus_audit.methods.pst.captions import caption_people, caption_scores
+from corpus_audit.methods.pst.score import Bootstrap, labor_comparison
+from corpus_audit.stages.pst_tables import insert_frame, read_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,8 +38,6 @@ SCORE_TABLES = PST_SCORE_TABLES  # each holds both sides (column `side`)
 
 def image_tables(people: pd.DataFrame, labor: dict, boot: Any, confidence: float) -> dict:
     """Table name -> frame of the image side (unit = image)."""
-    from corpus_audit.methods.pst import score
-
     rows = score.labor_comparison(people, labor, confidence)
     return {
         "pst_scores": score.score_summary(people, bootstrap=boot),
@@ -46,9 +50,6 @@ def image_tables(people: pd.DataFrame, labor: dict, boot: Any, confidence: float
 
 def caption_tables(mentions: pd.DataFrame, labor: dict, boot: Any, confidence: float) -> dict:
     """Table name -> frame of the caption side (unit = caption), ``pst_caption_roles`` too."""
-    from corpus_audit.methods.pst.captions import caption_people, caption_scores
-    from corpus_audit.methods.pst.score import labor_comparison
-
     scores = caption_scores(mentions, labor, bootstrap=boot)
     whole = caption_people(scores.caption_roles, split=False)
     return {
@@ -63,11 +64,6 @@ def caption_tables(mentions: pd.DataFrame, labor: dict, boot: Any, confidence: f
 
 def pst_analyze(study: Study, *, progress: bool = True) -> StageRun:
     """Recompute every PST score table; see the module docstring."""
-    from corpus_audit.backends.classifiers import classifier_id
-    from corpus_audit.methods.lexicon import load_labor_stats
-    from corpus_audit.methods.pst.score import Bootstrap
-    from corpus_audit.stages.pst_tables import insert_frame, read_frame
-
     cfg = study.config
     with study.stage(NAME) as run:
         require_inputs(study, NAME)

@@ -12,9 +12,23 @@ settings and lexicons is skipped (:func:`corpus_key`). A study without a corpus 
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from tqdm.auto import tqdm
+
+from corpus_audit.backends.corpus import read_file, resolve_corpus
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
+from corpus_audit.methods.lexicon.pst import load_roles
+from corpus_audit.methods.pst.captions import CaptionRoleTagger, tag_files
+from corpus_audit.stages.pst_tables import insert_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NAME = "pst_captions"
 
@@ -33,11 +47,6 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
             run.provenance["corpus_key"] = key
             run.messages.append("the corpus and the lexicons are unchanged: mentions kept")
             return run
-        from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
-        from corpus_audit.methods.lexicon.pst import load_roles
-        from corpus_audit.methods.pst.captions import CaptionRoleTagger, tag_corpus
-        from corpus_audit.stages.pst_tables import insert_frame
-
         tagger = CaptionRoleTagger(
             load_roles(cfg.pst.roles, study.root),
             load_gender_terms(cfg.lexicon.gender_terms, study.root),
@@ -66,11 +75,6 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
 def corpus_key(study: Study) -> str:
     """A hash of what the mentions depend on: the corpus files (path, size, mtime), the
     ``corpus`` settings and the lexicon specs; a rerun with the same key is skipped."""
-    import hashlib
-    import json
-
-    from corpus_audit.backends.corpus import resolve_corpus
-
     cfg = study.config
     files = []
     for f in resolve_corpus(list(cfg.corpus.paths)):
@@ -82,3 +86,23 @@ def corpus_key(study: Study) -> str:
         [files, cfg.section_hash("corpus", "pst.roles", "lexicon")], sort_keys=True, default=str
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def tag_corpus(
+    paths: Sequence[str],
+    tagger: CaptionRoleTagger,
+    *,
+    text_column: str = "",
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mention rows of every caption of the corpus files ``paths`` (files, globs, folders;
+    :func:`corpus_audit.backends.corpus.resolve_corpus`) and one row per file
+    (:func:`corpus_audit.methods.pst.captions.tag_files`)."""
+    files = resolve_corpus(list(paths))
+    return tag_files(
+        (
+            (Path(file.path).name, file.file_id, read_file(file, text_column=text_column))
+            for file in tqdm(files, desc="pst captions", unit="file", disable=not progress)
+        ),
+        tagger,
+    )

@@ -21,15 +21,20 @@ its id.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pandas as pd
+from tqdm.auto import tqdm
+
+from corpus_audit.backends.classifiers import build_classifier, classifier_id
 from corpus_audit.backends.faces import Face, FaceResult
+from corpus_audit.core.imagefile import UnreadableImage, decode
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts, sql_text
-from corpus_audit.methods.pst.positions import PairResult
-
-if TYPE_CHECKING:
-    import pandas as pd
+from corpus_audit.methods.pst.persons import PstImage, classify_people
+from corpus_audit.methods.pst.positions import PairResult, pair_table
+from corpus_audit.stages.label import DECODE_MAX_SIDE, resolve_image_path
+from corpus_audit.stages.pst_tables import insert_frame, stored_prompts
 
 NAME = "pst_label"
 FILTER_COLUMNS = (
@@ -40,11 +45,6 @@ FILTER_COLUMNS = (
 
 def pst_label(study: Study, *, progress: bool = True) -> StageRun:
     """Label the persons of the PST images not labelled yet; see the module docstring."""
-    from tqdm.auto import tqdm
-
-    from corpus_audit.backends.classifiers import build_classifier, classifier_id
-    from corpus_audit.stages.pst_tables import stored_prompts
-
     cfg = study.config.label
     with study.stage(NAME) as run:
         require_inputs(study, NAME)
@@ -87,10 +87,6 @@ def pst_label(study: Study, *, progress: bool = True) -> StageRun:
 def face_rule_rows(batch: pd.DataFrame, faces: pd.DataFrame, cfg: Any) -> pd.DataFrame:
     """``pst_face_filter`` rows of ``batch`` (rows of ``pst_label/todo.sql``): the two-face
     rule for paired/power prompts, ``label``'s one-face rule for single prompts."""
-    import pandas as pd
-
-    from corpus_audit.methods.pst.positions import pair_table
-
     two = batch[batch["kind"] != "single"]
     pairs = pair_table(
         two[["image_id", "image_width", "image_height"]],
@@ -120,10 +116,6 @@ def label_batch(
     study: Study, batch: pd.DataFrame, prompts: dict, classifier: Any
 ) -> tuple[pd.DataFrame, pd.DataFrame, Counter]:
     """Face rule rows, person rows and drop reasons of one batch (no database writes)."""
-    from corpus_audit.core.imagefile import UnreadableImage, decode
-    from corpus_audit.methods.pst.persons import PstImage, classify_people
-    from corpus_audit.stages.label import DECODE_MAX_SIDE, resolve_image_path
-
     cfg = study.config.label
     faces = study.con.execute(
         "SELECT * FROM faces WHERE list_contains(?, image_id) ORDER BY image_id, face_index",
@@ -166,8 +158,6 @@ def _stored_result(
 
 def write_batch(study: Study, filters: pd.DataFrame, people: pd.DataFrame, cid: str) -> None:
     """One transaction: the batch's ``pst_face_filter`` rows and its persons from ``cid``."""
-    from corpus_audit.stages.pst_tables import insert_frame
-
     ids = list(filters["image_id"])
     with study.transaction() as con:
         con.execute("DELETE FROM pst_face_filter WHERE list_contains(?, image_id)", [ids])

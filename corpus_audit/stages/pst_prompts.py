@@ -13,15 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.methods.lexicon.pst import load_prompts, prompts_frame
+from corpus_audit.stages.pst_tables import insert_frame, read_frame
 
 NAME = "pst_prompts"
 
 
 def pst_prompts(study: Study, *, progress: bool = True) -> StageRun:
     """Write ``pst_prompts`` from the ``[pst]`` settings; see the module docstring."""
-    from corpus_audit.methods.lexicon.pst import load_prompts, prompts_frame
-    from corpus_audit.stages.pst_tables import insert_frame, read_frame
-
     cfg = study.config.pst
     with study.stage(NAME) as run:
         prompts = load_prompts(

@@ -16,8 +16,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+from corpus_audit import __version__
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.report.figures import save
+from corpus_audit.report.pst_figures import labor_scatter
+from corpus_audit.report.render import render
+from corpus_audit.stages.pst_tables import read_frame
 
 NAME = "pst_report"
 PAGE = ("report", "pst.html")
@@ -74,10 +79,6 @@ def section(study: Study, key: str, title: str, query: str, note: str) -> dict[s
 
 def labor_figures(study: Study, out_dir: Path) -> list[dict[str, str]]:
     """The perceived (attached) vs labour %female scatter of each side, kind and variant."""
-    from corpus_audit.report.figures import save
-    from corpus_audit.report.pst_figures import labor_scatter
-    from corpus_audit.stages.pst_tables import read_frame
-
     labor = read_frame(study, "pst_labor")
     corr = read_frame(study, "pst_labor_correlation")
     out = []
@@ -98,8 +99,6 @@ def labor_figures(study: Study, out_dir: Path) -> list[dict[str, str]]:
 
 def write_csvs(study: Study, out_dir: Path) -> list[Path]:
     """Every PST table as ``<out_dir>/<table>.csv`` (written to a temp file, then renamed)."""
-    from corpus_audit.stages.pst_tables import read_frame
-
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for table in CSV_TABLES:
@@ -115,9 +114,6 @@ def write_csvs(study: Study, out_dir: Path) -> list[Path]:
 
 def pst_report(study: Study, *, progress: bool = True) -> StageRun:
     """Write the PST page and the CSVs; see the module docstring."""
-    from corpus_audit import __version__
-    from corpus_audit.report.render import render
-
     cfg = study.config
     with study.stage(NAME) as run:
         require_inputs(study, NAME)

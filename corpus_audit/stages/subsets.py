@@ -36,6 +36,7 @@ from typing import Any
 
 import duckdb
 
+from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.core.store import Study, dicts
 
 PER_OCCUPATION = ("keyword", "no_indicators")
@@ -86,6 +87,8 @@ def cut(study: Study, rule: CutRule) -> None:
 def cut_study(study: Study) -> str | None:
     """Prepare the analysis labels and cut the subsets on the study's connection; returns the
     classifier whose labels were used (None when there are no labels)."""
+    # not at the top: importing stages.analyze runs its __init__, which imports this module
+    # (and `corpus-audit status` imports this module, not the analyze stage)
     from corpus_audit.stages.analyze.percent import choose_classifier, prepare_labels
 
     classifier = choose_classifier(study)
@@ -146,7 +149,6 @@ def study_shortfall(study: Study) -> list[str]:
     """:func:`shortfall_lines` of a study as it is now (the temp tables are dropped after)."""
     if not study.count("samples"):
         return []
-    from corpus_audit.core.errors import CorpusAuditError
 
     rule = CutRule.from_config(study.config)
     try:

@@ -7,7 +7,10 @@ checked:
 - **no cycle**: no two modules reach each other through imports (Tarjan's strongly connected
   components; every component of more than one module is printed);
 - **no upward import**: the layer of a module is its top folder, and imports point down
-  ``cli -> commands -> stages, report -> methods, backends -> core`` (same layer is allowed).
+  ``cli -> commands -> stages, report -> methods, backends -> core`` (same layer is allowed);
+- **methods/ is pure**: a module of ``methods/`` imports only ``methods/`` and ``core/`` (not
+  ``backends/``, though it shares their layer): models and files come in as arguments, the stage
+  that calls a method loads the model or reads the corpus.
 
 ``from package import submodule`` is an edge to the submodule. Lazy registry entries
 (``"corpus_audit.backends.engines.local:LocalEngine"``, stage targets) are strings, not
@@ -25,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # the layer of a module is its top folder (cli.py: its own layer, at the top)
 LAYERS = {"core": 0, "methods": 1, "backends": 1, "stages": 2, "report": 2, "commands": 3, "cli": 4}
 ORDER = "cli -> commands -> stages, report -> methods, backends -> core"
+# top folders whose modules may import only the listed top folders (and their own)
+ONLY = {"methods": {"methods", "core"}}
 
 
 def package_modules(root: Path = ROOT, package: str = PACKAGE) -> dict[str, Path]:
@@ -127,6 +132,22 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
+def impure_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"a -> b"`` for every import of a module of a folder of :data:`ONLY` from a folder
+    outside its allowed list."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        parts = module.split(".")
+        allowed = ONLY.get(parts[1]) if len(parts) > 1 else None
+        if allowed is None:
+            continue
+        for target in sorted(targets):
+            top = target.split(".")[1] if target.count(".") else None
+            if top is not None and top not in allowed:
+                out.append(f"{module} -> {target}")
+    return out
+
+
 def test_every_top_folder_has_a_layer() -> None:
     tops = {m.split(".")[1] for m in package_modules() if m.count(".") >= 1}
     assert tops <= set(LAYERS), f"modules outside the layers {ORDER}: {sorted(tops - set(LAYERS))}"
@@ -142,6 +163,35 @@ def test_no_import_points_up_the_layers() -> None:
     found = upward_imports(import_graph())
     listing = "\n".join(f"  {line}" for line in found)
     assert not found, f"{len(found)} imports point up ({ORDER}):\n{listing}"
+
+
+def test_methods_import_only_core() -> None:
+    found = impure_imports(import_graph())
+    listing = "\n".join(f"  {line}" for line in found)
+    assert not found, (
+        f"{len(found)} imports of methods/ reach beyond core/ (models and files come in as "
+        f"arguments):\n{listing}"
+    )
+
+
+def test_the_methods_rule_fires_on_a_backend_import(tmp_path: Path) -> None:
+    """methods -> backends is the same layer (no upward import) and still breaks the rule;
+    methods -> core and backends -> methods do not."""
+    pkg = tmp_path / PACKAGE
+    for folder in ("core", "methods", "backends"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "c.py").write_text("")
+    (pkg / "methods" / "m.py").write_text(
+        "from corpus_audit.core import c\ndef f():\n    from corpus_audit.backends.b import load\n"
+    )
+    (pkg / "methods" / "pure.py").write_text("from corpus_audit.core import c\n")
+    (pkg / "backends" / "b.py").write_text("from corpus_audit.methods.pure import m\n")
+    graph = import_graph(tmp_path)
+    assert upward_imports(graph) == []
+    assert cycles(graph) == []
+    assert impure_imports(graph) == ["corpus_audit.methods.m -> corpus_audit.backends.b"]
 
 
 def test_the_graph_sees_function_level_and_lazy_imports(tmp_path: Path) -> None:
@@ -170,3 +220,5 @@ if __name__ == "__main__":
         print(f"cycle of {len(c)}: {' <-> '.join(c)}")
     for line in upward_imports(graph):
         print(f"up: {line}")
+    for line in impure_imports(graph):
+        print(f"impure: {line}")

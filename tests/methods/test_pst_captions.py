@@ -20,9 +20,9 @@ from corpus_audit.methods.pst.captions import (
     CaptionRoleTagger,
     caption_roles,
     caption_scores,
-    tag_corpus,
 )
 from corpus_audit.methods.pst.score import Bootstrap
+from corpus_audit.stages.pst_captions import tag_corpus
 
 CORPORA = {
     "laion": ("laion400m_sample_10k.parquet", "TEXT"),

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from corpus_audit.backends.embeddings import load_embedder
 from corpus_audit.methods.gender_text import WordMatcher, clean_markup, label_of
 from corpus_audit.methods.lexicon import (
     AssociationTerms,
@@ -364,7 +365,7 @@ def srbs_sets(captions, associations, gender_terms, drop_words):
 def test_srbs_on_real_captions(srbs_sets):
     candidates, targets = srbs_sets
     vocab = pd.concat([candidates["word"], targets["word"]]).unique().tolist()
-    vectors = embed_words(vocab)
+    vectors = embed_words(vocab, load_embedder())
     assert all(abs(float(np.linalg.norm(v)) - 1.0) < 1e-3 for v in vectors.values())
 
     def stack(frame: pd.DataFrame, side: str) -> np.ndarray:

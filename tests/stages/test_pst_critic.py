@@ -20,6 +20,7 @@ from pst_fixtures import LABEL_THRESHOLD, person, side_by_side
 
 from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
 from corpus_audit.backends.generators import DiffusersGenerator, GenerationSettings
+from corpus_audit.backends.paraphrasers import transformers_completer
 from corpus_audit.methods.lexicon.pst import load_prompts, load_roles, load_templates
 from corpus_audit.methods.pst.critic import (
     ROUND_COLUMNS,
@@ -30,9 +31,8 @@ from corpus_audit.methods.pst.critic import (
     LMFeedback,
     MemoryRoundStore,
     TemplateFeedback,
-    from_generator,
-    transformers_completer,
 )
+from corpus_audit.stages.faircritic import from_generator
 
 tokenizer_dir = tg.tokenizer_dir
 tiny_sd = tg.tiny_sd

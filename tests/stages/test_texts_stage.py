@@ -259,6 +259,7 @@ def test_texts_command_pooled_marked_words_equal_a_counter_computation(
 def test_texts_command_srbs_equals_a_numpy_and_scipy_computation(corpus_study):
     from scipy.stats import ttest_ind
 
+    from corpus_audit.backends.embeddings import load_embedder
     from corpus_audit.methods.texts import embed_words
 
     words = query(
@@ -266,7 +267,7 @@ def test_texts_command_srbs_equals_a_numpy_and_scipy_computation(corpus_study):
         "SELECT comparison, side, word FROM texts_marked_words WHERE scope = 'pooled'",
     )
     sets = {(c, s): [w for c2, s2, w in words if (c2, s2) == (c, s)] for c, s, _ in words}
-    vectors = embed_words(sorted({w for _, _, w in words}))
+    vectors = embed_words(sorted({w for _, _, w in words}), load_embedder())
 
     def nearest(word: str, targets: list[str]) -> float:
         return min(1.0 - float(np.dot(vectors[word], vectors[t])) for t in targets)

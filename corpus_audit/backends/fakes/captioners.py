@@ -20,6 +20,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.backends.captioners import quiet_transformers
 from corpus_audit.core.errors import ModelError
 
 TINY_WIDTH = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
@@ -120,8 +121,6 @@ def tiny_git(out_dir: Path | str, *, seed: int = 0, image_size: int = 32) -> Pat
 
 
 def _save(out_dir: Path | str, model: Any, processor: Any) -> Path:
-    from corpus_audit.backends.captioners import quiet_transformers
-
     out = Path(out_dir)
     with quiet_transformers():
         model.save_pretrained(out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import tempfile
 from importlib import util
 from pathlib import Path
 from typing import Any
@@ -175,8 +176,6 @@ def random_sd_pipeline(
     training configuration (scaled-linear betas 0.00085-0.012, 1000 steps). ``device``
     (e.g. ``"cuda"``) creates the weights there directly (fast for ``sd15``); float32.
     """
-    import tempfile
-
     import diffusers
     import torch
     from diffusers import AutoencoderKL, StableDiffusionPipeline, UNet2DConditionModel

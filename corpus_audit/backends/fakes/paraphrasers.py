@@ -7,6 +7,7 @@ real CLIP tokenizer in the ``save_pretrained`` layout that
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from corpus_audit.backends.fakes.diffusion import clip_tokenizer, write_clip_tokenizer_files
@@ -20,8 +21,6 @@ def random_paraphraser_model(
     For tests and offline demos of the paraphrasing plumbing only: greedy decoding makes its
     output deterministic, but the text is gibberish (it will not keep the occupation word).
     """
-    import tempfile
-
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 

@@ -20,6 +20,7 @@ from corpus_audit.backends.image_sources.img2dataset import Img2datasetSource
 from corpus_audit.backends.image_sources.parquet import ParquetSource
 from corpus_audit.backends.image_sources.urls import UrlsSource
 from corpus_audit.backends.image_sources.webdataset import WebDatasetSource
+from corpus_audit.core.config import check_type
 from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.registry import Registry
 
@@ -44,8 +45,6 @@ def option_names(options: type[SourceOptions]) -> list[str]:
 
 def parse_source(index: int, entry: Any) -> SourceOptions:
     """The typed options of ``images.sources[index]``; :class:`ConfigError` naming the key."""
-    from corpus_audit.core.config import check_type
-
     key = f"images.sources[{index}]"
     if not isinstance(entry, dict):
         raise ConfigError(f"{key}: expected a table, got {type(entry).__name__}")

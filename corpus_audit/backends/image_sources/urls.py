@@ -22,6 +22,7 @@ from corpus_audit.backends.image_sources.base import (
     SourceOptions,
 )
 from corpus_audit.core.errors import ConfigError, ImageSourceError
+from corpus_audit.core.store import sql_text
 
 
 @dataclass
@@ -49,8 +50,6 @@ def export_url_list(study: Any, wanted: dict[int, tuple[str | None, str | None]]
     captions that have a URL; returns its path."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from corpus_audit.core.store import sql_text
 
     ids = sorted(cid for cid, (url, _) in wanted.items() if url)
     texts = dict(study.con.execute(sql_text("images/caption_texts.sql"), [ids]).fetchall())

@@ -31,6 +31,7 @@ from corpus_audit.backends.text_generators.base import (  # noqa: F401  (re-expo
     TextRequest,
 )
 from corpus_audit.core import specs
+from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.registry import Registry
 
 # factory(model, settings, **options) -> TextGenerator; options are the backend's own
@@ -46,8 +47,6 @@ def register_text_generator(name: str, factory: TextGeneratorFactory) -> None:
 def split_spec(spec: str) -> tuple[str, str]:
     """``"backend:model"`` -> ``(backend, model)``; a spec without a known backend prefix
     raises :class:`~corpus_audit.core.errors.ConfigError` naming the known ones."""
-    from corpus_audit.core.errors import ConfigError
-
     backend, model = specs.split_spec(spec, TEXT_GENERATORS, "", empty_model=True)
     if not backend or not model:
         known = ", ".join(f"{name}:<model>" for name in TEXT_GENERATORS.names())

@@ -28,6 +28,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import os
 import random
 import threading
 import time
@@ -93,8 +94,6 @@ class OpenAIChat:
         max_backoff_s: float = 60.0,
         environ: Any = None,
     ) -> None:
-        import os
-
         if concurrency < 1 or n_per_request < 1 or max_retries < 0:
             raise ValueError("concurrency and n_per_request must be >= 1, max_retries >= 0")
         if timeout_s <= 0 or backoff_s < 0 or max_backoff_s < 0:

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from corpus_audit.core.errors import LexiconError  # noqa: F401  (re-exported)
+from corpus_audit.methods.lexicon.csvfile import read_rows
 
 BUILTIN_PREFIX = "builtin:"
 
@@ -162,8 +163,6 @@ def load_occupations(
     Raises :class:`LexiconError` on a missing column, an empty or duplicate occupation, or a
     surface form claimed by two occupations.
     """
-    from corpus_audit.methods.lexicon.csvfile import read_rows
-
     path = resolve_path(spec, base)
     header, rows = read_rows(path)  # strict: field count, quoting, UTF-8, BOM
     if "occupation" not in header:
@@ -340,8 +339,6 @@ def load_labor_stats(
     accountant = auditor, cleaner = housekeeper); any other empty value is ``None`` (no
     statistic, e.g. ``chief``), so callers leave that occupation out of comparisons.
     """
-    from corpus_audit.methods.lexicon.csvfile import read_rows
-
     path = resolve_path(spec, base)
     values: dict[str, float | None] = {}
     same_as: dict[str, str] = {}

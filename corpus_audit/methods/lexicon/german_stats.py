@@ -35,6 +35,7 @@ from pathlib import Path
 
 from corpus_audit.methods.lexicon import LexiconError, resolve_path
 from corpus_audit.methods.lexicon.csvfile import read_rows
+from corpus_audit.methods.lexicon.prompt_sets import load_categories
 
 SECTORS = ("S1", "S2", "S3", "S4", "S5")
 SOURCE = (
@@ -235,8 +236,6 @@ def official_stats_csv(figures: list[dict[str, object]]) -> str:
 def build_official_stats(base: Path | None = None) -> str:
     """``official_stats_de_ba2024.csv`` as the package files give it (what the test and the
     docs regenerate)."""
-    from corpus_audit.methods.lexicon.prompt_sets import load_categories
-
     cats = load_categories()
     categories = {o: e.category for o, e in cats.entries.items()}
     return official_stats_csv(

@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.methods.lexicon import LexiconError, resolve_path
 from corpus_audit.methods.lexicon.csvfile import read_rows
 from corpus_audit.methods.lexicon.prompt_sets import CategoryMap
@@ -100,8 +102,6 @@ class OfficialStats:
 
     def frame(self) -> Any:
         """DataFrame with the :class:`OfficialStat` fields as columns."""
-        import pandas as pd
-
         fields = list(OfficialStat.__dataclass_fields__)
         return pd.DataFrame([asdict(r) for r in self.rows], columns=fields)
 
@@ -228,8 +228,6 @@ def occupation_statistics(
     :data:`OFFICIAL_OCCUPATION_COLUMNS` (``official_pf`` in [0, 100], ``official_year`` an
     integer); where the file has no row (or no value) for the occupation they are missing
     (pandas NA)."""
-    import pandas as pd
-
     rows = []
     for occupation in occupations:
         found = occupation_row(stats, occupation, categories)
@@ -265,8 +263,6 @@ def category_statistics(
     A category row whose name is not a category of ``categories`` raises
     :class:`LexiconError` naming the file and line (a typo would silently lose the comparison).
     """
-    import pandas as pd
-
     for row in stats.rows:
         if row.level == CATEGORY and categories.canonical(row.key) is None:
             raise LexiconError(

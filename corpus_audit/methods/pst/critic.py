@@ -3,9 +3,9 @@
 One loop object, :class:`FairCritic`, and four plug-ins, each a small protocol:
 
 - **generator** (:class:`BatchGenerator`): ``generator(prompt, n, seed) -> n images``
-  (``(H, W, 3)`` uint8 RGB). :func:`from_generator` adapts a text-to-image backend of
-  :mod:`corpus_audit.backends.generators`; each image's seed is ``derive_seed(round seed, model, prompt,
-  index)``, so a round is reproducible image by image.
+  (``(H, W, 3)`` uint8 RGB). :func:`corpus_audit.stages.faircritic.from_generator` adapts a
+  text-to-image backend of :mod:`corpus_audit.backends.generators`; each image's seed is
+  ``derive_seed(round seed, model, prompt, index)``, so a round is reproducible image by image.
 - **critic** (:class:`Critic`): ``judge(prompt, images) -> Judgement``. The default,
   :class:`LabellerCritic`, is the project's own labeller: the two-face rule
   (:mod:`corpus_audit.methods.pst.positions`) and a perceived-gender classifier on each person's crop
@@ -19,7 +19,8 @@ One loop object, :class:`FairCritic`, and four plug-ins, each a small protocol:
   per role whose classified persons were mostly of one perceived gender, naming the role and
   the over- and under-represented gender ("Guidelines: show the editor as a man as often as a
   woman."). :class:`LMFeedback` asks a local instruction-tuned language model instead
-  (:func:`transformers_completer` wraps one with the paraphraser's transformers backend).
+  (:func:`corpus_audit.backends.paraphrasers.transformers_completer` wraps one with the
+  paraphraser's transformers backend). Everything here takes its models as arguments.
 - **round store** (:class:`RoundStore`): ``load(prompt_id) -> finished rounds`` and
   ``save(record)``. :class:`MemoryRoundStore` (in-process) and :class:`JsonlRoundStore` (one
   JSON line per round, appended) ship here; the study wiring backs it with a table.
@@ -41,18 +42,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
 
+from corpus_audit.methods.answers import clean_output
 from corpus_audit.methods.lexicon.pst import PstPrompt, PstRole, PstTemplates
 from corpus_audit.methods.pst.persons import PstImage, classify_people
 from corpus_audit.methods.pst.positions import pair_filter
 from corpus_audit.methods.pst.score import stereo
 from corpus_audit.methods.stats import stable_seed
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # Columns of FairCritic.run(): one row per (prompt, round).
 ROUND_COLUMNS = (
@@ -124,18 +125,6 @@ class RoundStore(Protocol):
     def save(self, record: dict[str, Any]) -> None:
         """Persist one finished round (durably, before the next round starts)."""
         ...
-
-
-# -- generator adapter ------------------------------------------------------------------------
-def from_generator(generator: Any) -> BatchGenerator:
-    """A :class:`BatchGenerator` over a :class:`corpus_audit.backends.generators.Generator`."""
-    from corpus_audit.backends.generators import derive_seed
-
-    def batch(prompt: str, n: int, seed: int) -> list[np.ndarray]:
-        seeds = [derive_seed(seed, generator.model_id, prompt, i) for i in range(n)]
-        return [g.pixels for g in generator.generate([prompt] * n, seeds)]
-
-    return batch
 
 
 # -- default critic ---------------------------------------------------------------------------
@@ -289,31 +278,10 @@ class LMFeedback:
         return self.templates.feedback["instruction"].format(prompt=text, findings=findings)
 
     def write(self, prompt: PstPrompt, text: str, judgement: Judgement) -> str:
-        from corpus_audit.backends.paraphrasers import clean_output
-
         if not skewed_roles(prompt, judgement):
             return ""
         answer = clean_output(self.complete(self.instruction(prompt, text, judgement)) or "")
         return answer or self.fallback.write(prompt, text, judgement)
-
-
-def transformers_completer(
-    model: str, *, device: str = "auto", max_new_tokens: int = 60
-) -> Callable[[str], str]:
-    """``complete(instruction) -> answer`` with a local transformers LM (greedy decoding;
-    the chat template when the tokenizer has one), through the paraphraser's backend."""
-    from corpus_audit.backends.paraphrasers import TransformersParaphraser
-
-    class _InstructionLM(TransformersParaphraser):
-        def _instructions(self, items: Sequence[tuple[str, str]]) -> list[str]:
-            return [text for text, _ in items]
-
-    lm = _InstructionLM(model, device=device, max_new_tokens=max_new_tokens, batch_size=1)
-
-    def complete(instruction: str) -> str:
-        return lm.paraphrase([(instruction, "")])[0]
-
-    return complete
 
 
 # -- round stores -----------------------------------------------------------------------------
@@ -424,9 +392,6 @@ class FairCritic:
 
     def run(self, prompt: PstPrompt, *, progress: bool = False) -> pd.DataFrame:
         """All rounds of ``prompt`` (finished ones loaded, the rest run), :data:`ROUND_COLUMNS`."""
-        import pandas as pd
-        from tqdm.auto import tqdm
-
         done, text = self._resume(prompt)
         todo = range(len(done) + 1, self.rounds + 1)
         for number in tqdm(todo, desc=f"faircritic {prompt.prompt_id}", disable=not progress):

@@ -10,7 +10,7 @@ chip inside the face box as on the whole image, ``clip`` classifies the crop (wi
 classifier added later cannot mix the two persons up (whole-image VQA fails on two-person
 images, as the PST paper reports).
 
-The label of a person follows :func:`corpus_audit.backends.classifiers.decide` at ``threshold``:
+The label of a person follows :func:`corpus_audit.methods.faces.decide` at ``threshold``:
 ``female`` / ``male`` when the winning probability reaches it, else ``ambiguous``. Each person
 row records the prompt's role for that side and the role's stereotyped gender, so the score
 (:mod:`corpus_audit.methods.pst.score`) needs no join.
@@ -20,17 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from corpus_audit.backends.classifiers import FACE_CROP_MARGIN, decide
-from corpus_audit.backends.faces import Face, FaceResult
+from corpus_audit.methods.faces import FACE_CROP_MARGIN, Face, FaceResult, decide
 from corpus_audit.methods.lexicon.pst import PstPrompt
 from corpus_audit.methods.pst.positions import PairResult, crop_box, people_of
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 # Columns of classify_people(): one row per classified person (the study's PST person table).
 PERSON_COLUMNS = (
@@ -59,7 +56,7 @@ PERSON_COLUMNS = (
 class PstImage:
     """One decoded PST image: ``pixels`` ``(H, W, 3)`` uint8 RGB, the ``prompt`` it was made
     from, and its face rule outcome (:class:`PairResult` for two-person prompts,
-    :class:`~corpus_audit.backends.faces.FaceResult` for single prompts)."""
+    :class:`~corpus_audit.methods.faces.FaceResult` for single prompts)."""
 
     image_id: str
     pixels: np.ndarray
@@ -94,8 +91,6 @@ def classify_people(
     Dropped images give no row (their reasons are in the face rule's table). Rows come in
     input order, left before right.
     """
-    import pandas as pd
-
     if not 0.5 <= threshold <= 1.0:
         raise ValueError(f"threshold {threshold} is not in [0.5, 1]")
     if batch_size < 1:

@@ -2,7 +2,7 @@
 
 A PST image is kept when it holds **exactly two large faces**: a face is large when its box is
 at least ``min_face_fraction`` (default 10 %, as the one-face rule of METHODS 1.4) of the image
-height or width. The two are ordered by box centre x (:func:`corpus_audit.backends.faces.order_left_to_right`,
+height or width. The two are ordered by box centre x (:func:`corpus_audit.methods.faces.order_left_to_right`,
 the order the ``faces`` table stores), so the first is the person on the left. Drop reasons,
 named like the one-face filter's (``corpus_audit.backends.faces.DROP_REASONS``):
 
@@ -20,8 +20,8 @@ whose face is further left is read as X1 even when both stand in one half of the
 PST paper's per-face route: "detect two faces, order by x, classify each crop").
 
 Each kept person has a crop box for the classifier: the face box grown by
-:data:`corpus_audit.backends.classifiers.FACE_CROP_MARGIN` (0.5 x its size on each side) and clipped to
-the image, the same box ``label.crop_to_face`` uses (:func:`corpus_audit.backends.classifiers.face_crop_box`).
+:data:`corpus_audit.methods.faces.FACE_CROP_MARGIN` (0.5 x its size on each side) and clipped to
+the image, the same box ``label.crop_to_face`` uses (:func:`corpus_audit.methods.faces.face_crop_box`).
 Everything here is pure: boxes in, decisions out; no model, no database.
 """
 
@@ -29,13 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from corpus_audit.backends.classifiers import FACE_CROP_MARGIN, face_crop_box
-from corpus_audit.backends.faces import Face, FaceResult, order_left_to_right
+import pandas as pd
 
-if TYPE_CHECKING:
-    import pandas as pd
+from corpus_audit.methods.faces import (
+    FACE_CROP_MARGIN,
+    Face,
+    FaceResult,
+    face_crop_box,
+    order_left_to_right,
+)
 
 DROP_REASONS = ("no_face", "one_face", "small_face", "many_faces", "unreadable")
 SIDES = ("left", "right")
@@ -115,7 +118,7 @@ def pair_filter(
 
 def people_of(result: PairResult | FaceResult) -> list[tuple[str, int, Face]]:
     """The persons to classify: two (``left``, ``right``) for a kept :class:`PairResult`, one
-    (``single``) for a kept one-face :class:`~corpus_audit.backends.faces.FaceResult`, else none."""
+    (``single``) for a kept one-face :class:`~corpus_audit.methods.faces.FaceResult`, else none."""
     if isinstance(result, PairResult):
         return result.people()
     face = result.face
@@ -147,8 +150,6 @@ def pair_table(
     Returns one row per image with the columns :data:`PAIR_COLUMNS`, in ``images`` order;
     ``left_face``/``right_face`` are ``face_index`` values.
     """
-    import pandas as pd
-
     missing = [c for c in ("image_id", "image_width", "image_height") if c not in images]
     missing += [
         c for c in ("image_id", "face_index", "x", "y", "w", "h", "score") if c not in faces

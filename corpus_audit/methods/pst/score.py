@@ -47,9 +47,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from corpus_audit.methods.stats import (
     bootstrap_percent,
@@ -58,9 +58,6 @@ from corpus_audit.methods.stats import (
     stable_seed,
     wilson_interval,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 GENDERS = ("male", "female")
 TWO_PERSON_KINDS = ("paired", "power")
@@ -160,8 +157,6 @@ def unit_totals(people: pd.DataFrame, unit: str = "image_id") -> tuple[np.ndarra
 
 
 def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    import pandas as pd
-
     codes, uniques = pd.factorize(values, sort=False)
     return codes, np.asarray(uniques)
 
@@ -240,8 +235,6 @@ def stereotype_score(
 ) -> pd.DataFrame:
     """SS with its bootstrap interval per group of ``by`` columns (one row when ``by`` is
     empty). Columns: ``by`` then ``n_units`` ... ``ci_high`` as in :data:`SCORE_COLUMNS`."""
-    import pandas as pd
-
     _require(people, (unit, *by))
     if not by:
         return pd.DataFrame([_score_row(people, unit, (), bootstrap)])
@@ -260,8 +253,6 @@ def score_summary(
 ) -> pd.DataFrame:
     """Every standard set of the module docstring, one row each (:data:`SCORE_COLUMNS`),
     ordered by kind, variant, scope (overall, stereotype, role, occupation), group."""
-    import pandas as pd
-
     _require(people, (unit, *PERSON_NEEDS))
     frames = []
     for (kind, variant), part in people.groupby(["kind", "variant"], sort=True):
@@ -326,8 +317,6 @@ def single_vs_paired(
 ) -> pd.DataFrame:
     """SS single vs each two-person (kind, variant), overall, per stereotype and per role,
     with the gap and its interval (:data:`GAP_COLUMNS`)."""
-    import pandas as pd
-
     _require(people, (unit, *PERSON_NEEDS))
     rows = []
     two = people[people["kind"].isin(TWO_PERSON_KINDS)]
@@ -358,8 +347,6 @@ def pst_both_any(
     people: pd.DataFrame, *, unit: str = "image_id", bootstrap: Bootstrap = Bootstrap()
 ) -> pd.DataFrame:
     """PST-Both and PST-Any per two-person (kind, variant) (:data:`BOTH_ANY_COLUMNS`)."""
-    import pandas as pd
-
     _require(people, (unit, "kind", "variant", "stereotype", "perceived"))
     two = people[people["kind"].isin(TWO_PERSON_KINDS)]
     rows = []
@@ -397,8 +384,6 @@ def labor_comparison(
     """Per (kind, variant, role): perceived %female with its Wilson interval and the labour
     statistic (:data:`LABOR_COLUMNS`). ``labor``: role -> % women (0-100) or None, as
     :func:`corpus_audit.methods.lexicon.load_labor_stats` returns it."""
-    import pandas as pd
-
     _require(people, ("kind", "variant", "role", "stereotype", "perceived"))
     rows = []
     for (kind, variant, role, stereotype), part in people.groupby(
@@ -423,8 +408,6 @@ def labor_correlation(rows: pd.DataFrame) -> pd.DataFrame:
     """Pearson r (two-sided p) between perceived and labour %female across the roles of each
     (kind, variant) of a :func:`labor_comparison` table (:data:`CORRELATION_COLUMNS`); r and
     p are None with fewer than three roles having both values."""
-    import pandas as pd
-
     out = []
     for (kind, variant), part in rows.groupby(["kind", "variant"], sort=True):
         x = [None if pd.isna(v) else float(v) for v in part["labor_percent_female"]]

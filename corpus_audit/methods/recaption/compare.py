@@ -45,15 +45,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
 
 from corpus_audit.methods.gender_text import LABELS
 from corpus_audit.methods.stats import percentile_interval, stable_seed, wilson_interval
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 BASES = ("union", "a", "b", "both")
 DEFAULT_REPLICATES = 1000
@@ -258,8 +257,6 @@ def check_captions(captions: pd.DataFrame) -> pd.DataFrame:
 
 def check_mentions(mentions: pd.DataFrame, captions: pd.DataFrame) -> pd.DataFrame:
     """Distinct (image_key, variant, occupation) rows; each must name a row of ``captions``."""
-    import pandas as pd
-
     _require(mentions, ("image_key", "variant", "occupation"), "mentions")
     frame = mentions[["image_key", "variant", "occupation"]].dropna().drop_duplicates()
     known = pd.MultiIndex.from_frame(captions[["image_key", "variant"]])
@@ -310,8 +307,6 @@ def occupation_sets(
 ) -> pd.DataFrame:
     """(``occupation``, ``image_key``, ``in_a``, ``in_b``) for the paired images of each
     occupation's set under ``basis`` (module docstring); sorted by occupation, key."""
-    import pandas as pd
-
     if basis not in BASES:
         raise ValueError(f"basis: {basis!r} is not one of {', '.join(BASES)}")
     keys = pd.Index(pairs["image_key"])
@@ -364,8 +359,6 @@ def indicator_rates(
     (:data:`RATE_COLUMNS`). Unpaired: each variant's own captions. ``variants`` (default all,
     sorted) and ``occupations`` (default those mentioned, sorted; given ones get rows even
     when nothing mentions them) fix the rows and their order."""
-    import pandas as pd
-
     caps = check_captions(captions)
     ments = check_mentions(mentions, caps)
     chosen = list(variants) if variants is not None else sorted(set(caps["variant"]))
@@ -417,8 +410,6 @@ def similarity_summary(
 ) -> pd.DataFrame:
     """Per (variant, occupation): the distribution of caption-prompt cosine similarities
     (:data:`SIMILARITY_COLUMNS`); occupation NULL = every row of the variant."""
-    import pandas as pd
-
     sims = _check_similarities(similarities)
     chosen = list(variants) if variants is not None else sorted(set(sims["variant"]))
     order = _occupation_order(sims["occupation"].tolist(), occupations)
@@ -467,8 +458,6 @@ def mention_changes(
 ) -> pd.DataFrame:
     """Per occupation: paired images whose caption mentions it in ``a``, in ``b``, in both,
     gained and lost (:data:`MENTION_COLUMNS`); the first row (NULL) is "any occupation"."""
-    import pandas as pd
-
     pairs = paired(captions, a, b)
     ments = check_mentions(mentions, check_captions(captions))
     sets = occupation_sets(pairs, ments, a, b, "union")
@@ -540,8 +529,6 @@ def transitions(
     """The 4 x 4 table of (label in a, label in b) per occupation's image set, all 16 cells
     (zeros included), with up to ``examples`` (>= 0) image keys per cell
     (:data:`TRANSITION_COLUMNS`); the first block (occupation NULL) is every paired image."""
-    import pandas as pd
-
     if examples < 0:
         raise ValueError(f"examples: {examples} must be >= 0")
     pairs = paired(captions, a, b)
@@ -576,8 +563,6 @@ def transition_examples(table: pd.DataFrame, captions: pd.DataFrame) -> pd.DataF
     """The example images of every changed cell of a :func:`transitions` ``table`` with both
     captions and triggers from ``captions`` (:data:`EXAMPLE_COLUMNS`), in the table's order
     (occupation NULL first, then by occupation and transition), keys in key order."""
-    import pandas as pd
-
     _require(table, TRANSITION_COLUMNS, "transitions")
     if table.empty:
         return pd.DataFrame(columns=list(EXAMPLE_COLUMNS))
@@ -597,8 +582,6 @@ def transition_examples(table: pd.DataFrame, captions: pd.DataFrame) -> pd.DataF
 def _binary_row(
     a_val: np.ndarray, b_val: np.ndarray, key: tuple, boot: PairedBootstrap
 ) -> dict[str, Any]:
-    from scipy.stats import binomtest
-
     n = len(a_val)
     a_only = int(np.count_nonzero(a_val & ~b_val))
     b_only = int(np.count_nonzero(b_val & ~a_val))
@@ -673,8 +656,6 @@ def paired_differences(
     over every paired image, occupation NULL), with paired intervals and tests
     (:data:`DIFFERENCE_COLUMNS`). ``mean_similarity`` rows only when ``similarities`` is
     given; their images are those of the set with a similarity in both variants."""
-    import pandas as pd
-
     pairs = paired(captions, a, b)
     ments = check_mentions(mentions, check_captions(captions))
     sets = occupation_sets(pairs, ments, a, b, basis)

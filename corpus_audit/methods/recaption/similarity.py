@@ -16,9 +16,10 @@ names the occupation is still scored against the occupation's prompts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from corpus_audit.methods.recaption.compare import (
     check_captions,
@@ -26,11 +27,6 @@ from corpus_audit.methods.recaption.compare import (
     occupation_sets,
     paired,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from corpus_audit.backends.embeddings import Embedder
 
 SIMILARITY_INPUT_COLUMNS = ("image_key", "variant", "occupation", "caption")
 # caption_prompt_similarity(): one row per (image, variant, occupation, prompt).
@@ -42,8 +38,6 @@ def similarity_inputs(
 ) -> pd.DataFrame:
     """(image_key, variant, occupation, caption) for both variants of every image in each
     occupation's set (:data:`SIMILARITY_INPUT_COLUMNS`); ``captions`` needs ``caption``."""
-    import pandas as pd
-
     caps = check_captions(captions)
     if caps["caption"].isna().all() and len(caps):
         raise ValueError("captions: a similarity needs the caption texts (column 'caption')")
@@ -65,7 +59,7 @@ def similarity_inputs(
 
 
 def caption_prompt_similarity(
-    items: pd.DataFrame, prompts: pd.DataFrame, embedder: Embedder | Any
+    items: pd.DataFrame, prompts: pd.DataFrame, embedder: Any
 ) -> pd.DataFrame:
     """Cosine similarity of each item's caption with each prompt of its occupation.
 
@@ -75,8 +69,6 @@ def caption_prompt_similarity(
     distinct text is embedded once. Returns :data:`PAIR_COLUMNS`, similarity in [-1, 1]. An
     occupation without a prompt, or a NULL caption, is a ValueError.
     """
-    import pandas as pd
-
     for frame, cols, name in (
         (items, SIMILARITY_INPUT_COLUMNS, "items"),
         (prompts, ("occupation", "prompt_id", "text"), "prompts"),

@@ -67,6 +67,7 @@ import pandas as pd
 import pyarrow as pa
 
 from corpus_audit.core.errors import CorpusError, ModelError
+from corpus_audit.methods.lexicon import load_association_terms
 from corpus_audit.methods.texts.tokens import TextInput, clean_texts, text_array, vocabulary_words
 
 SIDES = ("female", "male")
@@ -194,8 +195,6 @@ def general_frequencies(language: str = "en") -> dict[str, float]:
 
 def default_drop_words() -> tuple[str, ...]:
     """The pronouns and honorifics of the built-in association terms."""
-    from corpus_audit.methods.lexicon import load_association_terms
-
     return load_association_terms().words()
 
 

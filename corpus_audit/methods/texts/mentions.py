@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from corpus_audit.methods.lexicon import Occupation, load_occupations
 from corpus_audit.methods.matching import build_matcher
-from corpus_audit.methods.texts.tokens import TextInput, text_array
+from corpus_audit.methods.texts.tokens import TextInput, clean_texts, text_array, words_of
 
 _EDGE = re.compile(r"^[^\w]|[^\w]$")
 
@@ -65,8 +65,6 @@ def occupation_words(occupations: list[Occupation] | None = None) -> tuple[str, 
     (``hair`` of ``hair stylist``, ``fashion`` of ``fashion designer``, ``prime``) are not
     included: alone they are ordinary descriptive words.
     """
-    from corpus_audit.methods.texts.tokens import clean_texts, words_of
-
     forms = [f for o in occupations or load_occupations() for f in o.forms]
     flat, rows = words_of(clean_texts(forms))
     single = np.bincount(rows, minlength=len(forms)) == 1

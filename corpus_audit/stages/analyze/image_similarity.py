@@ -27,8 +27,13 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
+from corpus_audit.backends.classifiers import ClipClassifier
+from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir
+from corpus_audit.core.imagefile import study_image_path, try_read_rgb
 from corpus_audit.core.store import Study, dicts
+from corpus_audit.methods.amplification import strategy_sort_key
 
 CHUNK = 512  # images decoded and embedded per cache part
 
@@ -52,9 +57,6 @@ def image_similarity_rows(
     study: Study, *, progress: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows of ``image_similarity`` and provenance (needs ``analysis_labelled`` and the cut)."""
-    from corpus_audit.backends.classifiers import ClipClassifier
-    from corpus_audit.report.thumbs import resolve
-
     images = dicts(study.sql("analyze/image_sets"))
     if not images:
         return [], {"images": 0}
@@ -71,7 +73,11 @@ def image_similarity_rows(
     )
     try:
         vectors, unreadable, embedded = _embeddings(
-            study, model, [str(resolve(study.root, r["path"])) for r in images], seed, progress
+            study,
+            model,
+            [str(study_image_path(study.root, r["path"])) for r in images],
+            seed,
+            progress,
         )
     finally:
         model.close()
@@ -136,11 +142,6 @@ def _embeddings(
     study: Study, model: Any, paths: list[str], seed: int, progress: bool
 ) -> tuple[list[np.ndarray | None], int, int]:
     """Per path its embedding (None when unreadable), from the cache or computed now."""
-    from tqdm import tqdm
-
-    from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir
-    from corpus_audit.core.imagefile import try_read_rgb
-
     cfg = study.config
     root = cfg.resolve(cfg.neighbors.cache_dir) if cfg.neighbors.cache_dir else default_cache_dir()
     tag = model.id + (f"|seed={seed}" if model.id.endswith("/random") else "")
@@ -191,8 +192,6 @@ PAPER_NN_CHANGE_PCT = 13.0  # the paper: NN subsets raised the image-image simil
 def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (model, strategy): mean of ``mean_cosine`` over its (occupation, prompt) sets and
     the relative change against the model's keyword subsets in % (None without keyword)."""
-    from corpus_audit.methods.amplification import strategy_sort_key
-
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
         if r["mean_cosine"] is not None:

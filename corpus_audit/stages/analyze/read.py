@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.amplification import paper_layout
 
@@ -39,8 +41,6 @@ def amplification_pairs(study: Study) -> list[dict[str, Any]]:
 def table3_frame(study: Study):
     """Table 3 as a pandas DataFrame: index (model, strategy), columns #1..#4 and average;
     cells are mean amplification in percentage points."""
-    import pandas as pd
-
     records = []
     for model, lines in table3(study).items():
         for line in lines:

@@ -35,9 +35,26 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from corpus_audit.backends.corpus import (
+    ColumnMap,
+    CorpusFile,
+    check_text_column,
+    get_reader,
+    iter_clean_batches,
+)
 from corpus_audit.core.errors import ConfigError, CorpusError, printable
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.methods.gender_text import (
+    IndicatorTagger,
+    NameFinder,
+    WordMatcher,
+    load_spacy,
+    readable,
+)
+from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
+from corpus_audit.methods.texts.mentions import find_mentions
+from corpus_audit.stages.variants.compare import compare_all, write_comparisons
 
 STAGE = "variants"
 TEXT_COLUMNS = ["variant", "caption_id", "text", "source"]
@@ -64,8 +81,6 @@ def variants(study: Study, *, progress: bool = True) -> StageRun:
                 f"(variants: {', '.join(names)})"
             )
         labelled = label_texts(study, texts, progress=progress)
-        from corpus_audit.stages.variants.compare import compare_all, write_comparisons
-
         comparisons = compare_all(study, labelled, mentions, baseline, progress=progress)
         with study.transaction() as con:
             for table in ("caption_variants", "variant_mentions"):
@@ -84,8 +99,6 @@ def _clear(study: Study) -> None:
     """Empty ``caption_variants``, ``variant_mentions`` and the ``variant_*`` tables and remove
     their CSVs, in one transaction: a skipped run leaves no results of another config (which
     ``status`` and the report would otherwise show as this one's)."""
-    from corpus_audit.stages.variants.compare import write_comparisons
-
     with study.transaction() as con:
         for table in ("caption_variants", "variant_mentions"):
             con.execute(f"DELETE FROM {table}")
@@ -132,15 +145,11 @@ def _empty() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _occupations(study: Study) -> list[Any]:
-    from corpus_audit.methods.lexicon import load_occupations
-
     return load_occupations(study.config.lexicon.occupations, base=study.root)
 
 
 def _mentions_of(frame: pd.DataFrame, occupations: list[Any]) -> pd.DataFrame:
     """(variant, caption_id, occupation) of every occupation a text of ``frame`` mentions."""
-    from corpus_audit.methods.texts.mentions import find_mentions
-
     if frame.empty:
         return pd.DataFrame(columns=MENTION_COLUMNS)
     found = find_mentions(frame["text"].tolist(), occupations, source="caption variants")
@@ -208,14 +217,6 @@ def _column_batches(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """(row numbers, texts with None for unusable ones, count of null/empty/bad captions) per
     batch of one column of one corpus file; a missing column is a CorpusError naming both."""
-    from corpus_audit.backends.corpus import (
-        ColumnMap,
-        CorpusFile,
-        check_text_column,
-        get_reader,
-        iter_clean_batches,
-    )
-
     reader = get_reader(fmt)
     info = reader.inspect(Path(path))
     if info.empty:
@@ -256,15 +257,6 @@ def recaption_variants(study: Study) -> tuple[pd.DataFrame, pd.DataFrame]:
 def label_texts(study: Study, texts: pd.DataFrame, *, progress: bool) -> pd.DataFrame:
     """``texts`` with ``label`` and ``triggers``: the indicators stage's rules and settings
     (gender terms, spaCy model and components, names on or off; in this process)."""
-    from corpus_audit.methods.gender_text import (
-        IndicatorTagger,
-        NameFinder,
-        WordMatcher,
-        load_spacy,
-        readable,
-    )
-    from corpus_audit.methods.lexicon import load_gender_terms
-
     cfg = study.config.indicators
     spec = study.config.lexicon.gender_terms
     terms = load_gender_terms(spec, base=study.root)

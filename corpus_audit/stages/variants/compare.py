@@ -15,12 +15,14 @@ from typing import Any
 
 import pandas as pd
 
+from corpus_audit.backends.embeddings import load_embedder
 from corpus_audit.core.store import Study
 from corpus_audit.methods.recaption.compare import (
     PairedBootstrap,
     VariantComparison,
     compare_variants,
 )
+from corpus_audit.methods.recaption.similarity import caption_prompt_similarity, similarity_inputs
 
 # VariantComparison field -> study table (and CSV name)
 TABLES = {
@@ -80,12 +82,6 @@ def similarities(
 ) -> pd.DataFrame:
     """Caption-prompt cosines of both variants' captions in each occupation's set, with the
     prompts of the study's ``prompts`` table (occupations without a prompt are left out)."""
-    from corpus_audit.backends.embeddings import load_embedder
-    from corpus_audit.methods.recaption.similarity import (
-        caption_prompt_similarity,
-        similarity_inputs,
-    )
-
     prompts = study.con.execute("SELECT occupation, prompt_id, text FROM prompts").df()
     items = similarity_inputs(captions, mentions, a, b, basis=study.config.variants.basis)
     items = items[items["occupation"].isin(set(prompts["occupation"]))]

@@ -30,10 +30,32 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from tqdm import tqdm
 
+from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
+from corpus_audit.core.catalogue import stage
 from corpus_audit.core.stage_state import Progress, require, require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.methods.lexicon import (
+    load_association_terms,
+    load_gender_terms,
+    load_labor_stats,
+    load_occupations,
+)
+from corpus_audit.methods.texts.association import AssociationCounter
+from corpus_audit.methods.texts.marked_words import MarkedWordsSettings
+from corpus_audit.methods.texts.mentions import occupation_words
+from corpus_audit.methods.texts.srbs import embed_words
+from corpus_audit.methods.texts.tokens import clean_texts, words_of
+from corpus_audit.methods.texts.who_how import (
+    WhoHowSettings,
+    agreement_table,
+    drop_words_for,
+    who_how_tables,
+)
+from corpus_audit.stages.analyze.read import rows
+from corpus_audit.stages.who_how.inputs import read_documents
 
 STAGE = "who_how"
 # what the stage reads and keeps, as opposed to the tables it replaces whole each time
@@ -41,8 +63,6 @@ INPUT_TABLES = ("texts_documents", "texts_occupations", "texts_settings", "texts
 
 
 def _result_tables() -> tuple[str, ...]:
-    from corpus_audit.core.catalogue import stage
-
     return tuple(t for t in stage(STAGE).writes if t not in INPUT_TABLES)
 
 
@@ -53,8 +73,6 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
     :class:`CorpusError` for a bad text corpus, :class:`LexiconError` for a bad terms file
     and :class:`ModelError` when SRBS cannot load its embedder.
     """
-    from corpus_audit.methods.lexicon import load_association_terms
-
     cfg = study.config.texts
     with study.stage(STAGE) as run:
         require_inputs(study, STAGE)
@@ -66,8 +84,6 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
             require(study, "llm_texts", by=STAGE)
             study.con.execute(sql_text("who_how/12_views_llm.sql"))
         else:
-            from corpus_audit.stages.who_how.inputs import read_documents
-
             read = read_documents(study, run, progress=progress)
             study.con.execute(sql_text("who_how/11_views_corpus.sql"))
         terms = load_association_terms(cfg.association_terms, base=study.root)
@@ -92,8 +108,6 @@ def progress(study: Study) -> Progress:
 # -- step 1: association ----------------------------------------------------------------------
 def associate_all(study: Study, terms: Any, *, progress: bool = True) -> int:
     """Count and associate every input text without a stored association; returns how many."""
-    from corpus_audit.methods.texts.association import AssociationCounter
-
     settings = {"pronouns": terms.pronouns, "honorifics": terms.honorifics}
     settings["non_binary"] = list(terms.non_binary)
     fingerprint = _fingerprint(settings)
@@ -133,8 +147,6 @@ def _insert_associations(study: Study, counts: pd.DataFrame) -> None:
 # -- step 2: the tables -----------------------------------------------------------------------
 def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = True) -> bool:
     """Compute and store the who-and-how tables unless they are current; True when written."""
-    from corpus_audit.methods.texts.who_how import who_how_tables
-
     settings = table_settings(study, terms)
     names = ["texts_text", "texts_labels", "texts_occ", "texts_associations"]
     if study.config.texts.source == "llm":
@@ -180,8 +192,6 @@ def _per_model(
     *who* (% women) and the *associated* marked words read the texts of the prompts without
     a gender only (the association of a specified text is its agreement, not a draw of who
     the model imagines); the agreement reads the specified texts."""
-    from corpus_audit.methods.texts.who_how import agreement_table, who_how_tables
-
     models = study.con.execute("SELECT text_id, model FROM texts_model").df()
     texts = texts.merge(models, on="text_id", how="inner")
     embedder = _embedder(study)
@@ -204,11 +214,6 @@ def _per_model(
 
 def table_settings(study: Study, terms: Any) -> Any:
     """The resolved settings of the tables (marked words, drop words, labour statistics)."""
-    from corpus_audit.methods.lexicon import load_gender_terms, load_labor_stats, load_occupations
-    from corpus_audit.methods.texts.marked_words import MarkedWordsSettings
-    from corpus_audit.methods.texts.mentions import occupation_words
-    from corpus_audit.methods.texts.who_how import WhoHowSettings, drop_words_for
-
     cfg, lex = study.config.texts, study.config.lexicon
     marked = MarkedWordsSettings(
         z_threshold=cfg.z_threshold,
@@ -232,8 +237,6 @@ def table_settings(study: Study, terms: Any) -> Any:
 
 def _one_word_occupations(study: Study) -> tuple[str, ...]:
     """The one-word occupation names of the inputs themselves (a corpus's own column)."""
-    from corpus_audit.methods.texts.tokens import clean_texts, words_of
-
     names = [
         r[0] for r in study.con.execute("SELECT DISTINCT occupation FROM texts_occ").fetchall()
     ]
@@ -248,16 +251,16 @@ def _embedder(study: Study) -> Any:
     cfg = study.config.texts
     if not cfg.srbs:
         return None
-    from corpus_audit.methods.texts.srbs import embed_words
 
     device = study.config.engine.device
-    return lambda words: embed_words(words, cfg.embedding_model or None, device=device)
+    # loaded when SRBS first needs vectors (load_embedder keeps one model per process)
+    return lambda words: embed_words(
+        words, load_embedder(cfg.embedding_model or DEFAULT_MODEL, device=device)
+    )
 
 
 def _replace(study: Study, table: str, frame: pd.DataFrame) -> None:
     """Replace every row of ``table`` (a result table of the declaration) by ``frame``."""
-    import pyarrow as pa
-
     data = frame.copy()
     for column in ("examples", "example_ids"):
         if column in data.columns:
@@ -293,8 +296,6 @@ def _store(study: Study, kind: str, fingerprint: str, settings: Any) -> None:
 # -- what the CLI prints ----------------------------------------------------------------------
 def summary_rows(study: Study) -> list[dict[str, Any]]:
     """Per occupation compared: texts and the top marked words of each side."""
-    from corpus_audit.stages.analyze.read import rows
-
     return rows(study, sql_text("who_how/50_summary.sql"))
 
 

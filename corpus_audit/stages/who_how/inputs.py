@@ -34,9 +34,20 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
+from corpus_audit.backends.corpus import (
+    ColumnMap,
+    fingerprint_entry,
+    get_reader,
+    iter_clean_batches,
+    resolve_columns,
+    resolve_corpus,
+)
 from corpus_audit.core.errors import CorpusError, printable
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.methods.lexicon import load_occupations
+from corpus_audit.methods.texts.mentions import find_mentions
 
 GENDER_VALUES = {
     "female": "female",
@@ -51,8 +62,6 @@ FILE_SHIFT = 40  # text_id = file_id << 40 | row_in_file
 def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> bool:
     """Fill ``texts_documents`` and ``texts_occupations`` from ``corpus.paths`` when the files
     or columns changed since they were read; True when they were (re)read."""
-    from corpus_audit.backends.corpus import fingerprint_entry, resolve_corpus
-
     cfg = study.config
     files = resolve_corpus(cfg.corpus.paths, cfg.corpus.format, base=study.root)
     settings = {
@@ -66,7 +75,6 @@ def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> boo
     ).fetchall()
     if stored and stored[0][0] == fingerprint:
         return False
-    from tqdm import tqdm
 
     documents = []
     for file in tqdm(files, desc="who_how read", unit="file", disable=not progress):
@@ -96,13 +104,6 @@ def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> boo
 def _file_batches(study: Study, file: Any, run: StageRun) -> Iterator[pa.Table]:
     """The usable rows of one file as ``text_id, source_file, row_in_file, text, specified,
     occupation`` (occupation null when the column is not configured)."""
-    from corpus_audit.backends.corpus import (
-        ColumnMap,
-        get_reader,
-        iter_clean_batches,
-        resolve_columns,
-    )
-
     cfg = study.config
     reader = get_reader(file.format)
     info = reader.inspect(Path(file.path))
@@ -189,8 +190,6 @@ def _occupations(study: Study, table: pa.Table, run: StageRun) -> pd.DataFrame:
                 f"{missing:,} texts have no occupation: they count in the pooled comparisons only"
             )
         return frame.dropna().drop_duplicates()
-    from corpus_audit.methods.lexicon import load_occupations
-    from corpus_audit.methods.texts.mentions import find_mentions
 
     lexicon = load_occupations(study.config.lexicon.occupations, base=study.root)
     found = find_mentions(table["text"], lexicon, source="texts")
