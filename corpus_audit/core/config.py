@@ -28,6 +28,7 @@ SAMPLE_UNITS = ("labelled_images", "captions")  # select.sample_unit
 NO_INDICATOR_SAMPLES = ("split", "fresh")  # indicators.no_indicator_sample
 CAPTION_PROMPTS = ("labelled", "all")  # generate.caption_prompts
 PARITY_SIDES = ("upper", "neither")  # analysis.parity_side
+CORRECTION_SCOPES = ("per_source", "pooled")  # analysis.correction
 IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
 PST_KINDS = ("single", "paired", "power")  # pst.kinds (corpus_audit.methods.lexicon.pst.KINDS)
 TEXT_SOURCES = ("captions", "corpus", "llm")  # texts.source
@@ -412,8 +413,15 @@ class AnalysisSection:
     # mean CLIP image-image cosine of training vs generated images (label.clip_model):
     # auto (when label.classifier is clip) | on | off
     image_similarity: str = "auto"
+    # correction of %female for the classifier's errors (validate import's human labels):
+    # error rates per_source (training, each generated model) | pooled (all validated images)
+    correction: str = "per_source"
+    # validated images (human majority female or male) a source needs to be corrected, >= 1
+    correction_min_validated: int = 30
 
     def validate(self) -> None:
+        _choice("analysis.correction", self.correction, set(CORRECTION_SCOPES))
+        _positive("analysis.correction_min_validated", self.correction_min_validated)
         _positive("analysis.bootstrap", self.bootstrap)
         _at_most("analysis.bootstrap", self.bootstrap, MAX_RESAMPLES, "bootstrap resamples")
         if not 0.0 < self.confidence < 1.0:

@@ -177,7 +177,8 @@ def rate_estimates(v: Validation, confidence: float = 0.95) -> list[RateEstimate
         total = float(per_image_w.sum())
         value = float((v.cells[:, t, p] * v.weights).sum()) / total
         n_eff = total**2 / float((per_image_w**2).sum())
-        lo, hi = wilson_interval(value * n_eff, n_eff, confidence)  # type: ignore[arg-type]
+        k = min(max(value, 0.0), 1.0) * n_eff  # value 1 gives k == n exactly
+        lo, hi = wilson_interval(k, n_eff, confidence)  # type: ignore[arg-type]
         out.append(RateEstimate(name, value, lo / 100.0, hi / 100.0, n, n_eff))  # type: ignore[operator]
     return out
 
