@@ -142,3 +142,68 @@ def test_summarize_uses_given_draws() -> None:
     assert s.ci_low is None
     (s,), _ = summarize(no_n, replicates=200, seed=1, draws={"t": np.full(200, 30.0)})
     assert s.ci_low is not None and s.ci_low < s.mean < s.ci_high
+
+
+# -- real photos through the real classifier ----------------------------------------------------
+def _variants(name: str, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """``k`` variants of a real photo: crops, scales, mirror images, brightness."""
+    from image_fixtures import photo
+    from PIL import Image
+
+    base = photo(name)
+    h, w = base.shape[:2]
+    out = []
+    for i in range(k):
+        m = rng.uniform(0.0, 0.12, 4)
+        crop = base[int(m[0] * h) : h - int(m[1] * h), int(m[2] * w) : w - int(m[3] * w)]
+        im = Image.fromarray(np.ascontiguousarray(crop))
+        s = rng.uniform(0.6, 1.0)
+        im = im.resize((int(im.width * s), int(im.height * s)))
+        if i % 2:
+            im = im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        arr = np.asarray(im).astype(float) * rng.uniform(0.8, 1.15)
+        out.append(np.clip(arr, 0, 255).astype(np.uint8))
+    return out
+
+
+def test_real_photos_corrected_closer_to_the_truth() -> None:
+    """Variants of the test photos of known gender (astronaut and Grace Hopper: women; the
+    cameraman: a man), labelled by the real MediaPipe detector and agegender classifier at
+    the label stage's threshold 0.9. It calls Grace Hopper male (tests/backends/
+    test_classifiers.py), so it misses women. Half of each photo's variants are validated
+    (their known gender as the human labels); a set of the others is measured."""
+    from image_fixtures import shared_agegender, shared_detector
+
+    from corpus_audit.backends.classifiers import decide
+
+    rng = np.random.default_rng(7)
+    detector, classifier = shared_detector(), shared_agegender()
+    labelled: dict[str, list[str]] = {}
+    for name in ("astronaut", "grace", "camera"):
+        images = _variants(name, 30, rng)
+        faces = [detector.detect(im) for im in images]
+        assert all(len(f) == 1 for f in faces), name
+        p = classifier.p_female(images, [f[0] for f in faces])
+        labelled[name] = [decide(float(x), 0.9) for x in p]
+    truth = {"astronaut": "female", "grace": "female", "camera": "male"}
+    val_truth, val_pred = [], []
+    for name, labels in labelled.items():
+        val_truth += [truth[name]] * 15
+        val_pred += labels[:15]
+    v = mc.validation(val_truth, val_pred, ["sample"] * len(val_pred))
+    assert mc.why_not(v, 30) is None
+    rates = mc.error_rates(v.cells, v.weights)
+    assert float(rates.sensitivity) < 0.7  # the real classifier's real misses
+    # measured: the other 15 astronaut and 15 Grace Hopper variants, 10 of the cameraman's
+    measured = labelled["astronaut"][15:] + labelled["grace"][15:] + labelled["camera"][15:25]
+    true_pf = 100.0 * 30 / 40
+    n_f, n_m = measured.count("female"), measured.count("male")
+    uncorrected = 100.0 * n_f / (n_f + n_m)
+    corrected = mc.corrected_percent(uncorrected, rates)
+    assert corrected is not None
+    print(f"true {true_pf:.1f}, uncorrected {uncorrected:.1f}, corrected {corrected:.1f}")
+    assert abs(corrected - true_pf) < abs(uncorrected - true_pf)
+    q_draws = bootstrap_percent(n_f, n_f + n_m, 2000, seed=1)
+    draws = mc.corrected_draws(q_draws, mc.bootstrap_rates(v, 2000, seed=2))
+    lo, hi = percentile_interval(draws, 0.95)
+    assert lo <= true_pf <= hi
