@@ -207,3 +207,16 @@ def test_real_photos_corrected_closer_to_the_truth() -> None:
     draws = mc.corrected_draws(q_draws, mc.bootstrap_rates(v, 2000, seed=2))
     lo, hi = percentile_interval(draws, 0.95)
     assert lo <= true_pf <= hi
+
+
+def test_the_worked_example_of_docs_analysis() -> None:
+    """docs/analysis.md, "Correcting for the classifier's errors": the sign of A flips."""
+    photos = mc.ErrorRates(0.95, 0.95, 0.0, 0.0)
+    generated = mc.ErrorRates(0.80, 0.95, 0.08, 0.02)
+    t_q = 0.35 * 0.95 + 0.65 * 0.05
+    g_q = (0.38 * 0.80 + 0.62 * 0.03) / (0.38 * 0.92 + 0.62 * 0.98)
+    assert (100 * t_q, 100 * g_q) == (pytest.approx(36.5), pytest.approx(33.70, abs=0.01))
+    t, g = mc.corrected_percent(100 * t_q, photos), mc.corrected_percent(100 * g_q, generated)
+    assert (t, g) == (pytest.approx(35.0), pytest.approx(38.0))
+    assert abs(100 * g_q - 50) - abs(100 * t_q - 50) == pytest.approx(2.8, abs=0.05)
+    assert abs(g - 50) - abs(t - 50) == pytest.approx(-3.0)
