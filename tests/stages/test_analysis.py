@@ -815,6 +815,8 @@ def test_analyze_corrects_with_validation_labels(small_study):
     assert cell["ci_low"] is not None and cell["ci_low"] < cell["ci_high"]
     assert "changes" in run.provenance["correction"]
     assert run.provenance["correction"]["sources"] == {"m1": "applied", "training": "applied"}
+    again = analyze(small_study, progress=False)  # a skipped rerun keeps what the report reads
+    assert again.skipped and again.provenance["correction"] == run.provenance["correction"]
 
     # pooled: one set of rates for every source; a high minimum: no correction, and why
     small_study.config.analysis.correction = "pooled"

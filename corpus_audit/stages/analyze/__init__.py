@@ -108,6 +108,7 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
                 "confidence",
                 "bootstrap_seed",
                 "parity_side",
+                "correction",
             ):
                 if key in last["provenance"]:
                     run.provenance[key] = last["provenance"][key]
