@@ -54,6 +54,7 @@ SAMPLE_UNITS = ("labelled_images", "captions")  # select.sample_unit
 NO_INDICATOR_SAMPLES = ("split", "fresh")  # indicators.no_indicator_sample
 CAPTION_PROMPTS = ("labelled", "all")  # generate.caption_prompts
 PARITY_SIDES = ("upper", "neither")  # analysis.parity_side
+CORRECTION_SCOPES = ("per_source", "pooled")  # analysis.correction
 IMAGE_SIMILARITY = ("auto", "on", "off")  # analysis.image_similarity
 PST_KINDS = ("single", "paired", "power")  # pst.kinds (corpus_audit.methods.lexicon.pst.KINDS)
 TEXT_SOURCES = ("captions", "corpus", "llm")  # texts.source
@@ -585,6 +586,20 @@ class AnalysisSection(Section):
             " auto (when label.classifier is clip) | on | off"
         ),
     ] = "auto"
+    correction: Annotated[
+        str,
+        OneOf(CORRECTION_SCOPES),
+        Help(
+            "correction of %female for the classifier's errors (validate import's human "
+            "labels): error rates per_source (training, each generated model) | pooled (all "
+            "validated images)"
+        ),
+    ] = "per_source"
+    correction_min_validated: Annotated[
+        int,
+        COUNT,
+        Help("validated images (human majority female or male) a source needs to be corrected"),
+    ] = 30
 
 
 @dataclass

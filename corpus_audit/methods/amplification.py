@@ -33,12 +33,14 @@ Choices made here (the paper is silent on them):
   of all four prompts) is drawn once per replicate, so the replicates of the per-prompt
   means are correlated as the real estimates are. The set of excluded pairs is held fixed
   at its observed value. Percentile intervals. Intervals need the sample sizes ``n``; with
-  any included pair lacking one, no interval is given.
+  any included pair lacking one, no interval is given. A caller may pass its own replicates
+  of some sets (``summarize(draws=...)``: the misclassification-corrected %female, whose
+  replicates also resample the validation labels, corpus_audit/methods/misclassification.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -180,11 +182,15 @@ def summarize(
     replicates: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    draws: Mapping[Hashable, np.ndarray] | None = None,
 ) -> tuple[list[PromptSummary], OverallSummary]:
     """Per-prompt means, t-tests and bootstrap intervals; overall mean of the means.
 
     ``prompts`` fixes the order (and lets a prompt with no pair at all still appear);
     default: order of first appearance. ``replicates = 0`` turns the bootstrap off.
+    ``draws`` maps a rate's key to its own ``replicates`` bootstrap values (%female, 0-100;
+    NaN = undefined in that replicate, dropped from the interval); other rates are drawn
+    binomially from their ``n``.
     """
     order = list(prompts) if prompts is not None else _unique(p.prompt for p in pairs)
     by_prompt: dict[Hashable, list[Pair]] = {p: [] for p in order}
@@ -211,7 +217,7 @@ def summarize(
     means = [s.mean for s in per_prompt if s.mean is not None]
     overall = OverallSummary(n_prompts=len(means), mean=float(np.mean(means)) if means else None)
     if replicates > 0:
-        _bootstrap(by_prompt, per_prompt, overall, replicates, confidence, seed)
+        _bootstrap(by_prompt, per_prompt, overall, replicates, confidence, seed, draws)
     return per_prompt, overall
 
 
@@ -222,12 +228,15 @@ def _bootstrap(
     replicates: int,
     confidence: float,
     seed: int,
+    given: Mapping[Hashable, np.ndarray] | None = None,
 ) -> None:
-    """Fill the bootstrap intervals in place (nothing when a needed ``n`` is unknown)."""
+    """Fill the bootstrap intervals in place (nothing when a needed ``n`` is unknown);
+    ``given``: replicates of some rates, by key (see :func:`summarize`)."""
     included = [p for s in per_prompt for p in by_prompt[s.prompt] if not p.excluded]
-    if not included or any(p.training.n is None or p.generated.n is None for p in included):
+    draws: dict[Hashable, np.ndarray] = dict(given or {})
+    rates = [r for p in included for r in (p.training, p.generated)]
+    if not included or any(r.n is None and r.key not in draws for r in rates):
         return
-    draws: dict[Hashable, np.ndarray] = {}
     for pair in included:
         for rate in (pair.training, pair.generated):
             if rate.key not in draws:

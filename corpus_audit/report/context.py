@@ -74,6 +74,9 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["arena"] = arena_section(study)
     ctx["variants"] = variants_section(study)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
+    from corpus_audit.report.correction_section import correction_section
+
+    ctx["correction"] = correction_section(study, ctx, figures_dir, _cell, _file_name)
     ctx["occupations"] = occupations_section(study, progress)
 
     ctx["who_how"] = who_how_section(study, figures_dir)

@@ -710,3 +710,120 @@ def test_analyze_needs_a_selection(make_study, laion_path):
     study = make_study([laion_path])
     with pytest.raises(StageOrderError, match="corpus-audit select"):
         analyze(study, progress=False)
+
+
+# -- the misclassification correction (corpus_audit/stages/analyze/correction.py) -------------
+def _human(study, image_id, *labels):
+    for i, label in enumerate(labels):
+        study.con.execute(
+            "INSERT INTO human_labels VALUES (?, ?, ?, 'sheet.csv')", [image_id, f"a{i}", label]
+        )
+
+
+def test_analyze_without_validation_labels_says_no_correction(small_study):
+    run = analyze(small_study, progress=False)
+    assert "misclassification correction: no correction (no validation labels)" in run.messages
+    errors = _rows(small_study, "SELECT * FROM classifier_errors ORDER BY source")
+    assert [(r["source"], r["applied"], r["reason"]) for r in errors] == [
+        ("m1", False, "no validation labels"),
+        ("training", False, "no validation labels"),
+    ]
+    pf = _rows(small_study, "SELECT * FROM percent_female_corrected")
+    assert len(pf) == small_study.count("percent_female")
+    assert {r["note"] for r in pf} == {"no correction (no validation labels)"}
+    assert all(r["corrected_pf"] is None for r in pf)
+    summ = _rows(small_study, "SELECT * FROM amplification_summary_corrected")
+    assert summ and {r["note"] for r in summ} == {
+        "no correction (training: no validation labels; m1: no validation labels)"
+    }
+    amp = _rows(small_study, "SELECT * FROM amplification_corrected")
+    assert {r["exclude_reason"] for r in amp} == {"no_correction", "no_generated_labels"}
+
+
+def test_analyze_corrects_with_validation_labels(small_study):
+    analyze(small_study, progress=False)
+    before = _rows(small_study, "SELECT * FROM amplification ORDER BY ALL")
+    con = small_study.con
+    # training: labels f f f m f f m ambiguous; the human majority: F F M M F F M F
+    train_ids = [r[0] for r in con.execute(
+        "SELECT image_id FROM images WHERE source = 'training' ORDER BY caption_id"
+    ).fetchall()]  # fmt: skip
+    for image_id, truth in zip(train_ids, "FFMMFFMF", strict=True):
+        _human(small_study, image_id, *(["female", "female"] if truth == "F" else ["male"] * 2))
+    # generated: every label right but two 'female' images of men, and one tie (left out)
+    gen = con.execute(
+        "SELECT i.image_id, l.label FROM images i JOIN labels l USING (image_id) "
+        "JOIN face_filter f USING (image_id) WHERE i.source = 'generated' AND f.kept"
+    ).fetchall()
+    men = {"gen:m1:paper:1:teacher:1", "gen:m1:paper:1:teacher:2"}
+    for image_id, label in gen:
+        if image_id == "gen:m1:paper:1:teacher:0":
+            _human(small_study, image_id, "female", "male")
+        else:
+            _human(small_study, image_id, "male" if image_id in men else label)
+    small_study.config.analysis.correction_min_validated = 5
+    run = analyze(small_study, progress=False)
+    assert not run.skipped  # human_labels are part of the input fingerprint
+    assert _rows(small_study, "SELECT * FROM amplification ORDER BY ALL") == before
+
+    errors = {r["source"]: r for r in _rows(small_study, "SELECT * FROM classifier_errors")}
+    tr = errors["training"]
+    assert (tr["n_validated"], tr["n_female"], tr["n_male"], tr["applied"]) == (8, 5, 3, True)
+    assert tr["sensitivity"] == pytest.approx(80.0) and tr["specificity"] == pytest.approx(200 / 3)
+    assert tr["ambiguous_female"] == pytest.approx(20.0) and tr["ambiguous_male"] == 0.0
+    assert tr["sensitivity_low"] < 80.0 < tr["sensitivity_high"]
+    # generated: the 'female' stratum has 16 analysed images, 15 validated (one tie): weight
+    # 16/15; the 'male' stratum 14 of 14
+    m1 = errors["m1"]
+    assert (m1["n_validated"], m1["n_female"], m1["n_male"]) == (29, 13, 16)
+    b_m = 2 * 16 / 15 / (2 * 16 / 15 + 14)
+    assert m1["specificity"] == pytest.approx(100 * (1 - b_m))
+    assert m1["sensitivity"] == pytest.approx(100.0)
+
+    # corrected T (teacher, q = 0.75) and G (teacher #1, q = 0.9) by the formula
+    t_pf = 100 * (0.75 - 1 / 3) / (0.8 - 1 / 3 + 0.75 * 0.2)
+    g_pf = 100 * (0.9 - b_m) / (1 - b_m)
+    pf = {
+        (r["side"], r["occupation"], r["template_id"]): r
+        for r in _rows(small_study, "SELECT * FROM percent_female_corrected")
+    }
+    assert pf[("training", "teacher", None)]["corrected_pf"] == pytest.approx(t_pf)
+    assert pf[("training", "teacher", None)]["error_source"] == "training"
+    assert pf[("generated", "teacher", 1)]["corrected_pf"] == pytest.approx(g_pf)
+    lo, hi = pf[("generated", "teacher", 1)]["ci_low"], pf[("generated", "teacher", 1)]["ci_high"]
+    assert lo < g_pf < hi
+    assert pf[("generated", "nurse", 2)]["note"] == "no labelled images"
+
+    amp = {
+        (r["occupation"], r["template_id"]): r
+        for r in _rows(
+            small_study, "SELECT * FROM amplification_corrected WHERE strategy = 'keyword'"
+        )
+    }
+    teacher = amp[("teacher", 1)]
+    assert teacher["amplification"] == pytest.approx(abs(g_pf - 50) - abs(t_pf - 50))
+    assert teacher["uncorrected_amplification"] == pytest.approx(15.0)
+    assert amp[("nurse", 2)]["exclude_reason"] == "no_generated_labels"
+    summ = {
+        (r["strategy"], r["template_id"]): r
+        for r in _rows(small_study, "SELECT * FROM amplification_summary_corrected")
+    }
+    cell = summ[("keyword", 1)]
+    assert cell["note"] is None and cell["mean_amplification"] == pytest.approx(
+        teacher["amplification"]
+    )
+    assert cell["ci_low"] is not None and cell["ci_low"] < cell["ci_high"]
+    assert "changes" in run.provenance["correction"]
+    assert run.provenance["correction"]["sources"] == {"m1": "applied", "training": "applied"}
+    again = analyze(small_study, progress=False)  # a skipped rerun keeps what the report reads
+    assert again.skipped and again.provenance["correction"] == run.provenance["correction"]
+
+    # pooled: one set of rates for every source; a high minimum: no correction, and why
+    small_study.config.analysis.correction = "pooled"
+    analyze(small_study, progress=False)
+    errors = _rows(small_study, "SELECT * FROM classifier_errors")
+    assert [(r["source"], r["n_validated"]) for r in errors] == [("pooled", 37)]
+    small_study.config.analysis.correction_min_validated = 100
+    analyze(small_study, progress=False)
+    summ = _rows(small_study, "SELECT DISTINCT note FROM amplification_summary_corrected")
+    assert summ == [{"note": "no correction (37 validated images, fewer than 100)"}]

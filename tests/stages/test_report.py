@@ -333,3 +333,64 @@ def test_header_lists_the_settings_that_differ_from_the_paper(full_report: Path)
     assert "split, as in the paper" in header and "the paper's rule" in header
     assert 'id="untrained-banner"' not in html  # its labels name the ViT-L-14/openai weights
     assert html.index('id="paper-settings"') < html.index('id="results"')  # in the header
+
+
+def test_report_without_validation_labels_says_no_correction(full_report: Path):
+    html = full_report.read_text(encoding="utf-8")
+    page = Page(html)
+    assert {"correction", "classifier-errors", "correction-table", "results-table"} <= page.ids()
+    section = _section(html, "correction", "</table>")
+    assert "misclassification correction: no correction (no validation labels)" in section
+    errors = _section(html, "classifier-errors", "</table>")
+    assert errors.count("no correction (no validation labels)") == errors.count("<tr><td>")
+    table = _section(html, "correction-table", "</table>")
+    assert "no correction (training: no validation labels;" in table
+    assert "fig-correction-1" not in page.ids()  # nothing corrected: no corrected scatter
+
+
+def test_report_shows_corrected_next_to_uncorrected(tmp_path: Path, shared_data: Path):
+    from study_builder import build
+
+    from corpus_audit.core.pipeline import init_study
+    from corpus_audit.report import report
+    from corpus_audit.stages.analyze import analyze
+
+    corpus = [shared_data / "laion400m_sample_10k.parquet"]
+    study = init_study(
+        tmp_path / "s",
+        [str(corpus[0])],
+        overrides={"analysis": {"bootstrap": 50, "thumbnails": 0, "correction": "pooled"}},
+    )
+    build(study, corpus)
+    # every labelled image validated; its human label is the classifier's, but one image in
+    # five of those labelled female is a man
+    labelled = study.con.execute(
+        "SELECT image_id, label FROM labels WHERE label IN ('female', 'male') ORDER BY image_id"
+    ).fetchall()
+    for i, (image_id, label) in enumerate(labelled):
+        truth = "male" if label == "female" and i % 5 == 0 else label
+        study.con.execute(
+            "INSERT INTO human_labels VALUES (?, 'ann', ?, 'sheet.csv')", [image_id, truth]
+        )
+    run = analyze(study, progress=False)
+    assert run.provenance["correction"]["sources"] == {"pooled": "applied"}
+    html = Path(report(study, progress=False).outputs["report"]).read_text(encoding="utf-8")
+    page = Page(html)
+    errors = _section(html, "classifier-errors", "</table>")
+    assert "<td>pooled</td>" in errors and "<td>yes</td>" in errors
+    table = _section(html, "correction-table", "</table>")
+    summary = study.con.execute(
+        "SELECT c.mean_amplification, u.mean_amplification FROM amplification_summary_corrected c "
+        "JOIN amplification_summary u USING (model_id, strategy) "
+        "WHERE c.template_id IS NULL AND u.template_id IS NULL AND c.mean_amplification "
+        "IS NOT NULL ORDER BY model_id, strategy LIMIT 1"
+    ).fetchone()
+    assert summary is not None
+    assert f"{summary[0]:+.1f}" in table and f"{summary[1]:+.1f}" in table
+    figures = [
+        a for t, a in page.tags if t == "figure" and "correction-scatter" in (a.get("class") or "")
+    ]
+    assert figures
+    scatter = _section(html, "fig-correction-1", "</figure>")
+    assert scatter.count("<img") == 2  # the uncorrected scatter beside the corrected one
+    study.close()

@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping
+from functools import partial
 
+import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
@@ -37,6 +39,7 @@ from corpus_audit.methods.amplification import (
 )
 from corpus_audit.methods.correlation import indicator_correlation
 from corpus_audit.methods.stats import stable_seed
+from corpus_audit.stages.analyze import correction
 from corpus_audit.stages.analyze.image_similarity import enabled as image_similarity_enabled
 from corpus_audit.stages.analyze.image_similarity import image_similarity_rows, summary_messages
 from corpus_audit.stages.analyze.percent import (
@@ -62,6 +65,7 @@ ANALYSIS_TABLES = (
     "occupation_indicators",
     "indicator_correlation",
     "image_similarity",
+    *correction.CORRECTION_TABLES,
 )
 
 # Columns each input table contributes to the fingerprint.
@@ -73,6 +77,7 @@ _FINGERPRINT_COLUMNS = {
     "labels": "image_id, classifier, p_female, label",
     "mentions": "caption_id, occupation",
     "indicators": "caption_id, label",
+    "human_labels": "image_id, annotator, label",  # the misclassification correction
 }
 
 
@@ -108,6 +113,7 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
                 "confidence",
                 "bootstrap_seed",
                 "parity_side",
+                "correction",
             ):
                 if key in last["provenance"]:
                     run.provenance[key] = last["provenance"][key]
@@ -151,6 +157,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         percent_rows = [s.row(cfg.confidence) for s in train + gen]
         for t_set, g_set in caps:
             percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
+        corrected = _corrected(study, classifier, seed, train, gen, caps, (amp_rows, summ_rows))
         _write_tables(
             study,
             {
@@ -161,6 +168,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
                 "occupation_indicators": occ_rows,
                 "indicator_correlation": [corr],
                 "image_similarity": sim_rows,
+                **corrected,
             },
         )
 
@@ -177,6 +185,34 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     if train:
         run.messages += shortfall_lines(status, rule, templates)
     run.messages += summary_messages(sim_rows)
+    run.provenance["correction"] = correction.provenance(corrected, summ_rows, cfg.correction)
+    run.messages += correction.messages(run.provenance["correction"])
+
+
+def _corrected(
+    study: Study,
+    classifier: str | None,
+    seed: int,
+    train: list[ImageSet],
+    gen: list[ImageSet],
+    caps: list[tuple[ImageSet, ImageSet]],
+    uncorrected: tuple[list[dict], list[dict]],
+) -> dict[str, list[dict]]:
+    """Rows of the correction's tables (stages/analyze/correction.py), by table."""
+    cfg = study.config.analysis
+    fix = correction.learn(study, classifier, cfg.bootstrap, seed)
+    amplify = partial(
+        _amplification, replicates=cfg.bootstrap, confidence=cfg.confidence, seed=seed,
+        progress=False, parity_side=cfg.parity_side,
+    )  # fmt: skip
+    amp, summ = correction.amplification_rows(fix, amplify, uncorrected, train, gen, caps)
+    sets = train + gen + [s for pair in caps for s in pair]
+    return {
+        "classifier_errors": fix.error_rows,
+        "percent_female_corrected": correction.percent_rows(fix, sets, cfg.confidence),
+        "amplification_corrected": amp,
+        "amplification_summary_corrected": summ,
+    }
 
 
 def _record_settings(
@@ -226,8 +262,12 @@ def _amplification(
     seed: int,
     progress: bool,
     parity_side: str,
+    rate_of: Callable[[ImageSet], Rate] = ImageSet.rate,
+    draws: Mapping[Hashable, np.ndarray] | None = None,
 ) -> tuple[list[dict], list[dict]]:
-    """Rows of ``amplification`` and ``amplification_summary``."""
+    """Rows of ``amplification`` and ``amplification_summary``; ``rate_of`` gives a set's
+    %female (the corrected one for the corrected tables), ``draws`` bootstrap replicates of
+    some rates (see :func:`corpus_audit.methods.amplification.summarize`)."""
     per_prompt_strategies = {t.strategy for t in train if t.prompt_id is not None}
     strategies = sorted({t.strategy for t in train if t.strategy}, key=strategy_sort_key)
     t_index: dict[tuple, ImageSet] = {}
@@ -250,22 +290,25 @@ def _amplification(
     )
     for model, strategy in jobs:
         per_strategy = strategy in per_prompt_strategies
-        pairs = _template_pairs(by_model[model], strategy, per_strategy, t_index, parity_side)
-        per_prompt, overall = summarize(
-            pairs, prompts=templates, replicates=replicates, confidence=confidence, seed=seed
+        pairs = _template_pairs(
+            by_model[model], strategy, per_strategy, t_index, parity_side, rate_of
         )
+        per_prompt, overall = summarize(
+            pairs, prompts=templates, replicates=replicates, confidence=confidence, seed=seed,
+            draws=draws,
+        )  # fmt: skip
         amp_rows += [_amp_row(model, strategy, p) for p in pairs]
         summ_rows += [_summ_of(model, strategy, s.prompt, s, None) for s in per_prompt]
         summ_rows.append(_overall_row(model, strategy, per_prompt, overall))
         bar.update()
     for (model, strategy), group in sorted(cap_groups.items()):
         pairs = [
-            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, t.rate(), g.rate(), parity_side)
+            make_pair(g.occupation, CAPTION_PROMPTS_TEMPLATE, rate_of(t), rate_of(g), parity_side)
             for t, g in sorted(group, key=lambda tg: tg[1].occupation)
         ]
         (s,), overall = summarize(
             pairs, prompts=[CAPTION_PROMPTS_TEMPLATE], replicates=replicates,
-            confidence=confidence, seed=seed,
+            confidence=confidence, seed=seed, draws=draws,
         )  # fmt: skip
         amp_rows += [_amp_row(model, strategy, p) for p in pairs]
         summ_rows.append(_summ_of(model, strategy, None, s, overall.n_prompts))
@@ -280,6 +323,7 @@ def _template_pairs(
     per_prompt: bool,
     t_index: dict[tuple, ImageSet],
     parity_side: str,
+    rate_of: Callable[[ImageSet], Rate] = ImageSet.rate,
 ) -> list[Pair]:
     """The (training, generated) pairs of one model's template prompts for ``strategy``, by
     occupation and template; a training subset that is missing gives an empty rate."""
@@ -287,8 +331,8 @@ def _template_pairs(
     for g in sorted(generated, key=lambda s: (s.occupation, s.template_id)):
         template = g.template_id if per_prompt else None
         t = t_index.get((strategy, g.occupation, template))
-        t_rate = t.rate() if t else Rate(("missing", strategy, g.occupation, template), None, 0)
-        pairs.append(make_pair(g.occupation, g.template_id, t_rate, g.rate(), parity_side))
+        t_rate = rate_of(t) if t else Rate(("missing", strategy, g.occupation, template), None, 0)
+        pairs.append(make_pair(g.occupation, g.template_id, t_rate, rate_of(g), parity_side))
     return pairs
 
 
