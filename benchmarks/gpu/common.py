@@ -139,6 +139,18 @@ class Context:
         log(f"{self.part}.{name}: {json.dumps(value, default=str)[:400]}")
         return value
 
+    def optional(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run and record a step whose failure must not cost the part (torch.compile needs a
+        C compiler the machine may lack): on an exception record ``{"error": ...}``, return
+        None."""
+        try:
+            return self.step(name, fn())
+        except Exception as exc:
+            traceback.print_exc()
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self.step(name, {"error": f"{type(exc).__name__}: {first}"[:500]})
+            return None
+
     def fail(self, exc: BaseException) -> None:
         """Record the error (one line + the traceback in the log) and mark the part failed."""
         self.record["error"] = (

@@ -68,6 +68,8 @@ def test_generate_dry_results(dry):
     assert [row["batch"] for row in r["sweep"]] == [1, 2]
     assert all(row["s_per_image"] > 0 and row["images_per_s"] > 0 for row in r["sweep"])
     assert r["sweep"][0]["attention"] == ["AttnProcessor2_0"]
+    assert r["bfloat16"]["dtype"] == "bfloat16" and r["bfloat16"]["s_per_image"] > 0
+    assert r["compiled"]["s_per_image"] > 0 and r["compiled"]["compiled"] is False  # CUDA only
     assert r["checks"]["same_seed_bit_identical_batch1"] is True
     assert r["checks"]["same_seeds_bit_identical_batch"] is True
     assert r["checks"]["nsfw_flag_recorded"] is True
