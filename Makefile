@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export CORPUS_AUDIT_MODEL_DIR := $(CURDIR)/$(MODELS)
 
-.PHONY: demo test lint bench install browser clean
+.PHONY: demo test lint bench install browser clean gpu-kit
 
 demo: install
 	$(VENV)/bin/corpus-audit demo demo_study
@@ -29,6 +29,11 @@ lint: install
 
 bench: install
 	$(PY) benchmarks/run_all.py
+
+# Wheels for the GPU kit's device calls into .whl/<part>/ (git-ignored) + each call's payload
+# size; refuses a part over 60 MiB. Needs only Python and pip (docs/gpu.md).
+gpu-kit:
+	$(if $(wildcard $(PY)),$(PY),python3) benchmarks/gpu/kit.py
 
 install: $(STAMP) $(FACE_MODEL)
 
