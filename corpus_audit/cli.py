@@ -382,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
         _add_demo_parser,
     ):
         add_family(sub)  # the order here is the order of `corpus-audit --help`
+    from corpus_audit.commands import export, fetch_models, plugins
+
+    for verb in (export, plugins, fetch_models):  # commands/<verb>.py: add_parser + run
+        verb.add_parser(sub)
     return parser
 
 

