@@ -144,7 +144,7 @@ def read_table(study: Study, table: str) -> pa.Table:
     if table not in result_tables():
         raise StudyError(f"unknown table {printable(table)!r} (tables: see `export --help`)")
     quoted = '"' + table + '"'  # a schema name (\w+), compared above, never user text
-    return study.con.execute(f"SELECT * FROM {quoted} ORDER BY ALL").fetch_arrow_table()
+    return study.con.sql(f"SELECT * FROM {quoted} ORDER BY ALL").to_arrow_table()
 
 
 def export_tables(
