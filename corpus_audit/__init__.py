@@ -28,6 +28,7 @@ __all__ = [
     "analyze_texts",
     "arena_leaderboard",
     "arena_votes_file",
+    "demo_corpus",
     "logger",
     "plugins",
     "published_table3",

@@ -12,6 +12,7 @@ from corpus_audit.api import amplify as amplify
 from corpus_audit.api import analyze_texts as analyze_texts
 from corpus_audit.api import arena_leaderboard as arena_leaderboard
 from corpus_audit.api import arena_votes_file as arena_votes_file
+from corpus_audit.api import demo_corpus as demo_corpus
 from corpus_audit.api import logger as logger
 from corpus_audit.api import plugins as plugins
 from corpus_audit.api import published_table3 as published_table3

@@ -60,6 +60,7 @@ __all__ = [
     "analyze_texts",
     "arena_leaderboard",
     "arena_votes_file",
+    "demo_corpus",
     "logger",
     "plugins",
     "published_table3",
@@ -285,7 +286,8 @@ class Study:
     def figures(self) -> dict[str, Figure]:
         """The study report's figures its data allows, as matplotlib figures by file name
         (``scatter_<model>``, ``amplification_<model>``, ``indicators``,
-        ``indicator_correlation``, ``similarity``); empty when no stage has produced them."""
+        ``indicator_correlation``, ``similarity``, ``who_deciles_<labels>``); empty when no
+        stage has produced them."""
         from corpus_audit.report import context
 
         core = self.core
@@ -298,6 +300,26 @@ class Study:
         for kind, args in context.figure_jobs(core, ctx):
             fig, name, _title = context.draw_figure(kind, args, ctx)
             out[name] = fig
+        out.update(self._who_how_figures())
+        return out
+
+    def _who_how_figures(self) -> dict[str, Figure]:
+        """The who/how decile figures (``who_deciles_[<model>_]<labels>``), as the report."""
+        import pandas as pd
+
+        from corpus_audit.core.slugs import slug
+        from corpus_audit.report.who_how_figures import decile_figure
+
+        if "texts_deciles" not in self.tables(non_empty=True):
+            return {}
+        deciles = self.table("texts_deciles")
+        deciles["model"] = deciles["model"].fillna("")
+        out = {}
+        for (model, labels), frame in deciles.groupby(["model", "labels"], sort=True):
+            what = "associated texts" if labels == "association" else "specified texts"
+            name = f"who_deciles_{slug(model) + '_' if model else ''}{labels}"
+            frame = pd.DataFrame(frame).drop(columns="model").sort_values("decile")
+            out[name] = decile_figure(frame, what)
         return out
 
     def export(
@@ -413,6 +435,15 @@ def amplify(
         return compute(Path(out))
     with tempfile.TemporaryDirectory(prefix="corpus_audit_amplify_") as tmp:
         return compute(Path(tmp))
+
+
+def demo_corpus() -> dict[str, Path]:
+    """The real caption corpora bundled with the package (``demo_data``, see its NOTICE.md):
+    ``{"laion": LAION-400M 10k-row metadata sample, "coco": MS-COCO val2017 captions,
+    "cc3m": Conceptual Captions validation captions}``, each a parquet file."""
+    from corpus_audit.commands.demo import demo_corpus as bundled
+
+    return {Path(p).name.split("_")[0].removesuffix("400m"): Path(p) for p in bundled()}
 
 
 def published_tables() -> dict[str, Path]:
