@@ -135,3 +135,15 @@ def test_arena_leaderboard_of_the_bundled_votes():
 
 def test_plugins_lists_installed_ones():
     assert isinstance(plugins(), list)  # none installed in this environment: empty
+
+
+def test_the_example_in_docs_api_md_runs(capsys):
+    text = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    section = text.split("## A study from Python", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(example, "docs/api.md", "exec"), namespace)
+    result = namespace["result"]
+    assert result.rows["captions"] > 0 and result.manifest.is_file()
+    assert namespace["samples"].shape[0] > 0
+    assert "select" in capsys.readouterr().out
