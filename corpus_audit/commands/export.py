@@ -29,14 +29,16 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from corpus_audit.core.catalogue import STAGE_NAMES
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.fileio import write_text_atomic
-from corpus_audit.core.store import Study, expected_catalog
+
+if TYPE_CHECKING:  # DuckDB and pyarrow load when a table is read: `--help` stays light
+    import pyarrow as pa
+
+    from corpus_audit.core.store import Study
 
 FORMATS = ("parquet", "csv")
 MANIFEST = "manifest.json"
@@ -60,6 +62,8 @@ class ExportResult:
 
 def result_tables() -> list[str]:
     """Every result table of the schema, sorted by name (module docstring)."""
+    from corpus_audit.core.store import expected_catalog
+
     return sorted(expected_catalog().objects["table"] - BOOKKEEPING)
 
 
@@ -237,6 +241,8 @@ def _write(data: pa.Table, path: Path, fmt: str) -> None:
 
 def _csv_ready(data: pa.Table) -> pa.Table:
     """Lists, structs and maps as JSON text, binary as hex: what CSV can hold."""
+    import pyarrow as pa
+
     out = data
     for i, field in enumerate(data.schema):
         kind = field.type
@@ -271,6 +277,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Export, then print one line per table and the manifest's path."""
+    from corpus_audit.core.store import Study
+
     with Study.open(args.dir) as study:
         result = export_tables(
             study,
