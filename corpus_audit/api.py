@@ -135,13 +135,16 @@ class Study:
             raise StudyError("create: models are for a kind='llm' study (llm.models)")
         if not corpus and kind == "amplification":
             raise StudyError("create: give a corpus (only a pst or llm study may go without one)")
-        core = init_study(Path(root), corpus, overrides=overrides, overwrite=overwrite)
+        root = Path(root)
+        before = set(root.iterdir()) if root.is_dir() else None
+        core = init_study(root, corpus, overrides=overrides, overwrite=overwrite)
         study = cls(core)
         if settings:
             try:
                 study.set(settings)
-            except BaseException:
+            except BaseException:  # a bad setting: leave no study behind, as a failed init
                 study.close()
+                _remove_new(root, before)
                 raise
         return study
 
@@ -339,6 +342,20 @@ class Study:
         )
         logger.info("exported %d tables to %s", len(result.rows), result.out_dir)
         return result
+
+
+def _remove_new(root: Path, before: set[Path] | None) -> None:
+    """Remove ``root`` when it did not exist (``before`` None), else what appeared in it."""
+    import shutil
+
+    if before is None:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for path in set(root.iterdir()) - before:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _log_run(run: StageRun) -> None:

@@ -103,6 +103,16 @@ def test_create_set_run_status_and_read(study, caplog):
     assert study.figures() == {}  # no stage that draws one has run
 
 
+def test_a_bad_setting_at_create_leaves_no_study(tmp_path, laion_path):
+    for root in (tmp_path / "new", tmp_path / "empty"):
+        if root.name == "empty":
+            root.mkdir()
+        with pytest.raises(CorpusAuditError, match=r"label\.threshold"):
+            Study.create(root, [laion_path], settings={"label.threshold": 7})
+        assert not root.exists() if root.name == "new" else list(root.iterdir()) == []
+        Study.create(root, [laion_path]).close()  # the same create works now
+
+
 def test_the_handle_releases_the_study_for_the_cli(study):
     root = study.root
     study.close()
