@@ -117,7 +117,7 @@ class CorpusReader(Protocol):
 
 
 # format name (corpus.format) -> reader; config validation takes its allowed values from here
-READERS: Registry[CorpusReader] = Registry("corpus reader")
+READERS: Registry[CorpusReader] = Registry("corpus reader", "corpus_audit.corpus_readers")
 
 
 def register_reader(reader: CorpusReader) -> CorpusReader:

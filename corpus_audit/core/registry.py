@@ -5,12 +5,27 @@ A registry maps a name (what a user writes in ``study.toml``) to an entry (a cla
 or a declaration). :meth:`Registry.get` names the known entries when the name is unknown, and
 config validation takes its allowed values from :meth:`Registry.names`, so registering a new
 backend is the only step that makes it usable.
+
+Plugins: a registry made with an entry-point ``group`` (``corpus_audit.classifiers``,
+``corpus_audit.generators``, ...: :data:`PLUGIN_GROUPS`) also holds the entry points that
+installed distributions declare in that group, found the first time the registry is asked
+for its names or an entry (never at import). An entry point's value is the same lazy
+``"module:attribute"`` string a built-in entry may be, naming the object the registry holds
+(a ``ClassifierBackend`` for a classifier); it is imported on first use. A built-in name wins
+over a plugin of the same name (the plugin is listed as shadowed). A plugin whose module fails
+to import raises :class:`PluginError`, one line naming the plugin, its distribution and the
+error. Every use of a plugin is counted (:func:`plugin_uses_since`), so a stage run records
+the plugins it used, with their distribution versions, in its provenance.
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, Generic, TypeVar
 
 from corpus_audit.core.errors import ConfigError
@@ -33,6 +48,76 @@ def load(spec: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
+# entry-point group -> the registry (lazy) that holds its plugins. A distribution declares one
+# in its pyproject.toml: [project.entry-points."corpus_audit.classifiers"]
+# mine = "my_package.module:BACKEND"; then label.classifier = "mine" in study.toml.
+PLUGIN_GROUPS = {
+    "corpus_audit.classifiers": "corpus_audit.backends.classifiers:CLASSIFIERS",
+    "corpus_audit.generators": "corpus_audit.backends.generators:GENERATORS",
+    "corpus_audit.text_generators": "corpus_audit.backends.text_generators:TEXT_GENERATORS",
+    "corpus_audit.image_sources": "corpus_audit.backends.image_sources:SOURCES",
+    "corpus_audit.corpus_readers": "corpus_audit.backends.corpus:READERS",
+    "corpus_audit.embedders": "corpus_audit.backends.embeddings:EMBEDDERS",
+}
+
+
+class PluginError(ConfigError):
+    """A plugin (an entry point of an installed distribution) that cannot be imported."""
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One entry point found in a registry's group: where it comes from and what it names."""
+
+    kind: str  # the registry's noun: "classifier"
+    group: str  # "corpus_audit.classifiers"
+    name: str  # what study.toml writes: label.classifier = "<name>"
+    value: str  # "package.module:attribute"
+    distribution: str  # the installed distribution that declares it ('' when unknown)
+    version: str  # its version ('' when unknown)
+    shadowed: bool = False  # a built-in entry has the same name (the built-in is used)
+
+    def describe(self) -> str:
+        """``name (distribution version, group)`` for messages."""
+        where = " ".join(p for p in (self.distribution, self.version) if p) or "unknown"
+        return f"{self.kind} plugin {self.name!r} ({where}, entry point group {self.group})"
+
+
+_USE_SEQUENCE = itertools.count(1)
+_LAST_USE: dict[tuple[str, str], tuple[int, Plugin]] = {}  # (group, name) -> (use number, plugin)
+_USE_LOCK = threading.Lock()
+
+
+def plugin_use_mark() -> int:
+    """A mark to pass to :func:`plugin_uses_since` (the number of plugin uses so far)."""
+    with _USE_LOCK:
+        return max((n for n, _ in _LAST_USE.values()), default=0)
+
+
+def plugin_uses_since(mark: int) -> list[Plugin]:
+    """The plugins whose entry was fetched (:meth:`Registry.get`) after ``mark``."""
+    with _USE_LOCK:
+        return sorted(
+            (p for n, p in _LAST_USE.values() if n > mark), key=lambda p: (p.group, p.name)
+        )
+
+
+def _note_use(plugin: Plugin) -> None:
+    with _USE_LOCK:
+        _LAST_USE[(plugin.group, plugin.name)] = (next(_USE_SEQUENCE), plugin)
+
+
+def group_entry_points(group: str) -> list[tuple[metadata.EntryPoint, str, str]]:
+    """``(entry point, distribution name, version)`` of every entry point in ``group`` of
+    the distributions on ``sys.path`` now, sorted by name."""
+    out = []
+    for ep in metadata.entry_points(group=group):
+        dist = getattr(ep, "dist", None)
+        name = dist.metadata["Name"] if dist is not None else ""
+        out.append((ep, name or "", dist.version if dist is not None else ""))
+    return sorted(out, key=lambda row: row[0].name)
+
+
 class Registry(Generic[T]):
     """Named entries of one kind, in registration order.
 
@@ -40,11 +125,48 @@ class Registry(Generic[T]):
     *lazy*: the string ``"package.module:attribute"``, imported by :meth:`get` on first use
     (:func:`load`), so a registry can name a backend whose module imports a heavy library
     (the ``ray`` engine) without importing it; :meth:`names` never imports.
+
+    ``group``: the entry-point group whose plugins the registry also holds (module
+    docstring); None for a registry without plugins.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, group: str | None = None) -> None:
         self.kind = kind
+        self.group = group
         self._entries: dict[str, T] = {}
+        self._plugins: dict[str, Plugin] = {}  # name -> plugin (shadowed ones included)
+        self._discovered = group is None
+        self._lock = threading.Lock()
+
+    def _discover(self) -> None:
+        """Add the plugins of :attr:`group`, once (a built-in name keeps its entry)."""
+        if self._discovered:
+            return
+        with self._lock:
+            if self._discovered:
+                return
+            for ep, dist, version in group_entry_points(self.group or ""):
+                shadowed = ep.name in self._entries and ep.name not in self._plugins
+                if ep.name in self._plugins:
+                    continue  # two distributions declare one name: the first wins
+                plugin = Plugin(
+                    self.kind, self.group or "", ep.name, ep.value, dist, version, shadowed
+                )
+                if not shadowed:
+                    self._entries[ep.name] = ep.value  # type: ignore[assignment]
+                self._plugins[ep.name] = plugin
+            self._discovered = True
+
+    def plugins(self) -> list[Plugin]:
+        """The plugins found in :attr:`group`, by name (shadowed ones included)."""
+        self._discover()
+        return [self._plugins[n] for n in sorted(self._plugins)]
+
+    def plugin(self, name: str) -> Plugin | None:
+        """The plugin entry ``name`` comes from, or None for a built-in entry."""
+        self._discover()
+        plugin = self._plugins.get(name)
+        return None if plugin is None or plugin.shadowed else plugin
 
     def register(self, name: str, entry: T) -> T:
         """Add ``entry`` under ``name``; a name registered twice is a programming error."""
@@ -65,24 +187,47 @@ class Registry(Generic[T]):
         """The entry named ``name`` (a lazy one imported now, and kept); :class:`ConfigError`
         naming the known ones otherwise. A lazy entry whose module is missing raises
         :class:`ModuleNotFoundError` for the caller to explain."""
+        self._discover()
         try:
             entry = self._entries[name]
         except KeyError:
             known = ", ".join(self._entries) or "none"
             raise ConfigError(f"unknown {self.kind} {name!r} (known: {known})") from None
+        plugin = self.plugin(name)
         if isinstance(entry, str):
-            entry = self._entries[name] = load(entry)
+            if plugin is None:
+                entry = self._entries[name] = load(entry)
+            else:
+                entry = self._entries[name] = _load_plugin(plugin)
+        if plugin is not None:
+            _note_use(plugin)
         return entry
 
     def names(self) -> tuple[str, ...]:
-        """The registered names, in registration order."""
+        """The registered names (built-in ones in registration order, then the plugins')."""
+        self._discover()
         return tuple(self._entries)
 
     def __contains__(self, name: object) -> bool:
+        self._discover()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        self._discover()
+        return iter(tuple(self._entries))
 
     def items(self) -> list[tuple[str, T]]:
+        self._discover()
         return list(self._entries.items())
+
+
+def _load_plugin(plugin: Plugin) -> Any:
+    """The object a plugin's entry point names; :class:`PluginError` (one line) when its
+    module fails to import or lacks the attribute, whatever the plugin raised."""
+    try:
+        return load(plugin.value)
+    except Exception as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise PluginError(
+            f"{plugin.describe()}: cannot load {plugin.value!r}: {type(exc).__name__}: {detail}"
+        ) from exc

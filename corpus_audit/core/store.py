@@ -50,6 +50,7 @@ from corpus_audit.core.catalogue import STAGES
 from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, parse_size, write_config
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.interrupts import shielded
+from corpus_audit.core.registry import plugin_use_mark, plugin_uses_since
 from corpus_audit.core.versions import package_versions
 
 DB_NAME = "study.duckdb"
@@ -405,6 +406,7 @@ class Study:
             config_sections = STAGES.get(name).config
         run = StageRun(name)
         inputs = self.input_fingerprints(name)
+        plugins_before = plugin_use_mark()
         started = _utcnow()
         inserted_mark = self._mark_unfinished(name, started)
         commits = self.commits
@@ -437,6 +439,13 @@ class Study:
         }
         if run.messages:
             provenance.setdefault("messages", list(run.messages))
+        for plugin in plugin_uses_since(plugins_before):  # entry-point plugins it used
+            provenance.setdefault("plugins", {})[f"{plugin.group}:{plugin.name}"] = {
+                "entry_point": plugin.value,
+                "distribution": plugin.distribution,
+                "version": plugin.version,
+            }
+            provenance["versions"].setdefault(plugin.distribution, plugin.version)
         with self.transaction():
             self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
             self.con.execute(

@@ -352,6 +352,25 @@ def figures_section(
 ) -> list[dict[str, Any]]:
     """Render every figure the data allows; returns name, title, caption, data URI."""
     rendered: list[figs.RenderedFigure] = []
+    jobs = figure_jobs(study, ctx)
+    for kind, args in tqdm(jobs, desc="report figures", unit="fig", disable=not progress):
+        rendered.append(_render_figure(kind, args, ctx, out_dir))
+    rendered += preference_figures(ctx, out_dir, _file_name)
+    rendered += arena_figures(ctx, out_dir, _file_name)
+    return [
+        {
+            "name": r.name,
+            "title": r.title,
+            "caption": r.caption,
+            "uri": "data:image/png;base64," + base64.b64encode(r.png).decode("ascii"),
+        }
+        for r in rendered
+    ]
+
+
+def figure_jobs(study: Study, ctx: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The study figures the data allows, as ``(kind, args)`` for :func:`draw_figure`;
+    ``ctx`` holds at least the ``results``, ``indicators`` and ``similarity`` sections."""
     pairs = amplification_pairs(study)
     jobs: list[tuple[str, Any]] = []
     for block in ctx["results"]["blocks"]:
@@ -369,19 +388,7 @@ def figures_section(
         jobs.append(("correlation", corr))
     if ctx["similarity"]["detail"]:
         jobs.append(("similarity", None))
-    for kind, args in tqdm(jobs, desc="report figures", unit="fig", disable=not progress):
-        rendered.append(_render_figure(kind, args, ctx, out_dir))
-    rendered += preference_figures(ctx, out_dir, _file_name)
-    rendered += arena_figures(ctx, out_dir, _file_name)
-    return [
-        {
-            "name": r.name,
-            "title": r.title,
-            "caption": r.caption,
-            "uri": "data:image/png;base64," + base64.b64encode(r.png).decode("ascii"),
-        }
-        for r in rendered
-    ]
+    return jobs
 
 
 #: the caption under each kind of figure of :func:`figures_section`
@@ -403,6 +410,12 @@ def _render_figure(
     kind: str, args: Any, ctx: dict[str, Any], out_dir: Path | None
 ) -> figs.RenderedFigure:
     """Draw one figure of ``kind`` (a key of :data:`FIGURE_CAPTIONS`) and save it."""
+    fig, name, title = draw_figure(kind, args, ctx)
+    return figs.save(fig, name, title, FIGURE_CAPTIONS[kind], out_dir)
+
+
+def draw_figure(kind: str, args: Any, ctx: dict[str, Any]) -> tuple[Any, str, str]:
+    """``(matplotlib Figure, file name, title)`` of one :func:`figure_jobs` job."""
     safe = _file_name
     if kind == "scatter":
         model, mine, templates, strategies = args
@@ -422,7 +435,7 @@ def _render_figure(
     else:
         fig = figs.similarity_plot(ctx["similarity"]["detail"])
         name, title = "similarity", "Caption-prompt similarity by strategy"
-    return figs.save(fig, name, title, FIGURE_CAPTIONS[kind], out_dir)
+    return fig, name, title
 
 
 def _file_name(text: str) -> str:

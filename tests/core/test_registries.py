@@ -167,3 +167,204 @@ def test_cached_embedders_close_and_reload():
     assert second is not first
     after = second.encode(["a nurse at work"])
     assert after.shape == (1, second.dim) and abs(float((before * after).sum()) - 1.0) < 1e-5
+
+
+# -- plugins (entry points) ------------------------------------------------------------------------
+EXAMPLE_PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "constant_classifier"
+
+
+def _dist_info(site: Path, dist: str, version: str, group: str, entries: dict[str, str]) -> None:
+    """A distribution as pip leaves it in ``site``: METADATA and entry_points.txt."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+    )
+    lines = "".join(f"{name} = {value}\n" for name, value in entries.items())
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}", encoding="utf-8")
+
+
+def _plugin_registry(monkeypatch) -> Registry:
+    """A fresh classifier registry (built-ins copied, plugins not yet looked for), in place
+    of the module's for one test."""
+    fresh: Registry = Registry("classifier", "corpus_audit.classifiers")
+    for name in ("agegender", "clip"):
+        fresh.register(name, classifiers.CLASSIFIERS.get(name))
+    monkeypatch.setattr(classifiers, "CLASSIFIERS", fresh)
+    return fresh
+
+
+def test_plugins_are_found_lazily_and_pass_config_validation(monkeypatch, tmp_path):
+    site = tmp_path / "site"
+    (site / "my_plugin_mod").mkdir(parents=True)
+    (site / "my_plugin_mod" / "__init__.py").write_text(
+        "from corpus_audit import ClassifierBackend\n"
+        "BACKEND = ClassifierBackend(lambda label, **kw: None, lambda label: 'mine:1')\n",
+        encoding="utf-8",
+    )
+    _dist_info(
+        site,
+        "my-plugin",
+        "2.3.4",
+        "corpus_audit.classifiers",
+        {"mine": "my_plugin_mod:BACKEND", "clip": "my_plugin_mod:BACKEND"},
+    )
+    _plugin_registry(monkeypatch)
+    with pytest.raises(ConfigError, match="'mine' is not one of"):
+        config_from_dict({"label": {"classifier": "mine"}}, tmp_path)  # not installed yet
+    monkeypatch.syspath_prepend(str(site))  # installed now (a new process would see it)
+    registry = _plugin_registry(monkeypatch)
+    assert "my_plugin_mod" not in sys.modules  # names() imports nothing
+    assert registry.names() == ("agegender", "clip", "mine")
+    assert "my_plugin_mod" not in sys.modules
+    config = config_from_dict({"label": {"classifier": "mine"}}, tmp_path)
+    assert config.label.classifier == "mine"
+    assert classifiers.classifier_id(config.label) == "mine:1"
+    # a built-in name wins; the plugin that declares it too is listed as shadowed
+    by_name = {p.name: p for p in registry.plugins()}
+    assert by_name["clip"].shadowed and not by_name["mine"].shadowed
+    assert (by_name["mine"].distribution, by_name["mine"].version) == ("my-plugin", "2.3.4")
+    assert registry.get("clip") is classifiers.CLASSIFIERS.get("clip")
+    sys.modules.pop("my_plugin_mod", None)
+
+
+def test_a_plugin_that_fails_to_import_is_one_line(monkeypatch, tmp_path):
+    from corpus_audit.core.registry import PluginError
+
+    site = tmp_path / "site"
+    _dist_info(site, "broken-plugin", "0.1", "corpus_audit.classifiers", {"broken": "nope_xyz:B"})
+    monkeypatch.syspath_prepend(str(site))
+    registry = _plugin_registry(monkeypatch)
+    config = config_from_dict({"label": {"classifier": "broken"}}, tmp_path)  # a known name
+    with pytest.raises(PluginError) as info:
+        classifiers.classifier_id(config.label)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("classifier plugin 'broken' (broken-plugin 0.1, entry point group")
+    assert "ModuleNotFoundError: No module named 'nope_xyz'" in message
+    assert registry.plugin("broken") is not None
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory) -> Path:
+    """The example plugin (examples/constant_classifier) installed by pip into a folder, as
+    ``pip install --target`` installs it, plus a distribution whose plugin cannot import."""
+    import shutil
+
+    work = tmp_path_factory.mktemp("plugin")
+    source = shutil.copytree(EXAMPLE_PLUGIN, work / "src")  # pip builds in the copy
+    site = work / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+        + ["--no-index", "--target", str(site), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    return site
+
+
+def _run(site: Path, *args: str, script: str | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(site)])}
+    cmd = [sys.executable, "-c", script] if script else [sys.executable, "-m", "corpus_audit.cli"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+LABEL_WITH_PLUGIN = """
+import json, sys
+from pathlib import Path
+from corpus_audit import Study
+
+root, corpus, folder = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+with Study.create(root, [corpus], settings={"select.sample_size": 5, "engine.device": "cpu",
+                                          "label.face_model": "full_range"}) as study:
+    study.run("select", progress=False)
+    prompt = study.table("prompts")["prompt_id"].iloc[0]
+    lines = []
+    for i, path in enumerate(sorted(folder.glob("*.png"))):
+        lines.append(json.dumps({"file": path.name, "prompt_id": prompt, "model": "m", "index": i}))
+    (folder / "m.jsonl").write_text("\\n".join(lines), encoding="utf-8")
+    study.import_images([folder / "m.jsonl"])
+    study.set({"label.classifier": "constant"})
+    (run,) = study.run("label", progress=False)
+    print(json.dumps({"rows_out": run.rows_out}))
+"""
+
+
+def test_example_plugin_labels_a_study_and_is_in_the_provenance(plugin_site, tmp_path, laion_path):
+    """The example plugin, installed by pip, named in study.toml: labels stored under its id,
+    its distribution version in the label run's provenance, listed by `corpus-audit plugins`."""
+    import json
+
+    import duckdb
+    from image_fixtures import photo
+    from PIL import Image
+
+    folder = tmp_path / "made_elsewhere"
+    folder.mkdir()
+    for name in ("astronaut", "camera", "grace"):
+        Image.fromarray(photo(name)).save(folder / f"{name}.png")
+    root = tmp_path / "study"
+    done = _run(plugin_site, str(root), str(laion_path), str(folder), script=LABEL_WITH_PLUGIN)
+    assert done.returncode == 0, done.stderr[-2000:]
+    con = duckdb.connect(str(root / "study.duckdb"), read_only=True)
+    labels = con.execute("SELECT classifier, p_female, label FROM labels").fetchall()
+    kept = con.execute("SELECT count(*) FROM face_filter WHERE kept").fetchall()[0][0]
+    (prov,) = con.execute(
+        "SELECT provenance FROM stage_runs WHERE stage = 'label' ORDER BY finished_at DESC LIMIT 1"
+    ).fetchall()[0]
+    con.close()
+    assert kept >= 2  # the three portraits: one face each
+    assert labels and len(labels) == kept
+    assert set(labels) == {("constant:0.5", 0.5, "ambiguous")}
+    prov = json.loads(prov)
+    assert prov["plugins"]["corpus_audit.classifiers:constant"] == {
+        "entry_point": "corpus_audit_constant:BACKEND",
+        "distribution": "corpus-audit-constant-classifier",
+        "version": "0.1.0",
+    }
+    assert prov["versions"]["corpus-audit-constant-classifier"] == "0.1.0"
+    assert prov["classifier"]["rule"].startswith("p_female = 0.5")
+
+    listed = _run(plugin_site, "plugins")
+    assert listed.returncode == 0, listed.stderr
+    assert (
+        "corpus_audit.classifiers  constant  corpus-audit-constant-classifier 0.1.0  "
+        "corpus_audit_constant:BACKEND  ok"
+    ) in listed.stdout
+
+
+def test_a_broken_plugin_is_one_line_from_the_cli(plugin_site, tmp_path, laion_path):
+    import shutil
+
+    site = shutil.copytree(plugin_site, tmp_path / "site")
+    _dist_info(site, "broken-plugin", "0.1", "corpus_audit.classifiers", {"broken": "nope_xyz:B"})
+    listed = _run(site, "plugins")
+    assert listed.returncode == 2
+    assert "constant" in listed.stdout and "FAILED" in listed.stdout
+    assert listed.stderr.count("\n") == 1 and "classifier plugin 'broken'" in listed.stderr
+    import json
+
+    import duckdb
+    from image_fixtures import photo
+    from PIL import Image
+
+    root, folder = tmp_path / "study", tmp_path / "made_elsewhere"
+    folder.mkdir()
+    Image.fromarray(photo("astronaut")).save(folder / "a.png")
+    assert _run(site, "-q", "init", str(root), "--corpus", str(laion_path)).returncode == 0
+    assert _run(site, "-q", "select", str(root)).returncode == 0
+    con = duckdb.connect(str(root / "study.duckdb"), read_only=True)
+    pid = con.execute("SELECT min(prompt_id) FROM prompts").fetchall()[0][0]
+    con.close()
+    (folder / "m.jsonl").write_text(json.dumps({"file": "a.png", "prompt_id": pid}), "utf-8")
+    imported = _run(site, "-q", "import-images", str(root), str(folder / "m.jsonl"), "--model", "m")
+    assert imported.returncode == 0, imported.stderr
+    assert _run(site, "config", "set", str(root), "label.classifier=broken").returncode == 0
+    failed = _run(site, "-q", "label", str(root))
+    assert failed.returncode == 2
+    assert failed.stderr.count("\n") == 1
+    assert failed.stderr.startswith("error: classifier plugin 'broken' (broken-plugin 0.1")
+    assert "No module named 'nope_xyz'" in failed.stderr

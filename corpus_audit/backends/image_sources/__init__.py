@@ -26,7 +26,7 @@ from corpus_audit.core.registry import Registry
 
 __all__ = ["SOURCES", "ImageSource", "Record", "Skip", "SourceOptions", "Unit", "parse_source"]
 
-SOURCES: Registry[ImageSource] = Registry("image source")
+SOURCES: Registry[ImageSource] = Registry("image source", "corpus_audit.image_sources")
 for _source in (
     DirSource(),
     WebDatasetSource(),

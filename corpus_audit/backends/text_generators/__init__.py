@@ -36,7 +36,9 @@ from corpus_audit.core.registry import Registry
 
 # factory(model, settings, **options) -> TextGenerator; options are the backend's own
 TextGeneratorFactory = Callable[..., TextGenerator]
-TEXT_GENERATORS: Registry[TextGeneratorFactory] = Registry("text generator")
+TEXT_GENERATORS: Registry[TextGeneratorFactory] = Registry(
+    "text generator", "corpus_audit.text_generators"
+)
 
 
 def register_text_generator(name: str, factory: TextGeneratorFactory) -> None:

@@ -47,8 +47,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from corpus_audit.core.errors import CorpusAuditError
 
 BAFIS = "bafis"
@@ -195,6 +193,8 @@ def read_arena_file(path: Path, *, fmt: str | None = None, aspect: str = OVERALL
     order (``vote`` 0-3, ``outcome`` its name, ``created_at`` / ``updated_at`` naive UTC
     datetimes or None). ``fmt``: ``bafis``, ``lmsys`` or None (from the first record);
     ``aspect``: the aspect of LMSYS records without one. See the module docstring."""
+    import pandas as pd  # not at the top: `corpus-audit --help` imports this module's names
+
     path = Path(path)
     if fmt is not None and fmt not in FORMATS:
         raise ArenaImportError(f"{path}: format {fmt!r} is not one of {', '.join(FORMATS)}")

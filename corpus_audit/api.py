@@ -1,0 +1,549 @@
+"""The Python API of corpus_audit: what the ``corpus-audit`` command does, from a notebook.
+
+Everything here is re-exported by the package (``from corpus_audit import Study``) and
+documented in ``docs/api.md``. It is built on the functions the CLI's handlers call
+(``init_study``, the stage functions, ``run_all``, ``status``, ``set_config``, the export
+command), so a study made here is the same study the CLI makes, and either can continue it.
+
+- :class:`Study`: create or open a study (a context manager that closes its database), set
+  config values, run one stage, several or all, read its status as a DataFrame, read any result
+  table as a pandas DataFrame or an Arrow table, draw the report's figures as matplotlib
+  figures, import images made elsewhere, export the tables with a manifest.
+- :func:`amplify`: the amplification measure from plain %female tables (no study), e.g. the
+  paper's published ones (:func:`published_tables`, :func:`published_table3`).
+- :func:`analyze_texts`: who and how of any text corpus (``corpus-audit texts``).
+- :func:`arena_leaderboard`: Elo / Bradley-Terry ratings from an arena's published votes
+  (by default the BAFIS arena's, bundled).
+- :func:`plugins`: the plugins installed distributions add through entry points.
+
+Progress bars are ``tqdm.auto`` where this module draws them (widgets in Jupyter). Messages go
+to the ``corpus_audit`` :mod:`logging` logger (:data:`logger`: a stage's counts, drop reasons
+and notes at INFO), which has no handler of its own: route it as you like
+(``logging.basicConfig(level=logging.INFO)``). Errors a user can fix raise
+:class:`CorpusAuditError` (one line naming the file or key and the problem).
+"""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from corpus_audit.backends.classifiers import ClassifierBackend
+from corpus_audit.commands.export import ExportResult, export_tables, read_table, result_tables
+from corpus_audit.commands.plugins import PluginStatus, plugin_statuses
+from corpus_audit.core.catalogue import STAGE_NAMES
+from corpus_audit.core.errors import CorpusAuditError, StudyError, printable
+from corpus_audit.core.registry import Plugin
+from corpus_audit.core.store import StageRun
+from corpus_audit.core.store import Study as CoreStudy
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "STAGES",
+    "Amplification",
+    "ClassifierBackend",
+    "CorpusAuditError",
+    "ExportResult",
+    "Plugin",
+    "PluginStatus",
+    "StageRun",
+    "Study",
+    "amplify",
+    "analyze_texts",
+    "arena_leaderboard",
+    "arena_votes_file",
+    "demo_corpus",
+    "logger",
+    "plugins",
+    "published_table3",
+    "published_tables",
+]
+
+#: the package's logger; no handler of its own (module docstring)
+logger = logging.getLogger("corpus_audit")
+
+#: every stage, in catalogue order (``corpus-audit --help`` lists them the same way)
+STAGES: tuple[str, ...] = tuple(STAGE_NAMES)
+
+StudyKind = Literal["amplification", "pst", "llm"]
+
+
+class Study:
+    """One study: a directory with ``study.toml`` and ``study.duckdb``.
+
+    Make one with :meth:`create` or :meth:`open`; use it in a ``with`` block (or call
+    :meth:`close`) so the database is released: while a handle is open, the CLI cannot open
+    the same study (DuckDB lets one process write a database at a time).
+    """
+
+    def __init__(self, core: CoreStudy) -> None:
+        """Wrap an open core study; use :meth:`create` or :meth:`open` instead."""
+        self._core: CoreStudy | None = core
+        self._root = core.root
+
+    # -- opening -------------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        root: str | Path,
+        corpus: Iterable[str | Path] = (),
+        *,
+        kind: StudyKind = "amplification",
+        preset: str | None = None,
+        settings: Mapping[str, Any] | None = None,
+        models: Sequence[str] = (),
+        overwrite: bool = False,
+    ) -> Study:
+        """Create a study directory, as ``corpus-audit init`` does.
+
+        ``corpus``: corpus files, directories or globs (stored absolute; optional for a
+        ``pst`` or ``llm`` study). ``kind``: ``amplification`` (default), ``pst`` (the
+        Paired Stereotype Test) or ``llm`` (who-vs-how on texts ``models`` write:
+        ``transformers:<path>`` / ``openai:<model>``). ``preset``: start from a preset's
+        settings (``"paper"``). ``settings``: ``{"section.key": value}``, applied last and
+        validated like ``study.toml`` (see :meth:`set`).
+        """
+        from corpus_audit.core.pipeline import init_study
+
+        corpus = [str(c) for c in corpus]
+        overrides: dict[str, dict[str, Any]] = {}
+        if preset:
+            from corpus_audit.core.preset import load_preset, resolve
+
+            overrides, notes = resolve(load_preset(preset))
+            for note in notes:
+                logger.info("%s", note)
+        if kind == "pst":
+            overrides.setdefault("pst", {})["enabled"] = True
+        elif kind == "llm":  # docs/who_vs_how.md: the texts come from llm.models
+            overrides.setdefault("llm", {}).update({"enabled": True, "models": list(models)})
+            overrides.setdefault("texts", {})["source"] = "llm"
+            overrides.setdefault("lexicon", {})["labor_stats"] = (
+                "builtin:more_of_the_same/occupations_en.csv"
+            )
+        elif kind != "amplification":
+            raise StudyError(f"create: kind {kind!r} is not amplification, pst or llm")
+        if models and kind != "llm":
+            raise StudyError("create: models are for a kind='llm' study (llm.models)")
+        if not corpus and kind == "amplification":
+            raise StudyError("create: give a corpus (only a pst or llm study may go without one)")
+        root = Path(root)
+        before = set(root.iterdir()) if root.is_dir() else None
+        core = init_study(root, corpus, overrides=overrides, overwrite=overwrite)
+        study = cls(core)
+        if settings:
+            try:
+                study.set(settings)
+            except BaseException:  # a bad setting: leave no study behind, as a failed init
+                study.close()
+                _remove_new(root, before)
+                raise
+        return study
+
+    @classmethod
+    def open(cls, root: str | Path) -> Study:
+        """Open an existing study (its directory or its ``study.toml``)."""
+        return cls(CoreStudy.open(root))
+
+    def close(self) -> None:
+        """Release the database (the handle is not used afterwards)."""
+        if self._core is not None:
+            self._core.close()
+            self._core = None
+
+    def __enter__(self) -> Study:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._core is None else "open"
+        return f"Study({str(self.root)!r}, {state})"
+
+    @property
+    def core(self) -> CoreStudy:
+        """The underlying :class:`corpus_audit.core.store.Study` (for a stage function or a
+        backend that takes one); :class:`StudyError` once the handle is closed."""
+        if self._core is None:
+            raise StudyError(f"{printable(self.root)}: this Study handle is closed")
+        return self._core
+
+    @property
+    def root(self) -> Path:
+        """The study directory."""
+        return self._root
+
+    # -- config --------------------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, dict[str, Any]]:
+        """The effective config: ``{section: {key: value}}``, defaults filled in (a copy)."""
+        return self.core.config.to_dict()
+
+    def set(self, settings: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+        """Change settings in ``study.toml``: ``{"label.classifier": "clip", "label.threshold":
+        0.8}``. Validated all together like a stage loads them (a bad value is a
+        :class:`~corpus_audit.core.errors.ConfigError` naming the key and the file is left as
+        it was); returns ``(key, old, new)`` per setting, as ``corpus-audit config set``."""
+        from corpus_audit.core.config import dump_toml, load_config
+        from corpus_audit.core.config_edit import set_config
+
+        core = self.core
+        assignments = []
+        for key, value in settings.items():
+            text = dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = ")
+            tomllib.loads(f"v = {text}")  # the value must survive TOML (no None, no objects)
+            assignments.append(f"{key}={text}")
+        changes = set_config(core.root, assignments)
+        core.config = load_config(core.root)
+        for key, old, new in changes:
+            logger.info("%s: %r -> %r", key, old, new)
+        return changes
+
+    # -- running -------------------------------------------------------------------------------
+    def run(
+        self,
+        stage: str | Sequence[str] | None = None,
+        *,
+        until: str | None = None,
+        progress: bool = True,
+    ) -> list[StageRun]:
+        """Run ``stage`` (a name of :data:`STAGES`, or several in the given order), or every
+        stage of the study's kind in order up to ``until`` (as ``corpus-audit run``); each
+        skips finished work. Returns the runs (counts, drop reasons, summary, notes), also
+        logged at INFO."""
+        from corpus_audit.core.pipeline import run_all, stage_function
+
+        if stage is None:
+            runs = run_all(self.core, until=until, progress=progress)
+        else:
+            if until is not None:
+                raise StudyError("run: give a stage or until, not both")
+            names = [stage] if isinstance(stage, str) else list(stage)
+            for name in names:
+                if name not in STAGE_NAMES:
+                    raise StudyError(f"unknown stage {name!r} (stages: {', '.join(STAGES)})")
+            runs = [stage_function(name)(self.core, progress=progress) for name in names]
+        for run in runs:
+            _log_run(run)
+        return runs
+
+    def import_images(
+        self, sources: Iterable[str | Path], *, model: str | None = None, strict: bool = False
+    ) -> StageRun:
+        """Register images made elsewhere as the study's generated images, as ``corpus-audit
+        import-images``: a CSV/JSONL manifest, a ``<prompt>/<n>.png`` folder or a BAFIS
+        ``metadata.json``; ``model`` names the model (needed by the folder layout)."""
+        from corpus_audit.commands.import_images import import_images
+
+        run = import_images(self.core, [str(s) for s in sources], model=model, strict=strict)
+        _log_run(run)
+        return run
+
+    # -- reading -------------------------------------------------------------------------------
+    def status(self) -> pd.DataFrame:
+        """Per stage, as ``corpus-audit status``: ``stage, status, done, rows_in, rows_out,
+        dropped`` (``{reason: count}``), ``finished_at`` (UTC) and ``note``."""
+        import pandas as pd
+
+        from corpus_audit.core.pipeline import status
+
+        columns = ["stage", "status", "done", "rows_in", "rows_out", "dropped", "finished_at"]
+        rows = [
+            {
+                "stage": s.stage,
+                "status": s.status,
+                "done": s.done,
+                "rows_in": s.rows_in,
+                "rows_out": s.rows_out,
+                "dropped": dict(s.dropped),
+                "finished_at": s.finished_at,
+                "note": s.note,
+            }
+            for s in status(self.core)
+        ]
+        return pd.DataFrame(rows, columns=[*columns, "note"])
+
+    def tables(self, *, non_empty: bool = False) -> list[str]:
+        """The study's result tables (every table the schema makes but the bookkeeping ones),
+        sorted; ``non_empty``: only those holding rows."""
+        names = result_tables()
+        if non_empty:
+            names = [t for t in names if self.core.count(f'"{t}"') > 0]
+        return names
+
+    def table(self, name: str, *, arrow: bool = False) -> pd.DataFrame | pa.Table:
+        """Result table ``name`` (one of :meth:`tables`), rows sorted by all columns: a pandas
+        DataFrame, or an Arrow table with ``arrow=True`` (types exactly as stored)."""
+        data = read_table(self.core, name)
+        return data if arrow else data.to_pandas()
+
+    def figures(self) -> dict[str, Figure]:
+        """The study report's figures its data allows, as matplotlib figures by file name
+        (``scatter_<model>``, ``amplification_<model>``, ``indicators``,
+        ``indicator_correlation``, ``similarity``, ``who_deciles_<labels>``); empty when no
+        stage has produced them."""
+        from corpus_audit.report import context
+
+        core = self.core
+        ctx = {
+            "results": context.results_section(core),
+            "indicators": context.indicators_section(core),
+            "similarity": context.similarity_section(core),
+        }
+        out = {}
+        for kind, args in context.figure_jobs(core, ctx):
+            fig, name, _title = context.draw_figure(kind, args, ctx)
+            out[name] = fig
+        out.update(self._who_how_figures())
+        return out
+
+    def _who_how_figures(self) -> dict[str, Figure]:
+        """The who/how decile figures (``who_deciles_[<model>_]<labels>``), as the report."""
+        import pandas as pd
+
+        from corpus_audit.core.slugs import slug
+        from corpus_audit.report.who_how_figures import decile_figure
+
+        if "texts_deciles" not in self.tables(non_empty=True):
+            return {}
+        deciles = self.table("texts_deciles")
+        deciles["model"] = deciles["model"].fillna("")
+        out = {}
+        for (model, labels), frame in deciles.groupby(["model", "labels"], sort=True):
+            what = "associated texts" if labels == "association" else "specified texts"
+            name = f"who_deciles_{slug(model) + '_' if model else ''}{labels}"
+            frame = pd.DataFrame(frame).drop(columns="model").sort_values("decile")
+            out[name] = decile_figure(frame, what)
+        return out
+
+    def export(
+        self,
+        out: str | Path | None = None,
+        *,
+        format: Literal["parquet", "csv"] = "parquet",
+        tables: Sequence[str] | None = None,
+    ) -> ExportResult:
+        """Write the result tables (or ``tables``) to ``out`` (default ``<study>/export``)
+        with ``manifest.json``, as ``corpus-audit export``."""
+        result = export_tables(
+            self.core,
+            Path(out) if out is not None else None,
+            fmt=format,
+            tables=list(tables) if tables else None,
+        )
+        logger.info("exported %d tables to %s", len(result.rows), result.out_dir)
+        return result
+
+
+def _remove_new(root: Path, before: set[Path] | None) -> None:
+    """Remove ``root`` when it did not exist (``before`` None), else what appeared in it."""
+    import shutil
+
+    if before is None:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for path in set(root.iterdir()) - before:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _log_run(run: StageRun) -> None:
+    state = "skipped (nothing to do)" if run.skipped else "done"
+    logger.info("[%s] %s: %s in, %s out", run.name, state, run.rows_in, run.rows_out)
+    for reason, count in sorted(run.dropped.items()):
+        logger.info("  dropped %d: %s", count, printable(reason))
+    for message in run.messages:
+        logger.info("  %s", printable(message))
+
+
+# -- amplification from published tables ----------------------------------------------------------
+@dataclass
+class Amplification:
+    """What :func:`amplify` computed: ``pairs`` (one row per model, occupation and prompt:
+    training and generated %female, A in percentage points, excluded and why), ``summary``
+    (per model and prompt: included, excluded, mean A with its interval, t and p) and the
+    files it wrote (``amplification.csv``, ``summary.csv``, ``excluded.csv``, and the page
+    with ``report=True``)."""
+
+    pairs: pd.DataFrame
+    summary: pd.DataFrame
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def scatter(self, model: str | None = None) -> Figure:
+        """Training vs generated %female, one panel per prompt, for ``model`` (the first when
+        None), with the amplification / de-amplification regions and excluded pairs."""
+        from corpus_audit.report.figures import scatter_grid
+
+        models = list(dict.fromkeys(self.pairs["model"]))
+        chosen = models[0] if model is None else model
+        if chosen not in models:
+            raise StudyError(f"scatter: no model {chosen!r} (models: {', '.join(models)})")
+        part = self.pairs[self.pairs["model"] == chosen]
+        prompts = list(dict.fromkeys(part["prompt"]))
+        rows = [
+            {
+                "occupation": r.occupation,
+                "training_pf": _number(r.training_pf),
+                "generated_pf": _number(r.generated_pf),
+                "excluded": str(r.excluded).lower() == "true",
+                "template_id": r.prompt,
+                "strategy": "",
+            }
+            for r in part.itertuples()
+        ]
+        return scatter_grid(chosen, rows, prompts, [""])
+
+
+def _number(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if out != out else out
+
+
+def amplify(
+    tables: Mapping[str, str | Path],
+    *,
+    training_n: int | None = None,
+    out: str | Path | None = None,
+    replicates: int = 1000,
+    seed: int = 0,
+    report: bool = False,
+) -> Amplification:
+    """Amplification from wide %female tables, one per model (``{model: path}``; columns
+    ``occupation, training, <prompt>...[, training_n, <prompt>_n]``), as ``corpus-audit
+    amplify --table``. ``training_n``: the labelled images behind every training value of a
+    table without counts (the paper's: 500). Results are written to ``out`` (default: a
+    temporary folder, removed) and returned as DataFrames."""
+    import tempfile
+
+    import pandas as pd
+
+    from corpus_audit.commands.amplify import amplify_wide
+
+    def compute(folder: Path) -> Amplification:
+        run = amplify_wide(
+            [(name, Path(path)) for name, path in tables.items()],
+            folder,
+            training_n=training_n,
+            replicates=replicates,
+            seed=seed,
+            report=report,
+        )
+        _log_run(run)
+        pairs = pd.read_csv(folder / "amplification.csv", keep_default_na=False, na_values=[""])
+        summary = pd.read_csv(folder / "summary.csv", keep_default_na=False, na_values=[""])
+        outputs = dict(run.outputs) if out is not None else {}
+        return Amplification(pairs, summary, outputs)
+
+    if out is not None:
+        return compute(Path(out))
+    with tempfile.TemporaryDirectory(prefix="corpus_audit_amplify_") as tmp:
+        return compute(Path(tmp))
+
+
+def demo_corpus() -> dict[str, Path]:
+    """The real caption corpora bundled with the package (``demo_data``, see its NOTICE.md):
+    ``{"laion": LAION-400M 10k-row metadata sample, "coco": MS-COCO val2017 captions,
+    "cc3m": Conceptual Captions validation captions}``, each a parquet file."""
+    from corpus_audit.commands.demo import demo_corpus as bundled
+
+    return {Path(p).name.split("_")[0].removesuffix("400m"): Path(p) for p in bundled()}
+
+
+def published_tables() -> dict[str, Path]:
+    """The paper's published per-occupation %female tables bundled with the package
+    (``demo_data/published``): ``{"Stable Diffusion 1.4": path, "Stable Diffusion 1.5":
+    path}``; each training value is over 500 labelled images."""
+    from corpus_audit.commands.demo import published_tables as bundled
+
+    return dict(bundled())
+
+
+def published_table3() -> pd.DataFrame:
+    """The paper's Table 3 (naive keyword sample): ``model, prompt, mean_A`` with the
+    published mean amplification per prompt and their ``average``."""
+    import pandas as pd
+
+    from corpus_audit.commands.demo import published_table3 as bundled
+
+    rows = [
+        {"model": model, "prompt": prompt, "mean_A": value}
+        for model, prompts in bundled().items()
+        for prompt, value in prompts.items()
+    ]
+    return pd.DataFrame(rows, columns=["model", "prompt", "mean_A"])
+
+
+# -- texts and arenas ------------------------------------------------------------------------------
+def analyze_texts(
+    files: Iterable[str | Path],
+    out: str | Path,
+    *,
+    text_column: str = "",
+    occupation_column: str = "",
+    gender_column: str = "",
+    format: str | None = None,
+    progress: bool = True,
+) -> Study:
+    """Who and how (association, marked words, SRBS) of any text corpus, as ``corpus-audit
+    texts``: creates or updates the study ``out`` and returns it open (its ``texts_*``
+    tables hold the results)."""
+    from corpus_audit.commands.texts import run_texts
+
+    root = Path(out)
+    run = run_texts(
+        [str(f) for f in files],
+        root,
+        text_column=text_column,
+        occupation_column=occupation_column,
+        gender_column=gender_column,
+        fmt=format,
+        progress=progress,
+    )
+    _log_run(run)
+    return Study.open(root)
+
+
+def arena_votes_file() -> Path:
+    """The BAFIS arena's published votes bundled with the package (``demo_data/bafis_arena``,
+    licence and attribution in its README)."""
+    from corpus_audit.commands.demo import arena_votes_file as bundled
+
+    return bundled()
+
+
+def arena_leaderboard(
+    files: Iterable[str | Path] | None = None,
+    *,
+    rounds: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Ratings per aspect, prompt language and model from arena vote files (BAFIS JSON or
+    LMSYS-style; default: the bundled BAFIS votes): Elo in the given order with its interval
+    over ``rounds`` shuffled orders, Bradley-Terry with its bootstrap interval, ranks from the
+    intervals; sorted by aspect, language (``all`` first) and rank."""
+    from corpus_audit.methods.preferences.leaderboard import leaderboard
+    from corpus_audit.report.leaderboard_page import arena_votes
+
+    chosen = [Path(f) for f in files] if files is not None else [arena_votes_file()]
+    return leaderboard(arena_votes(chosen), rounds=rounds, seed=seed, confidence=confidence)
+
+
+def plugins() -> list[PluginStatus]:
+    """Every plugin installed distributions declare (``corpus-audit plugins``), each imported
+    to check it loads (``error`` is '' when it does)."""
+    return plugin_statuses()
