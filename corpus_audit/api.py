@@ -33,13 +33,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from corpus_audit.backends.classifiers import ClassifierBackend
+from corpus_audit.commands import demo as bundled
+from corpus_audit.commands.amplify import amplify_wide
 from corpus_audit.commands.export import ExportResult, export_tables, read_table, result_tables
+from corpus_audit.commands.import_images import import_images
 from corpus_audit.commands.plugins import PluginStatus, plugin_statuses
+from corpus_audit.commands.texts import run_texts
 from corpus_audit.core.catalogue import STAGE_NAMES
+from corpus_audit.core.config import dump_toml, load_config
+from corpus_audit.core.config_edit import set_config
 from corpus_audit.core.errors import CorpusAuditError, StudyError, printable
+from corpus_audit.core.pipeline import init_study, run_all, stage_function, status
+from corpus_audit.core.preset import load_preset, resolve
 from corpus_audit.core.registry import Plugin
+from corpus_audit.core.slugs import slug
 from corpus_audit.core.store import StageRun
 from corpus_audit.core.store import Study as CoreStudy
+from corpus_audit.methods.preferences.leaderboard import leaderboard
+from corpus_audit.report import context
+from corpus_audit.report.figures import scatter_grid
+from corpus_audit.report.leaderboard_page import arena_votes
+from corpus_audit.report.who_how_figures import decile_figure
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,13 +125,9 @@ class Study:
         settings (``"paper"``). ``settings``: ``{"section.key": value}``, applied last and
         validated like ``study.toml`` (see :meth:`set`).
         """
-        from corpus_audit.core.pipeline import init_study
-
         corpus = [str(c) for c in corpus]
         overrides: dict[str, dict[str, Any]] = {}
         if preset:
-            from corpus_audit.core.preset import load_preset, resolve
-
             overrides, notes = resolve(load_preset(preset))
             for note in notes:
                 logger.info("%s", note)
@@ -193,9 +203,6 @@ class Study:
         0.8}``. Validated all together like a stage loads them (a bad value is a
         :class:`~corpus_audit.core.errors.ConfigError` naming the key and the file is left as
         it was); returns ``(key, old, new)`` per setting, as ``corpus-audit config set``."""
-        from corpus_audit.core.config import dump_toml, load_config
-        from corpus_audit.core.config_edit import set_config
-
         core = self.core
         assignments = []
         for key, value in settings.items():
@@ -220,8 +227,6 @@ class Study:
         stage of the study's kind in order up to ``until`` (as ``corpus-audit run``); each
         skips finished work. Returns the runs (counts, drop reasons, summary, notes), also
         logged at INFO."""
-        from corpus_audit.core.pipeline import run_all, stage_function
-
         if stage is None:
             runs = run_all(self.core, until=until, progress=progress)
         else:
@@ -242,8 +247,6 @@ class Study:
         """Register images made elsewhere as the study's generated images, as ``corpus-audit
         import-images``: a CSV/JSONL manifest, a ``<prompt>/<n>.png`` folder or a BAFIS
         ``metadata.json``; ``model`` names the model (needed by the folder layout)."""
-        from corpus_audit.commands.import_images import import_images
-
         run = import_images(self.core, [str(s) for s in sources], model=model, strict=strict)
         _log_run(run)
         return run
@@ -253,8 +256,6 @@ class Study:
         """Per stage, as ``corpus-audit status``: ``stage, status, done, rows_in, rows_out,
         dropped`` (``{reason: count}``), ``finished_at`` (UTC) and ``note``."""
         import pandas as pd
-
-        from corpus_audit.core.pipeline import status
 
         columns = ["stage", "status", "done", "rows_in", "rows_out", "dropped", "finished_at"]
         rows = [
@@ -291,8 +292,6 @@ class Study:
         (``scatter_<model>``, ``amplification_<model>``, ``indicators``,
         ``indicator_correlation``, ``similarity``, ``who_deciles_<labels>``); empty when no
         stage has produced them."""
-        from corpus_audit.report import context
-
         core = self.core
         ctx = {
             "results": context.results_section(core),
@@ -309,9 +308,6 @@ class Study:
     def _who_how_figures(self) -> dict[str, Figure]:
         """The who/how decile figures (``who_deciles_[<model>_]<labels>``), as the report."""
         import pandas as pd
-
-        from corpus_audit.core.slugs import slug
-        from corpus_audit.report.who_how_figures import decile_figure
 
         if "texts_deciles" not in self.tables(non_empty=True):
             return {}
@@ -383,8 +379,6 @@ class Amplification:
     def scatter(self, model: str | None = None) -> Figure:
         """Training vs generated %female, one panel per prompt, for ``model`` (the first when
         None), with the amplification / de-amplification regions and excluded pairs."""
-        from corpus_audit.report.figures import scatter_grid
-
         models = list(dict.fromkeys(self.pairs["model"]))
         chosen = models[0] if model is None else model
         if chosen not in models:
@@ -431,8 +425,6 @@ def amplify(
 
     import pandas as pd
 
-    from corpus_audit.commands.amplify import amplify_wide
-
     def compute(folder: Path) -> Amplification:
         run = amplify_wide(
             [(name, Path(path)) for name, path in tables.items()],
@@ -458,18 +450,14 @@ def demo_corpus() -> dict[str, Path]:
     """The real caption corpora bundled with the package (``demo_data``, see its NOTICE.md):
     ``{"laion": LAION-400M 10k-row metadata sample, "coco": MS-COCO val2017 captions,
     "cc3m": Conceptual Captions validation captions}``, each a parquet file."""
-    from corpus_audit.commands.demo import demo_corpus as bundled
-
-    return {Path(p).name.split("_")[0].removesuffix("400m"): Path(p) for p in bundled()}
+    return {Path(p).name.split("_")[0].removesuffix("400m"): Path(p) for p in bundled.demo_corpus()}
 
 
 def published_tables() -> dict[str, Path]:
     """The paper's published per-occupation %female tables bundled with the package
     (``demo_data/published``): ``{"Stable Diffusion 1.4": path, "Stable Diffusion 1.5":
     path}``; each training value is over 500 labelled images."""
-    from corpus_audit.commands.demo import published_tables as bundled
-
-    return dict(bundled())
+    return dict(bundled.published_tables())
 
 
 def published_table3() -> pd.DataFrame:
@@ -477,11 +465,9 @@ def published_table3() -> pd.DataFrame:
     published mean amplification per prompt and their ``average``."""
     import pandas as pd
 
-    from corpus_audit.commands.demo import published_table3 as bundled
-
     rows = [
         {"model": model, "prompt": prompt, "mean_A": value}
-        for model, prompts in bundled().items()
+        for model, prompts in bundled.published_table3().items()
         for prompt, value in prompts.items()
     ]
     return pd.DataFrame(rows, columns=["model", "prompt", "mean_A"])
@@ -501,8 +487,6 @@ def analyze_texts(
     """Who and how (association, marked words, SRBS) of any text corpus, as ``corpus-audit
     texts``: creates or updates the study ``out`` and returns it open (its ``texts_*``
     tables hold the results)."""
-    from corpus_audit.commands.texts import run_texts
-
     root = Path(out)
     run = run_texts(
         [str(f) for f in files],
@@ -520,9 +504,7 @@ def analyze_texts(
 def arena_votes_file() -> Path:
     """The BAFIS arena's published votes bundled with the package (``demo_data/bafis_arena``,
     licence and attribution in its README)."""
-    from corpus_audit.commands.demo import arena_votes_file as bundled
-
-    return bundled()
+    return bundled.arena_votes_file()
 
 
 def arena_leaderboard(
@@ -536,9 +518,6 @@ def arena_leaderboard(
     LMSYS-style; default: the bundled BAFIS votes): Elo in the given order with its interval
     over ``rounds`` shuffled orders, Bradley-Terry with its bootstrap interval, ranks from the
     intervals; sorted by aspect, language (``all`` first) and rank."""
-    from corpus_audit.methods.preferences.leaderboard import leaderboard
-    from corpus_audit.report.leaderboard_page import arena_votes
-
     chosen = [Path(f) for f in files] if files is not None else [arena_votes_file()]
     return leaderboard(arena_votes(chosen), rounds=rounds, seed=seed, confidence=confidence)
 
