@@ -2,7 +2,7 @@
 
 Usage (from the project root, with the shared data in ../shared/data)::
 
-    .venv/bin/python notebooks/who_vs_how_real.py [--data ../shared/data] [--no-names]
+    .venv/bin/python scripts/who_vs_how_real.py [--data ../shared/data] [--no-names]
                                                   [--occupations 6] [--words 8] [--out DIR]
 
 What it does:
@@ -28,7 +28,6 @@ Prints Markdown tables.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
@@ -36,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 CORPORA = (
     "laion400m_sample_10k.parquet",
@@ -73,8 +71,8 @@ def all_captions(data: Path) -> list[str | None]:
 
 def occupation_rows(data: Path, use_names: bool) -> pd.DataFrame:
     """(caption_id, occupation, text, indicator label) from a study's select + indicators."""
-    from corpus_audit.stages.indicators import indicators
     from corpus_audit.core.pipeline import init_study
+    from corpus_audit.stages.indicators import indicators
     from corpus_audit.stages.select import select
 
     with tempfile.TemporaryDirectory(prefix="who_vs_how_") as tmp:

@@ -2,10 +2,10 @@
 
 Usage (from the project root, with the shared data in ../shared/data)::
 
-    .venv/bin/python notebooks/recaption_coco.py [--data ../shared/data] [--no-names]
+    .venv/bin/python scripts/recaption_coco.py [--data ../shared/data] [--no-names]
                                                  [--no-similarity] [--replicates 1000]
                                                  [--examples 2] [--out DIR]
-    .venv/bin/python notebooks/recaption_coco.py --write-corpus coco_wide.parquet
+    .venv/bin/python scripts/recaption_coco.py --write-corpus coco_wide.parquet
 
 COCO val2017 has five human captions per image. Caption "1" and caption "2" of an image are
 its captions with the lowest and the second-lowest ``caption_id`` (the order COCO numbered
@@ -28,17 +28,14 @@ the comparison shows when nothing but the writer changes.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+from who_vs_how_real import md  # the scripts' Markdown table helper (same folder)
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from who_vs_how_real import md  # noqa: E402  (the notebooks' Markdown table helper)
 
 VARIANTS = ("caption1", "caption2")
 
@@ -69,7 +66,12 @@ def write_corpus(path: Path, out: Path) -> int:
 
 def label(captions: pd.DataFrame, use_names: bool) -> pd.DataFrame:
     """The indicator label and readable triggers of every caption."""
-    from corpus_audit.methods.gender_text import IndicatorTagger, NameFinder, WordMatcher, load_spacy
+    from corpus_audit.methods.gender_text import (
+        IndicatorTagger,
+        NameFinder,
+        WordMatcher,
+        load_spacy,
+    )
     from corpus_audit.methods.gender_text import readable as readable_triggers
     from corpus_audit.methods.lexicon import load_gender_terms
 
@@ -94,7 +96,10 @@ def mentions_of(captions: pd.DataFrame) -> pd.DataFrame:
 def similarities_of(captions: pd.DataFrame, mentions: pd.DataFrame) -> pd.DataFrame:
     from corpus_audit.backends.embeddings import load_embedder
     from corpus_audit.methods.lexicon import load_occupations, load_prompt_set, render_prompts
-    from corpus_audit.methods.recaption.similarity import caption_prompt_similarity, similarity_inputs
+    from corpus_audit.methods.recaption.similarity import (
+        caption_prompt_similarity,
+        similarity_inputs,
+    )
 
     items = similarity_inputs(captions, mentions, *VARIANTS)
     prompts = pd.DataFrame(render_prompts(load_prompt_set(), load_occupations()))
