@@ -223,7 +223,7 @@ def bench_stage(paths, args):
     for mode in ("stage", "loop"):
         study = init_study(root / mode, [str(corpus)])
         study.config.label.batch_size = args.batch_size
-        study.config.label.decode_workers = args.workers
+        study.config.engine.threads = args.workers  # the engine's threads decode ahead
         study.config.label.face_model = args.face_model
         study.con.executemany(
             "INSERT INTO images (image_id, source, path) VALUES (?, 'training', ?)",

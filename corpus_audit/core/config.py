@@ -433,7 +433,14 @@ class LabelSection(Section):
         OneOf(("auto", "fp32", "fp16", "bf16")),
         Help("auto (fp16 on CUDA, else fp32) | fp32 | fp16 | bf16"),
     ] = "auto"
-    decode_workers: Annotated[int, COUNT, Help("threads decoding images ahead of the models")] = 2
+    decode_workers: Annotated[
+        int,
+        COUNT,
+        Help(
+            "not read any more: the engine decodes ahead of the models in its engine.threads "
+            "threads; kept so that older study.toml files load"
+        ),
+    ] = 2
 
 
 @dataclass
