@@ -233,20 +233,20 @@ class ChunkEmbedder:
     own, and it is never closed here). Raises :class:`ModelError` when its fingerprint is
     not the driver's: a precision fallback on one device would mix vectors in one cache."""
 
-    def __init__(self, spec: EmbedderSettings) -> None:
+    def __init__(self, settings: EmbedderSettings) -> None:
         self.embedder = load_embedder(
-            spec.model,
-            backend=spec.backend,
-            device=spec.device,
-            precision=spec.precision,
-            batch_size=spec.batch_size,
-            max_seq_length=spec.max_seq_length,
+            settings.model,
+            backend=settings.backend,
+            device=settings.device,
+            precision=settings.precision,
+            batch_size=settings.batch_size,
+            max_seq_length=settings.max_seq_length,
         )
         got = self.embedder.fingerprint
-        if spec.fingerprint is not None and got != spec.fingerprint:
+        if settings.fingerprint is not None and got != settings.fingerprint:
             raise ModelError(
                 f"neighbors: the worker's embedder has fingerprint {got}, the driver planned "
-                f"{spec.fingerprint} (a precision fallback on the worker's device?); set "
+                f"{settings.fingerprint} (a precision fallback on the worker's device?); set "
                 "neighbors.precision explicitly"
             )
         self.provenance = self.embedder.provenance()
