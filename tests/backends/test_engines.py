@@ -137,6 +137,21 @@ def test_registry_names_engines_and_rejects_unknown_ones():
         Resources(num_cpus=0)
 
 
+def test_engines_say_how_many_workers_and_which_device_a_worker_gets():
+    from corpus_audit.core.devices import resolve_device
+
+    local = LocalEngine(threads=3)
+    assert [local.actor_workers(workers=n) for n in (0, 1, 2)] == [1, 1, 2]  # 1: in process
+    assert local.worker_device("auto") == resolve_device("auto")  # this machine's devices
+    assert local.worker_device("cpu", Resources(num_gpus=1)) == "cpu"
+    ray_backend = pytest.importorskip("corpus_audit.backends.engines.ray_backend")
+    remote = ray_backend.RayEngine()  # nothing started: these ask no cluster
+    assert remote.actor_workers(workers=3) == 3
+    assert remote.worker_device("auto") == "cpu"  # a worker sees only the GPUs it reserved
+    assert remote.worker_device("auto", Resources(num_gpus=0.5)) == "cuda"
+    assert remote.worker_device("cuda:1") == "cuda:1"
+
+
 # -- local engine ------------------------------------------------------------------------------
 def _sleep_echo(payload: tuple[float, str]) -> str:
     time.sleep(payload[0])
