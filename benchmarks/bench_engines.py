@@ -16,23 +16,23 @@ cached under ``--data-dir``; written once if missing). Same process, side by sid
 **select scan** (every file read, RE2 prefilter, candidate rows inserted into DuckDB's
 ``_select_candidates`` with the stage's SQL: the part of ``select`` that splits into units):
 
-1. baseline: today's ``select.scan_corpus`` (``--threads`` threads, pieces in arrival order);
-2. ``local`` engine: ``engines.select_scan.scan_into`` with ``LocalEngine(threads)``;
-3. ``ray`` engine: the same with ``RayEngine(num_cpus=threads)``, a local cluster started
+1. ``local`` engine: the stage's scan, ``stages.select.scan.scan_into`` with
+   ``LocalEngine(threads)`` (``--threads`` threads, units written in unit order);
+2. ``ray`` engine: the same with ``RayEngine(num_cpus=threads)``, a local cluster started
    once before (its start is timed apart and reported; the ratio is given with and without).
 
 **indicators** on the first ``--captions`` candidate captions (caption_id order), in batches of
 ``--batch`` (words, pronouns, names with the exact NER prefilter):
 
-1. baseline: today's stage path: one ``IndicatorTagger`` in this process with the NER
-   process pool of ``--threads`` processes (``indicators.ner_processes = 0``);
-2. ``local`` engine: ``engines.indicator_tagging.tag_batches`` with one in-process worker
-   holding that same NER pool;
+1. reference: one ``IndicatorTagger`` in this process with the NER process pool of
+   ``--threads`` processes, no engine (what the stage's local worker runs);
+2. ``local`` engine: the stage's map, ``stages.indicators.tagging.tag_batches`` with one
+   in-process worker holding that same NER pool (``indicators.ner_processes = 0``);
 3. ``ray`` engine: ``--threads`` CPU actors, each loading spaCy once and running NER itself.
 
 **neighbors embedding** of the first ``--texts`` real LAION captions (the bundled 10 k
 sample) with the default SBERT model at fp32, in chunks of ``--chunk`` texts (the stage's
-units, ``stages.neighbors.embed_chunks``):
+units, ``stages.neighbors.embed_chunks`` of ``embedder_spec``):
 
 1. ``local`` engine: one embedder in this process (the stage's local path; the model is
    loaded before the timing, as the stage has it loaded already);
@@ -74,8 +74,9 @@ share of the actors' wall time spent on units, and each actor's model load is pr
 
 Every timing includes what the run must start (NER processes, actors, model loads), but not
 the Ray cluster (its start and the first tasks' worker warm-up are reported apart). Methods
-run ``--repeat`` times, interleaved; the fastest run of each counts (all times are kept). Checks: the three candidate tables are identical (count and an order-free
-hash), and the three labellings are identical. Per-worker throughput is units' rows (or
+run ``--repeat`` times, interleaved; the fastest run of each counts (all times are kept).
+Checks: the candidate tables are identical (count and an order-free hash), and the
+labellings are identical. Per-worker throughput is units' rows (or
 captions) over the seconds the workers spent on them (``UnitScan.seconds``,
 ``TaggedBatch.seconds``); utilisation = those seconds / (wall x workers).
 
@@ -104,12 +105,13 @@ from corpus_audit.backends.engines.base import close_worker  # noqa: E402
 from corpus_audit.core.store import sql_text  # noqa: E402
 from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
 from corpus_audit.methods.matching import build_matcher  # noqa: E402
-from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches  # noqa: E402
-from corpus_audit.stages.neighbors import EmbedderSpec  # noqa: E402
-from corpus_audit.stages.select.scan import (
-    scan_corpus,  # noqa: E402
-    scan_into,  # noqa: E402
+from corpus_audit.stages.indicators.tagging import (  # noqa: E402
+    TaggerSettings,
+    tag_batches,
+    tagger_spec,
 )
+from corpus_audit.stages.neighbors import EmbedderSettings, embedder_spec  # noqa: E402
+from corpus_audit.stages.select.scan import scan_into  # noqa: E402
 
 CHECKSUM = (
     "SELECT count(*), sum(hash(caption_id, text, coalesce(url, ''), coalesce(key, ''))::HUGEINT) "
@@ -164,7 +166,7 @@ def _best_of(repeat: int, methods: list[tuple[str, Any]]) -> list[dict]:
 
 
 def bench_select_scan(files, engines: dict, args) -> list[dict]:
-    """The three scan runs; each fills a fresh in-memory DuckDB table."""
+    """The scan on each engine; each run fills a fresh in-memory DuckDB table."""
     matcher = build_matcher(load_occupations())
     kw = {"batch_rows": args.batch_rows, "progress": False}
 
@@ -172,17 +174,14 @@ def bench_select_scan(files, engines: dict, args) -> list[dict]:
         con = _fresh_con(args.threads, args.memory_limit)
         units: list[tuple[str, float, int]] = []
         t0 = time.perf_counter()
-        if engine is None:
-            stats = scan_corpus(con, files, matcher, threads=args.threads, **kw)
-        else:
-            stats = scan_into(
-                con,
-                engine,
-                files,
-                matcher,
-                on_unit=lambda _, scan: units.append((scan.worker, scan.seconds, scan.rows)),
-                **kw,
-            )
+        stats = scan_into(
+            con,
+            engine,
+            files,
+            matcher,
+            on_unit=lambda _, scan: units.append((scan.worker, scan.seconds, scan.rows)),
+            **kw,
+        )
         wall = time.perf_counter() - t0
         count, digest = con.execute(CHECKSUM).fetchone()
         con.close()
@@ -198,8 +197,7 @@ def bench_select_scan(files, engines: dict, args) -> list[dict]:
             row.update(_per_worker(units, wall, args.threads))
         return row
 
-    methods = [("baseline: select.scan_corpus (threads)", partial(run, None))]
-    methods += [(f"engine {name}", partial(run, engine)) for name, engine in engines.items()]
+    methods = [(f"engine {name}", partial(run, engine)) for name, engine in engines.items()]
     return _best_of(args.repeat, methods)
 
 
@@ -220,7 +218,7 @@ def _caption_batches(files, args) -> list[tuple[int, Any]]:
 
 
 def _baseline_tagging(batches, threads: int) -> tuple[list, float]:
-    """Today's stage path: one tagger here, NER in ``threads`` spawned processes."""
+    """The reference: one tagger here, NER in ``threads`` spawned processes, no engine."""
     from corpus_audit.methods.gender_text import (
         IndicatorTagger,
         NameFinder,
@@ -230,7 +228,7 @@ def _baseline_tagging(batches, threads: int) -> tuple[list, float]:
     from corpus_audit.methods.lexicon import load_gender_terms
     from corpus_audit.stages.indicators.tagging import batch_tables
 
-    spec = TaggerSpec()
+    spec = TaggerSettings()
     t0 = time.perf_counter()
     terms = load_gender_terms()
     finder = NameFinder(load_spacy(spec.spacy_model), terms)
@@ -252,7 +250,7 @@ def bench_indicators(files, engines: dict, args) -> list[dict]:
     # models of this process loaded before any timing (spaCy, gender-guesser's table), so
     # the baseline and the local engine do not pay for them; the NER processes and the Ray
     # actors load their own copies inside the timed runs
-    TaggerSpec()().close()
+    tagger_spec(TaggerSettings())().close()
     print(f"  {n:,} captions in {len(batches)} batches of {args.batch:,}", flush=True)
     expected: list = []
 
@@ -264,9 +262,9 @@ def bench_indicators(files, engines: dict, args) -> list[dict]:
 
     def engine_run(name: str, engine: Any) -> dict:
         if name == "local":  # one worker here, holding today's NER pool
-            spec, workers = TaggerSpec(ner_processes=args.threads), 1
+            spec, workers = tagger_spec(TaggerSettings(ner_processes=args.threads)), 1
         else:  # one CPU actor per core, NER in the actor's own process
-            spec, workers = TaggerSpec(ner_processes=1), args.threads
+            spec, workers = tagger_spec(TaggerSettings(ner_processes=1)), args.threads
         t0 = time.perf_counter()
         got = list(tag_batches(engine, spec, batches, workers=workers, progress=False))
         wall = time.perf_counter() - t0
@@ -286,7 +284,7 @@ def bench_indicators(files, engines: dict, args) -> list[dict]:
         row.update(_per_worker(per, wall, workers))
         return row
 
-    methods = [(f"baseline: in-process tagger + {args.threads} NER processes", baseline)]
+    methods = [(f"reference: in-process tagger + {args.threads} NER processes", baseline)]
     for name, engine in engines.items():
         workers = 1 if name == "local" else args.threads
         label = f"engine {name} ({workers} worker{'s' if workers > 1 else ''})"
@@ -308,7 +306,8 @@ def bench_embedding(engines: dict, args) -> list[dict]:
     texts = texts[: args.texts]
     chunks = [(i, texts[i : i + args.chunk]) for i in range(0, len(texts), args.chunk)]
     fp = plan_fingerprint(DEFAULT_MODEL, device="cpu", precision="fp32")
-    spec = EmbedderSpec(DEFAULT_MODEL, device="cpu", precision="fp32", fingerprint=fp)
+    settings = EmbedderSettings(DEFAULT_MODEL, device="cpu", precision="fp32", fingerprint=fp)
+    spec = embedder_spec(settings)
     spec()  # the driver's embedder loaded before the timing (the stage has it already)
     print(f"  {len(texts):,} texts in {len(chunks)} chunks of {args.chunk:,}", flush=True)
     expected: list[bytes] = []

@@ -30,10 +30,11 @@ Work, and what makes it resumable:
    (:class:`corpus_audit.backends.embeddings.EmbeddingCache`); the missing ones are embedded in chunks
    sorted by length and written to the cache as they finish (a killed run loses at most one
    chunk; memory holds one chunk, not the corpus). The model is not even loaded when nothing
-   is missing. The chunks are the engine's work units (:func:`embed_chunks`): one embedder
-   in this process on the local engine, embedder actors (``engine.gpus_per_worker`` GPUs
-   each, CPU actors at 0) on Ray; either way the driver writes every part of the cache, in
-   chunk order, from the vectors the workers return.
+   is missing. The chunks are the units of the study's engine (:func:`embed_chunks`): the
+   engine's model workers (``ModelSpec(ChunkEmbedder, ...)``: one embedder in this process on
+   the local engine, embedder actors with ``engine.gpus_per_worker`` GPUs each, CPU actors
+   at 0, on Ray) embed them and the driver writes every part of the cache, in chunk order,
+   from the vectors the workers return.
 2. Per occupation: its vectors are gathered from the memory-mapped cache parts, a FAISS index
    is built (or reloaded, memory-mapped, from ``<index_dir>/<model>/``) and searched; samples,
    diagnostics and a progress row are written in one transaction. An occupation whose inputs
@@ -50,6 +51,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from corpus_audit.backends.embeddings import (
     EmbeddingCache,
@@ -59,6 +63,10 @@ from corpus_audit.backends.embeddings import (
     resolve_device,
     slug,
 )
+from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines.base import Engine, Resources
+from corpus_audit.backends.engines.base import Progress as EngineProgress
+from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.index import (
     IndexSpec,
     build_index,
@@ -85,12 +93,13 @@ TIE_MARGIN = 32  # extra candidates fetched so ties at the k-th score break by c
 def neighbors(study: Study, *, progress: bool = True) -> StageRun:
     """Embed captions and prompts, select the nn / nn_no_indicators samples, diagnose them."""
     cfg = study.config.neighbors
-    with study.stage("neighbors") as run:
+    # the engine (a Ray engine connects on first use) is closed however the stage ends
+    with engine_from_config(study.config.engine) as engine, study.stage("neighbors") as run:
         require_inputs(study, "neighbors")
         con = study.con
         cache_root = study.config.resolve(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
         device = resolve_device(study.config.engine.device)
-        state = _EmbedState(study, cache_root, device)
+        state = _EmbedState(study, cache_root, device, engine)
 
         run.rows_in = int(
             con.execute("SELECT count(DISTINCT caption_id) FROM mentions").fetchone()[0]
@@ -107,7 +116,7 @@ def neighbors(study: Study, *, progress: bool = True) -> StageRun:
             )
             run.skipped = True
         else:
-            embedded = _embed_missing(study, state, run, progress=progress)
+            embedded = _embed_missing(study, state, run, engine, progress=progress)
             _process_occupations(study, state, run, embedded=embedded, progress=progress)
     return run
 
@@ -133,23 +142,27 @@ class _EmbedState:
     """The embedder (loaded lazily), its fingerprint and cache.
 
     ``device`` is where the driver searches; the embedder's device (and so its planned
-    fingerprint) is the workers': the same on the local engine, on Ray ``engine.device`` when
-    it names one, else ``cuda`` for GPU actors (``engine.gpus_per_worker`` > 0) and ``cpu``.
+    fingerprint) is the workers' (:meth:`Engine.worker_device`: on the local engine the
+    driver's own; on Ray ``engine.device`` when it names one, else ``cuda`` for GPU actors,
+    ``engine.gpus_per_worker`` > 0, and ``cpu``). Each worker has 1 CPU and
+    ``engine.gpus_per_worker`` GPUs; ``engine.workers.neighbors`` of them (0 = the engine's
+    default).
     """
 
-    def __init__(self, study: Study, cache_root: Path, device: str) -> None:
+    def __init__(self, study: Study, cache_root: Path, device: str, engine: Engine) -> None:
         cfg = study.config.neighbors
         eng = study.config.engine
         self.study = study
         self.cache_root = cache_root
         self.device = device
-        self.on_engine = eng.engine != "local"
-        embed_device = device
-        if self.on_engine:
-            embed_device = eng.device if eng.device != "auto" else "cpu"
-            if eng.device == "auto" and eng.gpus_per_worker > 0:
-                embed_device = "cuda"
-        self.worker_provenance: dict[str, Any] | None = None  # the actors' embedder
+        self.resources = Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
+        self.workers = eng.workers_for("neighbors")
+        embed_device = engine.worker_device(eng.device, self.resources)
+        # the driver loads the embedder itself when the workers embed on its own device (on
+        # the local engine the in-process worker then shares it: one per process), so that
+        # a precision fallback re-keys the cache before any chunk goes out
+        self.embeds_here = embed_device == device
+        self.worker_provenance: dict[str, Any] | None = None  # the workers' embedder
         self.kwargs = {
             "backend": cfg.embedder,
             "device": embed_device,
@@ -171,17 +184,19 @@ class _EmbedState:
                 self.cache = EmbeddingCache(self.cache_root, self.fingerprint)
         return self._embedder
 
-    def spec(self) -> EmbedderSpec:
-        """The recipe of the workers' embedder, with the fingerprint they must have."""
+    def spec(self) -> ModelSpec[ChunkEmbedder]:
+        """The workers' embedder, with the fingerprint it must have."""
         cfg = self.study.config.neighbors
-        return EmbedderSpec(
-            model=cfg.model,
-            backend=self.kwargs["backend"],
-            device=self.kwargs["device"],
-            precision=self.kwargs["precision"],
-            batch_size=cfg.batch_size,
-            max_seq_length=self.kwargs["max_seq_length"],
-            fingerprint=self.fingerprint,
+        return embedder_spec(
+            EmbedderSettings(
+                model=cfg.model,
+                backend=self.kwargs["backend"],
+                device=self.kwargs["device"],
+                precision=self.kwargs["precision"],
+                batch_size=cfg.batch_size,
+                max_seq_length=self.kwargs["max_seq_length"],
+                fingerprint=self.fingerprint,
+            )
         )
 
 
@@ -189,10 +204,10 @@ class _EmbedState:
 
 
 @dataclass(frozen=True)
-class EmbedderSpec:
+class EmbedderSettings:
     """Everything an embedding worker depends on, as plain values (picklable): the
     ``[neighbors]`` model settings, the device the worker embeds on and the fingerprint the
-    driver's cache is keyed by. ``EmbedderSpec(...)()`` builds an :class:`EmbedWorker`."""
+    driver's cache is keyed by (None: not checked)."""
 
     model: str
     backend: str = "sbert"
@@ -201,9 +216,6 @@ class EmbedderSpec:
     batch_size: int = 0
     max_seq_length: int = 0
     fingerprint: str | None = None
-
-    def __call__(self) -> EmbedWorker:
-        return EmbedWorker(self)
 
 
 @dataclass
@@ -215,48 +227,52 @@ class EmbeddedChunk:
     provenance: dict[str, Any]
 
 
-class EmbedWorker:
-    """An embedder loaded once per worker (:func:`load_embedder` keeps one per process, so
-    on the local engine it is the driver's own). Refuses to embed when its fingerprint is
+class ChunkEmbedder:
+    """The model of an embedding worker: an embedder loaded once per worker
+    (:func:`load_embedder` keeps one per process, so on the local engine it is the driver's
+    own, and it is never closed here). Raises :class:`ModelError` when its fingerprint is
     not the driver's: a precision fallback on one device would mix vectors in one cache."""
 
-    def __init__(self, spec: EmbedderSpec) -> None:
+    def __init__(self, settings: EmbedderSettings) -> None:
         self.embedder = load_embedder(
-            spec.model,
-            backend=spec.backend,
-            device=spec.device,
-            precision=spec.precision,
-            batch_size=spec.batch_size,
-            max_seq_length=spec.max_seq_length,
+            settings.model,
+            backend=settings.backend,
+            device=settings.device,
+            precision=settings.precision,
+            batch_size=settings.batch_size,
+            max_seq_length=settings.max_seq_length,
         )
         got = self.embedder.fingerprint
-        if spec.fingerprint is not None and got != spec.fingerprint:
+        if settings.fingerprint is not None and got != settings.fingerprint:
             raise ModelError(
                 f"neighbors: the worker's embedder has fingerprint {got}, the driver planned "
-                f"{spec.fingerprint} (a precision fallback on the worker's device?); set "
+                f"{settings.fingerprint} (a precision fallback on the worker's device?); set "
                 "neighbors.precision explicitly"
             )
         self.provenance = self.embedder.provenance()
 
     def __call__(self, texts: list[str]) -> EmbeddedChunk:
+        """The unit vectors of one chunk of texts, in its order."""
         return EmbeddedChunk(self.embedder.encode(texts), self.provenance)
 
 
+def embedder_spec(settings: EmbedderSettings) -> ModelSpec[ChunkEmbedder]:
+    """The engine's model worker of ``settings``: a :class:`ChunkEmbedder` per worker."""
+    return ModelSpec(ChunkEmbedder, (settings,))
+
+
 def embed_chunks(
-    engine: Any,
-    spec: EmbedderSpec,
+    engine: Engine,
+    spec: Any,
     chunks: Iterable[tuple[int, list[str]]],
     *,
     gpus_per_worker: float = 0.0,
     workers: int = 0,
     progress: bool = False,
 ) -> Iterator[tuple[int, EmbeddedChunk]]:
-    """Embed ``(chunk number, texts)`` units with ``spec``'s workers (one CPU and
-    ``gpus_per_worker`` GPUs each; ``workers`` of them, 0 = the engine's default), in chunk
-    order."""
-    from corpus_audit.backends.engines.base import Progress as EngineProgress
-    from corpus_audit.backends.engines.base import Resources
-
+    """Embed ``(chunk number, texts)`` units with ``spec``'s workers (:func:`embedder_spec`;
+    one CPU and ``gpus_per_worker`` GPUs each; ``workers`` of them, 0 = the engine's
+    default), in chunk order."""
     yield from engine.map_actors(
         spec,
         chunks,
@@ -270,8 +286,6 @@ def _find_cached(study: Study, cache: EmbeddingCache) -> None:
     """``_nb_found``: the cache's rows of the texts to embed. The key files are read here
     with pyarrow, one at a time, and handed to DuckDB as arrow tables: the study connection
     has no file access of its own (``store.LOCKED_SETTINGS``)."""
-    import pyarrow.parquet as pq
-
     con = study.con
     con.execute(
         'CREATE OR REPLACE TEMP TABLE _nb_key_rows (key VARCHAR, filename VARCHAR, "row" INTEGER)'
@@ -290,7 +304,9 @@ def _find_cached(study: Study, cache: EmbeddingCache) -> None:
     study.sql("neighbors/20_found")
 
 
-def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress: bool) -> int:
+def _embed_missing(
+    study: Study, state: _EmbedState, run: StageRun, engine: Engine, *, progress: bool
+) -> int:
     """Embed every text not in the cache, chunk by chunk; map captions/prompts to vectors."""
     con = study.con
     study.sql("neighbors/10_texts")
@@ -300,13 +316,13 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
     embedded = 0
     if n_missing:
         before = state.fingerprint
-        if not state.on_engine or state.fingerprint is None:
-            state.embedder()  # locally: the worker's own (one per process); else: fingerprint
+        if state.embeds_here or state.fingerprint is None:
+            state.embedder()  # here: the workers' own or their kind; else: the fingerprint
         if state.fingerprint != before:  # fell back to another precision: look up again
             _find_cached(study, state.cache)
             study.sql("neighbors/30_missing")
             n_missing = int(con.execute("SELECT count(*) FROM _nb_missing").fetchone()[0])
-        embedded = _embed_on_engine(study, state, run, n_missing, progress=progress)
+        embedded = _embed_chunks(study, state, run, engine, n_missing, progress=progress)
         _find_cached(study, state.cache)
     n_unfound = int(
         con.execute(
@@ -329,15 +345,17 @@ def _embed_missing(study: Study, state: _EmbedState, run: StageRun, *, progress:
     return embedded
 
 
-def _embed_on_engine(
-    study: Study, state: _EmbedState, run: StageRun, n_missing: int, *, progress: bool
+def _embed_chunks(
+    study: Study,
+    state: _EmbedState,
+    run: StageRun,
+    engine: Engine,
+    n_missing: int,
+    *,
+    progress: bool,
 ) -> int:
-    """The chunks of ``_nb_missing`` embedded on the configured engine; each chunk's vectors
-    written to the cache here, in chunk order, as one part (as a local run writes them)."""
-    from tqdm import tqdm
-
-    from corpus_audit.backends.engines import engine_from_config
-
+    """The chunks of ``_nb_missing`` embedded on ``engine``; each chunk's vectors written to
+    the cache here, in chunk order, as one part. Returns the texts embedded."""
     con = study.con
     chunk = study.config.neighbors.chunk_size
     in_flight: dict[int, list[str]] = {}  # the keys of the chunks out with the workers
@@ -359,24 +377,25 @@ def _embed_on_engine(
         disable=not progress,
         dynamic_ncols=True,
     )
+    run.provenance["engine"] = engine.describe()
+    chunks = embed_chunks(
+        engine,
+        state.spec(),
+        units(),
+        gpus_per_worker=state.resources.num_gpus,
+        workers=state.workers,
+    )
     try:
-        with engine_from_config(study.config.engine) as engine:
-            run.provenance["engine"] = engine.describe()
-            eng = study.config.engine
-            gpus = eng.gpus_per_worker if state.on_engine else 0.0
-            workers = eng.workers_for("neighbors") if state.on_engine else 0
-            chunks = embed_chunks(
-                engine, state.spec(), units(), gpus_per_worker=gpus, workers=workers
-            )
-            for start, result in chunks:
-                keys = in_flight.pop(start)
-                if state.worker_provenance is None:
-                    state.worker_provenance = result.provenance
-                    state.cache.ensure(result.provenance)
-                state.cache.add(keys, result.vectors)
-                embedded += len(keys)
-                bar.update(len(keys))
+        for start, result in chunks:
+            keys = in_flight.pop(start)
+            if state.worker_provenance is None:
+                state.worker_provenance = result.provenance
+                state.cache.ensure(result.provenance)
+            state.cache.add(keys, result.vectors)
+            embedded += len(keys)
+            bar.update(len(keys))
     finally:
+        chunks.close()  # the workers stop however the loop ends
         bar.close()
     return embedded
 
@@ -421,8 +440,6 @@ def _config_signature(study: Study, fingerprint: str) -> str:
 def _process_occupations(
     study: Study, state: _EmbedState, run: StageRun, *, embedded: int, progress: bool
 ) -> None:
-    from tqdm import tqdm
-
     con = study.con
     cfg = study.config.neighbors
     model = state.fingerprint
@@ -672,8 +689,6 @@ def _write(
     index_kind_built: str | None,
     index_path: str | None,
 ) -> None:
-    import pyarrow as pa
-
     con = study.con
     new_samples = pa.table(
         {

@@ -6,8 +6,9 @@ invalid-UTF-8 caption), the real readers, RE2 prefilter, DuckDB SQL, spaCy pipel
 gender-guesser. The Ray tests start one local Ray cluster for the whole module (2 CPUs, no
 dashboard) and skip, saying why, when ``ray`` is not installed (``corpus_audit[ray]``).
 
-What is checked: both engines give the same units in the same order with the same rows as
-today's ``select.scan_corpus`` and today's in-process tagger; a task that fails, a worker
+What is checked: both engines give the same units in the same order with the same rows, the
+scan's rows those a plain DuckDB query over the same files finds and the labels those of
+one in-process tagger; a task that fails, a worker
 process that is killed and an actor that dies are retried by Ray and every caption comes
 back exactly once; user errors arrive as themselves, one line naming the file.
 """
@@ -35,11 +36,10 @@ from corpus_audit.core.errors import CorpusError, EngineError, LexiconError, Wor
 from corpus_audit.core.store import sql_text
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.matching import build_matcher
-from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches
+from corpus_audit.stages.indicators.tagging import TaggerSettings, tag_batches, tagger_spec
 from corpus_audit.stages.select.scan import (
     _scan_keyed,
     plan_units,
-    scan_corpus,
     scan_into,
     scan_units,
 )
@@ -137,6 +137,21 @@ def test_registry_names_engines_and_rejects_unknown_ones():
         Resources(num_cpus=0)
 
 
+def test_engines_say_how_many_workers_and_which_device_a_worker_gets():
+    from corpus_audit.core.devices import resolve_device
+
+    local = LocalEngine(threads=3)
+    assert [local.actor_workers(workers=n) for n in (0, 1, 2)] == [1, 1, 2]  # 1: in process
+    assert local.worker_device("auto") == resolve_device("auto")  # this machine's devices
+    assert local.worker_device("cpu", Resources(num_gpus=1)) == "cpu"
+    ray_backend = pytest.importorskip("corpus_audit.backends.engines.ray_backend")
+    remote = ray_backend.RayEngine()  # nothing started: these ask no cluster
+    assert remote.actor_workers(workers=3) == 3
+    assert remote.worker_device("auto") == "cpu"  # a worker sees only the GPUs it reserved
+    assert remote.worker_device("auto", Resources(num_gpus=0.5)) == "cuda"
+    assert remote.worker_device("cuda:1") == "cuda:1"
+
+
 # -- local engine ------------------------------------------------------------------------------
 def _sleep_echo(payload: tuple[float, str]) -> str:
     time.sleep(payload[0])
@@ -172,29 +187,69 @@ def test_drain_submits_nothing_more_until_the_units_before_it_are_yielded():
     assert seen == ["r0u0:0", "r0u1:0", "r1u0:2", "r1u1:2", "r2u0:4", "r2u1:4"]
 
 
-def test_local_engine_scan_equals_todays_scan_corpus(corpus, matcher, local_scans, laion_path):
-    # today's path: select.scan_corpus (threads, pieces in arrival order)
-    con_today = _candidates_con()
-    today = scan_corpus(
-        con_today, corpus, matcher, threads=2, batch_rows=BATCH_ROWS, progress=False
-    )
-    con_engine = _candidates_con()
+# the columns of the real files, as the scan resolves them (caption, url: COCO has none the
+# scan recognises)
+_REFERENCE_COLUMNS = {"a_laion.parquet": ("TEXT", "URL"), "b_coco.parquet": ("caption", None)}
+_REFERENCE_SQL = {  # file_row_number: the row's index in the file, as row_in_file
+    "a_laion.parquet": 'SELECT file_row_number, "TEXT", "URL" FROM read_parquet(?, '
+    "file_row_number = true) WHERE regexp_matches(\"TEXT\", ?, 'i') ORDER BY 1",
+    "b_coco.parquet": "SELECT file_row_number, caption, NULL FROM read_parquet(?, "
+    "file_row_number = true) WHERE regexp_matches(caption, ?, 'i') ORDER BY 1",
+}
+
+
+def _reference_candidates(corpus: list[CorpusFile], pattern: str) -> list[tuple]:
+    """The candidate rows of the two parquet files found by DuckDB alone (its own parquet
+    reader and regex), and of the CSV by Python's csv module and DuckDB's regex: another way to
+    the rows the scan must insert (caption_id, file_id, row_in_file, text, url, key)."""
+    import csv
+
+    con = duckdb.connect()
+    rows: list[tuple] = []
+    for f in corpus:
+        name = Path(f.path).name
+        if name in _REFERENCE_COLUMNS:
+            found = con.execute(_REFERENCE_SQL[name], [f.path, pattern])
+            rows += [
+                ((f.file_id << 40) | r, f.file_id, r, t, u, None) for r, t, u in found.fetchall()
+            ]
+        elif name.endswith(".csv"):  # Python's csv reader, DuckDB's regex
+            with open(f.path, encoding="utf-8", errors="replace", newline="") as fh:
+                records = [(rec["caption"], rec["url"]) for rec in csv.DictReader(fh)]
+            texts = [t for t, _ in records]
+            found = con.execute(
+                "SELECT i FROM (SELECT unnest(?) AS t, unnest(range(?)) AS i) "
+                "WHERE regexp_matches(t, ?, 'i') ORDER BY i",
+                [texts, len(texts), pattern],
+            ).fetchall()
+            for (r,) in found:
+                text, url = records[r]
+                if "\ufffd" not in text:  # invalid UTF-8: dropped by the scan
+                    rows.append(((f.file_id << 40) | r, f.file_id, r, text, url, None))
+    con.close()
+    return sorted(rows)
+
+
+def test_local_engine_scan_equals_a_plain_duckdb_reference(
+    corpus, matcher, local_scans, laion_path
+):
+    con = _candidates_con()
     stats = scan_into(
-        con_engine, LocalEngine(threads=2), corpus, matcher, batch_rows=BATCH_ROWS, progress=False
+        con, LocalEngine(threads=2), corpus, matcher, batch_rows=BATCH_ROWS, progress=False
     )
-    order = "ORDER BY caption_id"
-    assert _rows(con_engine, order) == _rows(con_today, order)
-    # the engine inserts unit after unit: the table is already in caption_id order
-    assert _rows(con_engine) == _rows(con_engine, order)
-    for fid in today.files:
-        a, b = stats.files[fid], today.files[fid]
-        assert (a.rows, a.null_text, a.bad_text, a.candidates) == (
-            b.rows,
-            b.null_text,
-            b.bad_text,
-            b.candidates,
-        )
-    assert stats.columns == today.columns
+    reference = _reference_candidates(corpus, matcher.pattern)
+    assert len(reference) > 200  # real captions do mention occupations
+    assert _rows(con) == reference  # inserted unit after unit: already in caption_id order
+    plan_columns = {Path(f.path).name: stats.columns[f.file_id] for f in corpus}
+    for name, (text, url) in _REFERENCE_COLUMNS.items():
+        assert (plan_columns[name].text, plan_columns[name].url) == (text, url)
+    assert plan_columns["d_empty.parquet"] is None
+    for f in corpus:
+        counts = stats.files[f.file_id]
+        in_table = con.execute(
+            "SELECT count(*) FROM _select_candidates WHERE file_id = ?", [f.file_id]
+        ).fetchone()[0]
+        assert counts.candidates == in_table, f.path
     # counts computed here without the readers: rows and null/empty captions per file
     laion = pq.read_table(laion_path, columns=["TEXT"]).column("TEXT")
     null_or_empty = laion.null_count + pc.sum(pc.equal(laion, "")).as_py()
@@ -215,7 +270,7 @@ def test_local_actor_processes_equal_in_process_and_a_dead_one_is_an_error(tmp_p
     texts = pq.read_table(laion_path, columns=["TEXT"]).column("TEXT").slice(0, 1200)
     table = pa.table({"caption_id": pa.array(range(1200), pa.int64()), "text": texts})
     batches = [(i, table.slice(300 * i, 300)) for i in range(4)]
-    words_only = TaggerSpec(use_names=False)
+    words_only = tagger_spec(TaggerSettings(use_names=False))
     engine = LocalEngine(threads=2)
     one = list(tag_batches(engine, words_only, batches, progress=False))
     two = list(tag_batches(engine, words_only, batches, workers=2, progress=False))
@@ -292,7 +347,7 @@ def test_a_worker_that_cannot_load_fails_with_its_own_error_on_every_engine(
     with that error, naming the file, on Ray and in local worker processes alike; the Ray
     actor is not restarted in a loop, nor is the unit reported lost."""
     missing = tmp_path / "no_such_terms.toml"
-    broken = TaggerSpec(gender_terms=str(missing), use_names=False)
+    broken = tagger_spec(TaggerSettings(gender_terms=str(missing), use_names=False))
     for engine, workers in ((ray_engine, 1), (LocalEngine(threads=2), 2)):
         started = time.perf_counter()
         with pytest.raises(LexiconError) as err:
@@ -336,7 +391,9 @@ def expected_tags(caption_batches):
 
 
 def test_local_engine_tags_like_todays_tagger(caption_batches, expected_tags):
-    got = list(tag_batches(LocalEngine(), TaggerSpec(), caption_batches, progress=False))
+    got = list(
+        tag_batches(LocalEngine(), tagger_spec(TaggerSettings()), caption_batches, progress=False)
+    )
     assert [k for k, _ in got] == [0, 1, 2, 3]
     for (_, tagged), (labels, triggers) in zip(got, expected_tags, strict=True):
         assert tagged.labels.equals(labels) and tagged.triggers.equals(triggers)
@@ -347,7 +404,7 @@ def test_ray_actors_load_spacy_once_and_survive_a_killed_actor(
     ray_engine, caption_batches, expected_tags, tmp_path
 ):
     """Two CPU actors; the first unit kills its actor, which Ray restarts and retries."""
-    factory = FailingWorkerFactory(TaggerSpec(), tmp_path, how="exit", limit=1)
+    factory = FailingWorkerFactory(tagger_spec(TaggerSettings()), tmp_path, how="exit", limit=1)
     got = list(tag_batches(ray_engine, factory, caption_batches, workers=2, progress=False))
     assert [k for k, _ in got] == [0, 1, 2, 3]
     for (_, tagged), (labels, triggers) in zip(got, expected_tags, strict=True):
@@ -365,7 +422,7 @@ def test_ray_actors_load_spacy_once_and_survive_a_killed_actor(
 def test_ray_actor_retries_a_raised_fault_and_runs_prepare_first(
     ray_engine, caption_batches, tmp_path
 ):
-    words_only = TaggerSpec(use_names=False)
+    words_only = tagger_spec(TaggerSettings(use_names=False))
     expected = list(tag_batches(LocalEngine(), words_only, caption_batches, progress=False))
     flaky = FailingWorkerFactory(words_only, tmp_path, how="raise", limit=2)
     # payloads the worker cannot read until ``prepare`` (a CPU task before it) unwraps them

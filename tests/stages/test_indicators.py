@@ -320,6 +320,25 @@ def test_ner_processes_setting(tmp_path):
         config_from_dict({"indicators": {"ner_processes": -1}}, tmp_path)
 
 
+def test_taggers_and_ner_processes_follow_the_engine(tmp_path):
+    """One tagger in this process with NER over the engine's CPUs (today's default), or
+    ``engine.workers.indicators`` taggers sharing them; ``indicators.ner_processes`` wins."""
+    from types import SimpleNamespace
+
+    from corpus_audit.backends.engines.local import LocalEngine
+    from corpus_audit.core.config import config_from_dict
+    from corpus_audit.stages.indicators import _workers
+
+    cfg = config_from_dict({"engine": {"threads": 4}}, tmp_path)
+    study = SimpleNamespace(config=cfg)
+    engine = LocalEngine(threads=4)
+    assert _workers(study, engine) == (1, 4)
+    cfg.engine.workers = {"indicators": 2}
+    assert _workers(study, engine) == (2, 2)
+    cfg.indicators.ner_processes = 3
+    assert _workers(study, engine) == (2, 3)
+
+
 def test_auto_pipes_give_the_entities_of_the_full_pipeline(nlp, finder, occupation_captions):
     assert finder.pipes == ["tok2vec", "parser", "ner"]
     texts = [clean_markup([t])[0].as_py() for t in occupation_captions]

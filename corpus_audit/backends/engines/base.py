@@ -195,6 +195,20 @@ class Engine(abc.ABC):
     def parallelism(self, resources: Resources = ONE_CPU) -> int:
         """How many tasks or actors of this size can run at once (>= 1)."""
 
+    def actor_workers(self, resources: Resources = ONE_CPU, workers: int = 0) -> int:
+        """How many workers :meth:`map_actors` starts for ``workers`` (0 = the backend's
+        default: here as many as :meth:`parallelism` allows for ``resources``)."""
+        return workers or self.parallelism(resources)
+
+    def worker_device(self, device: str = "auto", resources: Resources = ONE_CPU) -> str:
+        """The torch device of a model worker with ``resources`` for ``engine.device``:
+        a named device as given; ``auto``: ``cuda`` when the worker reserves GPUs
+        (``resources.num_gpus`` > 0), else ``cpu``, since a worker elsewhere sees only
+        the GPUs it reserved. Engines whose workers run on this machine override it."""
+        if device != "auto":
+            return device
+        return "cuda" if resources.num_gpus > 0 else "cpu"
+
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """Provenance: the backend's name, version, address and resources."""

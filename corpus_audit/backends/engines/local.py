@@ -31,6 +31,7 @@ from corpus_audit.backends.engines.base import (
     Resources,
     close_worker,
 )
+from corpus_audit.core.devices import resolve_device
 from corpus_audit.core.errors import CorpusAuditError, WorkerDiedError
 
 
@@ -143,6 +144,15 @@ class LocalEngine(Engine):
         if actors.workers > 1:
             return _ProcessActors(actors.factory, actors.prepare, actors.workers)
         return _InProcessActor(actors.factory, actors.prepare, self.threads)
+
+    def actor_workers(self, resources: Resources = ONE_CPU, workers: int = 0) -> int:
+        """One worker in this process unless ``workers`` > 1 (that many processes)."""
+        return workers if workers > 1 else 1
+
+    def worker_device(self, device: str = "auto", resources: Resources = ONE_CPU) -> str:
+        """The workers run on this machine and see all its devices: ``engine.device``
+        resolved here (:func:`~corpus_audit.core.devices.resolve_device`)."""
+        return resolve_device(device)
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "threads": self.threads, "cpus": os.cpu_count()}

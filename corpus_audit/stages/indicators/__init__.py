@@ -11,6 +11,13 @@ rank order, so the subset is the indicator-free part of the keyword subset; ``fr
 new uniform random sample among all the occupation's captions labelled ``none``, ordered by the
 same hash rule as the keyword sample (as many candidates as the keyword sample keeps).
 
+How: the to-do captions are cut into batches, the units of the study's engine
+(``[engine]``); workers that load spaCy once each (:mod:`corpus_audit.stages.indicators.tagging`)
+label them and the driver writes each batch's rows in batch order. On the ``local`` engine one
+worker runs in this process with NER in ``indicators.ner_processes`` processes (0 = the
+engine's CPUs, ``engine.threads``, shared by its ``engine.workers.indicators`` workers); on
+Ray each actor (1 CPU) runs NER in its own process.
+
 Resumable: captions are labelled in batches of ``indicators.batch_size``, each committed in one
 transaction with its triggers; a rerun labels only what has no label yet (a killed run loses at
 most the batch in flight, nothing is written twice). When the labelling settings change (the
@@ -29,15 +36,25 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines.base import ONE_CPU, Engine
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
-from corpus_audit.stages.indicators.tagging import batch_tables
+from corpus_audit.methods.gender_text import WordMatcher, gender_guesser_version
+from corpus_audit.methods.lexicon import load_gender_terms
+from corpus_audit.stages.indicators.tagging import (
+    Tagger,
+    TaggerSettings,
+    tag_batches,
+    tagger_spec,
+)
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"
@@ -56,22 +73,20 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
     Raises :class:`StageOrderError` when ``select`` has not run, :class:`LexiconError` for a
     bad gender-terms file and :class:`ModelError` when the spaCy model cannot be loaded.
     """
-    from corpus_audit.methods.gender_text import WordMatcher
-    from corpus_audit.methods.lexicon import load_gender_terms
-
-    # cleanup stops the NER worker processes, however the stage ends
+    # the engine (a Ray engine connects on first use) is closed however the stage ends
     with (
-        contextlib.ExitStack() as cleanup,
+        engine_from_config(study.config.engine) as engine,
         study.stage(STAGE) as run,
     ):
         require_inputs(study, STAGE)
         terms_spec = study.config.lexicon.gender_terms
         terms = load_gender_terms(terms_spec, base=study.root)
-        words = WordMatcher(terms, source=terms_spec)  # validates the terms
+        WordMatcher(terms, source=terms_spec)  # validates the terms
         settings = _settings(study, terms)
         fingerprint = _fingerprint(settings)
-        tagger, relabel, orphans = _check_stored_labels(
-            study, run, cleanup, terms, words, settings, fingerprint
+        tagging = TaggerSettings.from_config(study.config, study.root)
+        checked, relabel, orphans = _check_stored_labels(
+            study, run, engine, tagging, settings, fingerprint
         )
         con = study.con
         study.sql("indicators/todo")
@@ -79,11 +94,9 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         labelled_now = 0
         stats = {"distinct_texts": 0, "ner_texts": 0}
         if todo:
-            if tagger is None:  # pragma: no cover - todo > 0 implies unlabelled captions
-                tagger, model_info = _build_tagger(study, terms, words)
-                cleanup.callback(tagger.close)
-                run.provenance.update(model_info)
-            labelled_now = _label_all(study, run, tagger, todo, stats, progress=progress)
+            if not checked:  # pragma: no cover - todo > 0 implies unlabelled captions
+                run.provenance.update(_check_tagger(study, engine, tagging))
+            labelled_now = _label_all(study, run, engine, tagging, todo, stats, progress=progress)
         con.execute("DROP TABLE IF EXISTS indicators_todo")
 
         sample_rows, sample_changed = _write_no_indicator_samples(study)
@@ -111,28 +124,27 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
 def _check_stored_labels(
     study: Study,
     run: StageRun,
-    cleanup: contextlib.ExitStack,
-    terms: Any,
-    words: Any,
+    engine: Engine,
+    tagging: TaggerSettings,
     settings: dict[str, Any],
     fingerprint: str,
-) -> tuple[Any, bool, int]:
+) -> tuple[bool, bool, int]:
     """Compare the stored labels with the current settings and ``select`` run; remove those
-    that are stale (all of them when the settings changed). Builds the tagger when labelling
-    is due, so that a bad lexicon or model fails before anything changes. Returns (tagger or
-    None, whether all labels were removed, how many were removed as orphans)."""
+    that are stale (all of them when the settings changed). Loads a tagger here when
+    labelling is due (:func:`_check_tagger`), so that a bad lexicon or model fails before
+    anything changes. Returns (whether the tagger was checked, whether all labels were
+    removed, how many were removed as orphans)."""
     stored_fp, stored_select = _stored_settings(study)
     select_fp = _select_fingerprint(study)
     stale = stored_fp not in (None, fingerprint) or (
         stored_fp is None and study.count("indicators") > 0
     )
     recheck = stored_select != select_fp  # select rewrote captions since the last check
-    tagger = None
+    checked = False
     if stale or recheck or _share(study)["unlabelled"]:
         # everything that can fail (lexicon, model) fails here, before anything is changed
-        tagger, model_info = _build_tagger(study, terms, words)
-        cleanup.callback(tagger.close)
-        run.provenance.update(model_info)
+        run.provenance.update(_check_tagger(study, engine, tagging))
+        checked = True
     relabel, orphans = False, 0
     if stale or recheck or stored_fp != fingerprint:
         relabel, orphans = _update_settings(study, fingerprint, settings, select_fp, stale)
@@ -146,7 +158,7 @@ def _check_stored_labels(
             f"removed the labels of {orphans} captions that left mentions or whose text "
             "changed (select was rerun); they are labelled again"
         )
-    return tagger, relabel, orphans
+    return checked, relabel, orphans
 
 
 def _provenance(
@@ -209,8 +221,6 @@ def progress(study: Study) -> Progress:
 
 def _settings(study: Study, terms: Any) -> dict[str, Any]:
     """Everything a label depends on (not batch sizes): hashed into the fingerprint."""
-    from corpus_audit.methods.gender_text import gender_guesser_version
-
     cfg = study.config.indicators
     settings: dict[str, Any] = {
         "words": {g: list(terms.words[g]) for g in ("male", "female")},
@@ -233,8 +243,6 @@ def _settings(study: Study, terms: Any) -> dict[str, Any]:
 
 def _model_version(model: str) -> str:
     """The installed version of a spaCy pipeline package or path, without loading it."""
-    from importlib import metadata
-
     try:
         return metadata.version(model)
     except (metadata.PackageNotFoundError, ValueError):
@@ -297,54 +305,64 @@ def _update_settings(
     return stale and before > 0, 0 if stale else removed
 
 
-def _build_tagger(study: Study, terms: Any, words: Any) -> tuple[Any, dict[str, Any]]:
-    """The word matcher and (with ``use_names``) the spaCy + gender-guesser name finder."""
-    from corpus_audit.methods.gender_text import IndicatorTagger, NameFinder, load_spacy
+def _workers(study: Study, engine: Engine) -> tuple[int, int]:
+    """(taggers, NER processes of each): ``engine.workers.indicators`` taggers (0 = the
+    engine's default: one in this process locally, one per CPU on Ray), each running NER in
+    ``indicators.ner_processes`` processes, 0 = its share of the engine's CPUs (locally
+    ``engine.threads`` for the one tagger; on Ray 1: the actors are the parallelism)."""
+    workers = engine.actor_workers(ONE_CPU, study.config.engine.workers_for(STAGE))
+    processes = study.config.indicators.ner_processes
+    return workers, processes or max(1, engine.parallelism(ONE_CPU) // workers)
 
-    cfg = study.config.indicators
-    info: dict[str, Any] = {}
-    names = None
-    if cfg.use_names:
-        import spacy
 
-        nlp = load_spacy(cfg.spacy_model)
-        names = NameFinder(nlp, terms, cfg.ner_batch_size, cfg.ner_pipes or None)
-        processes = cfg.ner_processes or study.config.engine.threads
-        if study.config.engine.engine != "local":
-            processes = 1  # the engine's workers label; this one only checks the model loads
-        names.use_processes(cfg.spacy_model, terms, processes)
-        info = {
-            "spacy_version": spacy.__version__,
-            "spacy_pipeline": f"{nlp.meta.get('lang', '?')}_{nlp.meta.get('name', '?')}",
-            "spacy_pipeline_version": nlp.meta.get("version"),
-            "ner_pipes_run": names.pipes,
-            "ner_batch_size": cfg.ner_batch_size,
-            "ner_processes": processes,
-            "counted_first_names": len(names.names),
-        }
-    return IndicatorTagger(words, names), info
+def _check_tagger(study: Study, engine: Engine, tagging: TaggerSettings) -> dict[str, Any]:
+    """Load a tagger here, without NER processes (the word matcher and, with ``use_names``,
+    spaCy + gender-guesser), so a bad lexicon or model fails before anything changes; the
+    workers load their own (in this process spaCy is then reused). Returns its provenance
+    with the NER processes the workers will run."""
+    tagger = Tagger(tagging.with_processes(1))
+    tagger.close()
+    info = dict(tagger.info)
+    if info:
+        info["ner_processes"] = _workers(study, engine)[1]
+    return info
 
 
 def _label_all(
-    study: Study, run: StageRun, tagger: Any, todo: int, stats: dict[str, int], *, progress: bool
+    study: Study,
+    run: StageRun,
+    engine: Engine,
+    tagging: TaggerSettings,
+    todo: int,
+    stats: dict[str, int],
+    *,
+    progress: bool,
 ) -> int:
-    """Label the to-do list batch by batch; each batch is one transaction. Returns captions
-    done. With ``engine.engine`` other than ``local`` the batches are labelled by the
-    engine's workers (:func:`_label_on_engine`); ``tagger`` is then unused."""
-    from tqdm import tqdm
+    """Label the to-do list on ``engine``: its batches are the units, labelled by the
+    engine's taggers (:func:`_workers`) and written here, in batch order, one transaction
+    each. Returns the captions done."""
+    workers, processes = _workers(study, engine)
+    run.provenance["engine"] = engine.describe()
+    spec = tagger_spec(tagging.with_processes(processes))
+    in_flight: dict[int, pa.Table] = {}  # the texts of the batches out with the workers
 
-    if study.config.engine.engine != "local":
-        return _label_on_engine(study, run, todo, stats, progress=progress)
+    def units() -> Iterator[tuple[int, pa.Table]]:
+        for lo, table in _todo_batches(study, todo):
+            in_flight[lo] = table
+            yield lo, table
+
     done = 0
-    with tqdm(total=todo, desc=STAGE, unit="caption", disable=not progress) as bar:
-        for _, table in _todo_batches(study, todo):
-            result = tagger.tag(table.column("text"))
-            labels, triggers = batch_tables(table.column("caption_id"), result)
-            _write_batch(study, table, labels, triggers)
+    batches = -(-todo // study.config.indicators.batch_size)
+    tagged_batches = tag_batches(
+        engine, spec, units(), workers=workers, progress=progress, total=batches
+    )
+    with contextlib.closing(tagged_batches):  # the workers stop however the loop ends
+        for lo, tagged in tagged_batches:
+            table = in_flight.pop(lo)
+            _write_batch(study, table, tagged.labels, tagged.triggers)
             done += table.num_rows
-            stats["distinct_texts"] += result.distinct_texts
-            stats["ner_texts"] += result.ner_texts
-            bar.update(table.num_rows)
+            stats["distinct_texts"] += tagged.distinct_texts
+            stats["ner_texts"] += tagged.ner_texts
     return done
 
 
@@ -355,40 +373,6 @@ def _todo_batches(study: Study, todo: int) -> Iterator[tuple[int, pa.Table]]:
     for lo in range(0, todo, batch):
         cols = study.sql("indicators/batch", lo=lo, hi=lo + batch).fetchnumpy()
         yield lo, pa.table(cols, schema=_BATCH_SCHEMA)
-
-
-def _label_on_engine(
-    study: Study, run: StageRun, todo: int, stats: dict[str, int], *, progress: bool
-) -> int:
-    """The to-do batches labelled by the workers of the configured engine (one spaCy per
-    worker, ``engine.workers.indicators`` of them or the engine's default,
-    :mod:`corpus_audit.stages.indicators.tagging`) and written here, in batch order, one
-    transaction each: the same rows as the local path."""
-    from corpus_audit.backends.engines import engine_from_config
-    from corpus_audit.stages.indicators.tagging import TaggerSpec, tag_batches
-
-    spec = TaggerSpec.from_config(study.config, study.root, ner_processes=1)
-    in_flight: dict[int, pa.Table] = {}  # the texts of the batches out with the workers
-
-    def units() -> Iterator[tuple[int, pa.Table]]:
-        for lo, table in _todo_batches(study, todo):
-            in_flight[lo] = table
-            yield lo, table
-
-    done = 0
-    eng = study.config.engine
-    with engine_from_config(eng) as engine:
-        run.provenance["engine"] = engine.describe()
-        tagged_batches = tag_batches(
-            engine, spec, units(), workers=eng.workers_for(STAGE), progress=progress
-        )
-        for lo, tagged in tagged_batches:
-            table = in_flight.pop(lo)
-            _write_batch(study, table, tagged.labels, tagged.triggers)
-            done += table.num_rows
-            stats["distinct_texts"] += tagged.distinct_texts
-            stats["ner_texts"] += tagged.ner_texts
-    return done
 
 
 def _write_batch(study: Study, table: pa.Table, labels: pa.Table, triggers: pa.Table) -> None:

@@ -1,22 +1,20 @@
-"""The ``indicators`` labelling step as engine work: caption batches to workers that load
-spaCy (and gender-guesser's table) once.
+"""The ``indicators`` labelling as engine work: caption batches served by taggers that load
+spaCy (and gender-guesser's table) once per worker.
 
 A unit is one to-do batch of the stage (``indicators.batch_size`` captions: ``caption_id``,
 ``text``), keyed by its batch number; the worker returns the two tables the stage inserts
-(``indicators`` and ``indicator_triggers`` rows) made by the stage's own
-:func:`batch_tables` (the local path's too), so the driver writes exactly what the local path writes, batch after
-batch, one transaction each.
+(``indicators`` and ``indicator_triggers`` rows, made by :func:`batch_tables`), so the
+driver writes them batch after batch, one transaction each, whatever engine ran them.
 
-:class:`TaggerSpec` is the picklable recipe (plain settings, no study, no model);
-``TaggerSpec()`` called in a worker process builds a :class:`TaggerWorker` there: the gender
-terms, the word matcher, and with ``use_names`` the spaCy pipeline and the name finder. On
-Ray each actor gets one CPU and runs NER in-process (``ner_processes = 1``: the parallelism
-is the actors); on the local engine one worker in this process keeps the NER process pool
-of today (``ner_processes = engine.threads``).
-
-One tagging path whatever the engine: the stage's local loop and :class:`TaggerWorker` both
-tag with the same tagger and turn its result into rows with :func:`batch_tables` (the stage's
-``_build_tagger`` takes a Study and so cannot run in a worker; see docs/scale.md).
+:class:`TaggerSettings` holds what a tagger depends on as plain values (picklable: no study,
+no model); :class:`Tagger` is the model a worker loads from them: the gender terms, the word
+matcher and, with ``use_names``, the spaCy pipeline and the name finder, whose NER runs in
+``ner_processes`` processes (1 = in the worker's own process). The engine's generic model
+worker serves it: ``ModelSpec(Tagger, (settings,))`` (:func:`tagger_spec`), run by
+:func:`tag_batches` (:meth:`~corpus_audit.backends.engines.base.Engine.map_actors`, one CPU
+per worker). The stage builds one :class:`Tagger` in the driver too, with no NER processes,
+so that a bad lexicon or model fails before anything changes (spaCy is loaded once per
+process: the ``local`` engine's in-process worker reuses that copy).
 """
 
 from __future__ import annotations
@@ -25,22 +23,31 @@ import os
 import socket
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
+from corpus_audit.backends.engines.models import ModelSpec
+from corpus_audit.methods.gender_text import (
+    IndicatorTagger,
+    NameFinder,
+    WordMatcher,
+    load_spacy,
+    readable,
+)
+from corpus_audit.methods.lexicon import load_gender_terms
 
 
 @dataclass(frozen=True)
-class TaggerSpec:
+class TaggerSettings:
     """Everything a tagger depends on, as plain values (mirrors ``[indicators]``).
 
     ``gender_terms`` is the ``lexicon.gender_terms`` spec, ``base`` the directory relative
-    paths are read from (the study root), ``ner_processes`` the NER processes of one worker
-    (1 = in the worker's own process).
+    paths are read from (the study root), ``ner_processes`` (>= 1) the processes one tagger
+    runs NER in (1 = in its own process).
     """
 
     gender_terms: str = "builtin:gender_terms_en.toml"
@@ -54,8 +61,8 @@ class TaggerSpec:
     @classmethod
     def from_config(
         cls, config: Any, base: Path | str | None, ner_processes: int = 1
-    ) -> TaggerSpec:
-        """The spec of a study config (``config.lexicon``, ``config.indicators``)."""
+    ) -> TaggerSettings:
+        """The settings of a study config (``config.lexicon``, ``config.indicators``)."""
         ind = config.indicators
         return cls(
             gender_terms=config.lexicon.gender_terms,
@@ -67,8 +74,9 @@ class TaggerSpec:
             ner_processes=ner_processes,
         )
 
-    def __call__(self) -> TaggerWorker:
-        return TaggerWorker(self)
+    def with_processes(self, ner_processes: int) -> TaggerSettings:
+        """The same settings with ``ner_processes`` NER processes (>= 1)."""
+        return replace(self, ner_processes=max(1, int(ner_processes)))
 
 
 @dataclass
@@ -87,32 +95,40 @@ class TaggedBatch:
     spacy_loads: int
 
 
-class TaggerWorker:
-    """Words, pronouns and names of caption batches; the models load in the constructor."""
+class Tagger:
+    """Words, pronouns and names of caption batches; the models load in the constructor.
 
-    def __init__(self, spec: TaggerSpec) -> None:
-        from corpus_audit.methods.gender_text import (
-            IndicatorTagger,
-            NameFinder,
-            WordMatcher,
-            load_spacy,
-        )
-        from corpus_audit.methods.lexicon import load_gender_terms
+    Raises :class:`LexiconError` for a bad gender-terms file and :class:`ModelError` when
+    the spaCy model cannot be loaded. ``info`` is the provenance of the loaded models.
+    """
 
-        base = Path(spec.base) if spec.base else None
-        terms = load_gender_terms(spec.gender_terms, base=base)
-        words = WordMatcher(terms, source=spec.gender_terms)
+    def __init__(self, settings: TaggerSettings) -> None:
+        base = Path(settings.base) if settings.base else None
+        terms = load_gender_terms(settings.gender_terms, base=base)
+        words = WordMatcher(terms, source=settings.gender_terms)
         names = None
-        if spec.use_names:
-            nlp = load_spacy(spec.spacy_model)
-            names = NameFinder(nlp, terms, spec.ner_batch_size, list(spec.ner_pipes) or None)
-            names.use_processes(spec.spacy_model, terms, spec.ner_processes)
+        self.info: dict[str, Any] = {}
+        if settings.use_names:
+            import spacy  # heavy, optional: only with use_names
+
+            nlp = load_spacy(settings.spacy_model)
+            pipes = list(settings.ner_pipes) or None
+            names = NameFinder(nlp, terms, settings.ner_batch_size, pipes)
+            names.use_processes(settings.spacy_model, terms, settings.ner_processes)
+            self.info = {
+                "spacy_version": spacy.__version__,
+                "spacy_pipeline": f"{nlp.meta.get('lang', '?')}_{nlp.meta.get('name', '?')}",
+                "spacy_pipeline_version": nlp.meta.get("version"),
+                "ner_pipes_run": names.pipes,
+                "ner_batch_size": settings.ner_batch_size,
+                "ner_processes": settings.ner_processes,
+                "counted_first_names": len(names.names),
+            }
         self.tagger = IndicatorTagger(words, names)
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def __call__(self, batch: pa.Table) -> TaggedBatch:
-        from corpus_audit.methods.gender_text import load_spacy
-
+        """Label one batch (``caption_id``, ``text``)."""
         t0 = time.perf_counter()
         result = self.tagger.tag(batch.column("text"))
         labels, triggers = batch_tables(batch.column("caption_id"), result)
@@ -127,32 +143,39 @@ class TaggerWorker:
         )
 
     def close(self) -> None:
+        """Stop the NER processes (idempotent)."""
         self.tagger.close()
+
+
+def tagger_spec(settings: TaggerSettings) -> ModelSpec[Tagger]:
+    """The engine's model worker of ``settings``: a :class:`Tagger` loaded once per worker."""
+    return ModelSpec(Tagger, (settings,))
 
 
 def tag_batches(
     engine: Engine,
-    spec: TaggerSpec,
+    spec: Any,
     batches: Iterable[tuple[int, pa.Table]],
     *,
     workers: int = 0,
     progress: bool = True,
+    total: int | None = None,
 ) -> Iterator[tuple[int, TaggedBatch]]:
-    """Label ``(batch number, table of caption_id + text)`` units with ``spec``'s workers,
-    one CPU each (``workers`` 0 = as many as the engine has CPUs), in batch order."""
+    """Label ``(batch number, table of caption_id + text)`` units with ``spec``'s workers
+    (:func:`tagger_spec`, or any factory of a worker returning :class:`TaggedBatch`), one CPU
+    each, ``workers`` of them (0 = the engine's default), in batch order. ``total``: the
+    number of batches, for the progress bar when ``batches`` is not sized."""
     yield from engine.map_actors(
         spec,
         batches,
         resources=Resources(num_cpus=1),
         workers=workers,
-        progress=Progress("indicators", unit="batch", enabled=progress),
+        progress=Progress("indicators", unit="batch", total=total, enabled=progress),
     )
 
 
 def batch_tables(caption_ids: pa.ChunkedArray, result: Any) -> tuple[pa.Table, pa.Table]:
     """The ``indicators`` and ``indicator_triggers`` rows of one tagged batch."""
-    from corpus_audit.methods.gender_text import readable
-
     ids = caption_ids.to_pylist()
     labels = pa.table(
         {

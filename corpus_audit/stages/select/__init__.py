@@ -12,11 +12,14 @@ How a mention is found (METHODS 1.5, "naive / keyword")
     match: plurals and synonyms come from the lexicon file, nothing is hard-coded here.
 
 One pass over the corpus
-    Files are read as arrow record batches (:mod:`corpus_audit.backends.corpus`), ``engine.threads``
-    batches at a time. With ``select.prefilter`` (default) each batch is first filtered with
+    Every file or parquet row group is one unit of work run on the study's engine
+    (:mod:`corpus_audit.stages.select.scan`: ``engine.threads`` units at a time on the
+    ``local`` engine, Ray tasks on ``ray``), read as arrow record batches
+    (:mod:`corpus_audit.backends.corpus`); the driver inserts the units' candidates in unit
+    order. With ``select.prefilter`` (default) each batch is first filtered with
     pyarrow's vectorised RE2 (``match_substring_regex``), which costs about half of DuckDB's
     ``regexp_matches`` per row; the few % of rows that pass go to DuckDB, where the SQL in
-    ``sql/select_*.sql`` re-checks them with the same pattern, extracts every match
+    ``sql/select/*.sql`` re-checks them with the same pattern, extracts every match
     (``regexp_extract_all``), maps it to its lexicon form and occupation, writes
     ``mentions``/``captions`` and samples. Without the prefilter DuckDB's SQL does it all (same
     result, slower). Memory is bounded by a few batches in flight plus DuckDB's
@@ -223,7 +226,7 @@ def _scan(
 
 def _derive_tables(study: Study, matcher: Matcher, prompt_sets: Any) -> dict:
     """From the candidates: mentions, captions, the keyword samples and the prompts (the
-    ``select_2x``-``select_40`` files), then drop the work tables. Returns the counts and
+    ``sql/select/20_found.sql``-``40_samples.sql`` files), then drop the work tables. Returns the counts and
     seconds per step the provenance records."""
     cfg = study.config
     con = study.con

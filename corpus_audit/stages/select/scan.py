@@ -1,30 +1,28 @@
-"""The ``select`` scan as engine work units: one unit per corpus file or parquet row group.
+"""The ``select`` scan: one pass over the corpus as engine work units, written in unit order.
 
-This is the step :func:`scan_corpus` runs in its thread pool today, cut at the unit
-boundary so any engine can run it: :func:`plan_units` inspects every file (errors come before
-any row is read, naming the file), :func:`scan_unit` reads one unit with the same reader,
-the same RE2 prefilter and the same arrow batches (:func:`scan_pieces`) and returns its
-candidate rows as one table, and :func:`scan_units` runs all units through an engine and
-yields them in unit order. :func:`scan_into` is the driver side: it inserts each unit's
-candidates into ``_select_candidates`` with the stage's own SQL (``select/10_candidates.sql``),
-unit after unit, so the study database is written in the same order by every engine.
+The shape of every heavy stage: plan the units, run them on the engine, write each result in
+order. :func:`plan_units` inspects every file (columns checked, nothing read: errors come
+before any row is read, naming the file) and lists its units, one per file or parquet row
+group; :func:`scan_unit` reads one unit with the file's reader, the RE2 prefilter and arrow
+batches (:func:`scan_pieces`) and returns its candidate rows as one table; :func:`scan_units`
+runs every unit on an engine (:meth:`~corpus_audit.backends.engines.base.Engine.map_tasks`,
+one CPU task each: threads of this process on the ``local`` engine, Ray tasks on ``ray``)
+and yields the results in unit order; :func:`scan_into` is the driver side: it inserts each
+unit's candidates into ``_select_candidates`` with the stage's own SQL
+(``sql/select/10_candidates.sql``), unit after unit, so the study database is written in
+the same order by every engine. :func:`scan_on_engine` runs it on the study's configured
+engine (``[engine]``).
 
 Unit keys are ``(file_id, unit_index)``, ``unit_index`` counting the file's non-empty units
 (parquet row groups) from 0. A unit's result is whole (not streamed in batches), so a
 retried unit cannot add rows twice; its size is the rows that pass the prefilter (about 5 %
-of a LAION row group), not the row group.
-
-The stage's one scan path lives here for every engine: ``local`` runs :func:`scan_corpus`
-(threads over the same :class:`Work` units and :func:`scan_pieces`), another engine runs
-:func:`scan_unit` per unit through :func:`scan_into` (see docs/scale.md, "Wiring the stages").
+of a LAION row group), not the row group. See docs/scale.md.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +30,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_audit.backends.corpus import (
     BATCH_SCHEMA,
@@ -43,6 +43,7 @@ from corpus_audit.backends.corpus import (
     iter_clean_batches,
     resolve_columns,
 )
+from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
 from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.matching import Matcher
@@ -51,6 +52,9 @@ from corpus_audit.methods.matching import Matcher
 # -- scanning --------------------------------------------------------------------------------
 @dataclass
 class Work:
+    """One unit of work: a unit of ``file`` as its reader lists it (a parquet row group, a
+    whole CSV or JSONL file) and the columns it is read with."""
+
     file: CorpusFile
     unit: Any
     columns: ColumnMap
@@ -58,14 +62,13 @@ class Work:
 
 @dataclass
 class Piece:
-    """What a worker hands to the main thread for one batch."""
+    """One arrow batch of a unit: its counts and its candidate rows."""
 
     file_id: int
     rows: int
     null_text: int
     bad_text: int
     candidates: pa.Table
-    unit_done: bool = False
 
 
 @dataclass
@@ -78,8 +81,8 @@ class FileCounts:
     bad_text: int = 0
     candidates: int = 0
 
-    def add(self, piece: Piece | Any) -> None:
-        """Count one scanned piece: a ``Piece`` here, an engine unit's ``UnitScan``."""
+    def add(self, piece: Piece | UnitScan) -> None:
+        """Count one scanned batch (:class:`Piece`) or unit (:class:`UnitScan`)."""
         self.rows += piece.rows
         self.null_text += piece.null_text
         self.bad_text += piece.bad_text
@@ -100,8 +103,8 @@ class ScanStats:
 
 
 def scan_pieces(work: Work, pattern: str, prefilter: bool, batch_rows: int) -> Iterator[Piece]:
-    import numpy as np
-    import pyarrow.compute as pc
+    """The batches of one unit (``batch_rows`` rows read at a time), each filtered by the RE2
+    ``pattern`` (case-insensitive) when ``prefilter``, with the file's id as first column."""
 
     def keep(text: pa.Array) -> pa.Array:
         return pc.match_substring_regex(text, pattern, ignore_case=True)
@@ -114,186 +117,38 @@ def scan_pieces(work: Work, pattern: str, prefilter: bool, batch_rows: int) -> I
         table = cb.table
         table = table.add_column(0, "file_id", pa.array(np.full(table.num_rows, fid, np.int32)))
         yield Piece(fid, cb.rows, cb.null_text, cb.bad_text, table)
-    yield Piece(fid, 0, 0, 0, pa.table({}), unit_done=True)
 
 
-_EXIT = object()
 _FLUSH_ROWS = 65_536  # candidate rows gathered before one INSERT (each query has a fixed cost)
-
-
-def _parallel(
-    works: list[Work],
-    fn: Callable[[Work], Iterator[Piece]],
-    threads: int,
-) -> Iterator[Piece]:
-    """Run ``fn`` over ``works`` in ``threads`` threads; yield pieces as they come.
-
-    A bounded queue keeps at most ``2 * threads`` pieces waiting, so memory does not grow
-    with the corpus. The first error raised in a worker is re-raised here; then the other
-    workers stop after their current batch.
-    """
-    out: queue.Queue = queue.Queue(maxsize=2 * threads)
-    stop = threading.Event()
-    todo = list(reversed(works))
-    lock = threading.Lock()
-
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def worker() -> None:
-        try:
-            while not stop.is_set():
-                with lock:
-                    if not todo:
-                        break
-                    work = todo.pop()
-                for piece in fn(work):
-                    if not put(piece):
-                        return
-        except BaseException as exc:  # handed to the main thread
-            put(exc)
-        finally:
-            put(_EXIT)
-
-    pool = [
-        threading.Thread(target=worker, daemon=True, name=f"select-{i}")
-        for i in range(max(1, threads))
-    ]
-    for t in pool:
-        t.start()
-    running = len(pool)
-    try:
-        while running:
-            item = out.get()
-            if item is _EXIT:
-                running -= 1
-            elif isinstance(item, BaseException):
-                raise item
-            else:
-                yield item
-    finally:
-        stop.set()
-        for t in pool:
-            t.join()
 
 
 def scan_on_engine(
     study: Study, files: list[CorpusFile], matcher: Matcher, run: StageRun, *, progress: bool
 ) -> ScanStats:
-    """Fill ``_select_candidates`` on the configured engine (``engine.engine``): ``local``
-    scans here (:func:`scan_corpus`); another engine runs one task per file unit
-    (:func:`corpus_audit.stages.select.scan.scan_into`), giving the same rows in the same
-    order. The engine's description goes in the run's provenance."""
+    """Fill ``_select_candidates`` on the study's engine (``[engine]``) with
+    :func:`scan_into`: the same rows in the same order on every engine. The engine's
+    description goes in the run's provenance."""
     cfg = study.config
-    columns = {
-        "text_column": cfg.corpus.text_column,
-        "url_column": cfg.corpus.url_column,
-        "key_column": cfg.corpus.key_column,
-        "prefilter": cfg.select.prefilter,
-        "batch_rows": cfg.select.batch_rows,
-        "progress": progress,
-    }
-    if cfg.engine.engine == "local":
-        run.provenance["engine"] = {"engine": "local", "threads": cfg.engine.threads}
-        return scan_corpus(study.con, files, matcher, threads=cfg.engine.threads, **columns)
-    from corpus_audit.backends.engines import engine_from_config
-
     with engine_from_config(cfg.engine) as engine:
         run.provenance["engine"] = engine.describe()
-        return scan_into(study.con, engine, files, matcher, **columns)
-
-
-def scan_corpus(
-    con: Any,
-    files: list[CorpusFile],
-    matcher: Matcher,
-    *,
-    text_column: str = "",
-    url_column: str = "",
-    key_column: str = "",
-    prefilter: bool = True,
-    threads: int = 2,
-    batch_rows: int = 262_144,
-    progress: bool = True,
-) -> ScanStats:
-    """Read every file once and fill ``_select_candidates`` (which must exist).
-
-    Raises CorpusError (naming the file) for unreadable files or missing columns; all files
-    are inspected before any row is read, so such errors come fast.
-    """
-    from tqdm import tqdm
-
-    stats = ScanStats({f.file_id: FileCounts() for f in files})
-    works, known_rows = _plan_units(files, stats, text_column, url_column, key_column)
-    pending = CandidateBuffer(con, prefilter, matcher.pattern)
-    t0 = time.perf_counter()
-    bar = tqdm(
-        total=len(files), unit="file", disable=not progress, desc="select", dynamic_ncols=True
-    )
-    bar.update(len(files) - len({w.file.file_id for w in works}))  # empty files
-    units_left = {f.file_id: 0 for f in files}
-    for w in works:
-        units_left[w.file.file_id] += 1
-    try:
-        for piece in _parallel(
-            works, lambda w: scan_pieces(w, matcher.pattern, prefilter, batch_rows), threads
-        ):
-            counts = stats.files[piece.file_id]
-            total = known_rows[piece.file_id]
-            if piece.unit_done:
-                units_left[piece.file_id] -= 1
-                if not units_left[piece.file_id]:
-                    bar.update(1 - (counts.rows / total if total else 0.0))
-                continue
-            counts.add(piece)
-            if total:
-                bar.update(piece.rows / total)
-            pending.add(piece.candidates)
-            bar.set_postfix(rows=f"{stats.rows:,}", refresh=False)
-        pending.flush()
-    finally:
-        bar.close()
-    stats.seconds = time.perf_counter() - t0
-    return stats
-
-
-def _plan_units(
-    files: list[CorpusFile],
-    stats: ScanStats,
-    text_column: str,
-    url_column: str,
-    key_column: str,
-) -> tuple[list[Work], dict[int, int | None]]:
-    """Inspect every file (columns checked, nothing read yet): the units to scan and each
-    file's row count when known. Sets ``stats.columns`` (None for an empty file)."""
-    works: list[Work] = []
-    known_rows: dict[int, int | None] = {}
-    for f in files:
-        info = get_reader(f.format).inspect(Path(f.path))
-        known_rows[f.file_id] = info.rows
-        stats.columns[f.file_id] = None
-        if info.empty:
-            continue
-        columns = resolve_columns(f.path, info.columns, text_column, url_column, key_column)
-        if columns.text in info.types:  # parquet, HF: refused before any row is read
-            check_text_column(f.path, columns.text, info.types[columns.text])
-        stats.columns[f.file_id] = columns
-        if info.rows == 0:
-            continue
-        works += [Work(f, unit, columns) for unit in info.units]
-    return works, known_rows
+        return scan_into(
+            study.con,
+            engine,
+            files,
+            matcher,
+            text_column=cfg.corpus.text_column,
+            url_column=cfg.corpus.url_column,
+            key_column=cfg.corpus.key_column,
+            prefilter=cfg.select.prefilter,
+            batch_rows=cfg.select.batch_rows,
+            progress=progress,
+        )
 
 
 class CandidateBuffer:
     """Candidate rows on their way into ``_select_candidates``: inserted (checked again by
-    ``sql/select/10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end.
-    Used by :func:`scan_corpus` and by the engine path (``engines.select_scan.scan_into``)."""
+    ``sql/select/10_candidates.sql``) once ``_FLUSH_ROWS`` have gathered, and at the end,
+    in the order they were added (:func:`scan_into`)."""
 
     def __init__(self, con: Any, prefilter: bool, pattern: str) -> None:
         self.con, self.prefilter, self.pattern = con, prefilter, pattern
@@ -359,7 +214,8 @@ def plan_units(
 ) -> UnitPlan:
     """Inspect every file (no rows read) and list its units of work, in file order.
 
-    Raises CorpusError naming the file for a missing column or an unreadable file.
+    Raises CorpusError naming the file for a missing column, a caption column that is not
+    text (parquet, saved datasets: known from the schema) or an unreadable file.
     """
     plan = UnitPlan([], {}, {})
     for f in files:
@@ -369,6 +225,8 @@ def plan_units(
         if info.empty:
             continue
         columns = resolve_columns(f.path, info.columns, text_column, url_column, key_column)
+        if columns.text in info.types:  # parquet, HF: refused before any row is read
+            check_text_column(f.path, columns.text, info.types[columns.text])
         plan.columns[f.file_id] = columns
         if info.rows != 0:
             plan.units += [((f.file_id, i), Work(f, u, columns)) for i, u in enumerate(info.units)]
@@ -440,9 +298,14 @@ def scan_into(
     progress: bool = True,
     on_unit: Callable[[UnitKey, UnitScan], None] | None = None,
 ) -> ScanStats:
-    """``select.scan_corpus`` through an engine: fill ``_select_candidates`` (which must
-    exist) unit by unit, in unit order, and return the same counts. ``on_unit`` (optional)
-    sees every unit's result before it is inserted (throughput reports, provenance)."""
+    """Read every file once on ``engine`` and fill ``_select_candidates`` (which must exist)
+    unit by unit, in unit order; return the counts per file.
+
+    Raises CorpusError (naming the file) for unreadable files or missing columns; all files
+    are inspected (:func:`plan_units`) before any row is read, so such errors come fast.
+    ``on_unit`` (optional) sees every unit's result before it is inserted (throughput
+    reports).
+    """
     plan = plan_units(files, text_column, url_column, key_column)
     stats = ScanStats({f.file_id: FileCounts() for f in files}, dict(plan.columns))
     pending = CandidateBuffer(con, prefilter, matcher.pattern)  # select's own batched INSERT

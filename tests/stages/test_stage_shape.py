@@ -1,0 +1,192 @@
+"""One stage shape: plan units -> ``engine.map_*`` -> write each result in order.
+
+Every module under ``corpus_audit/stages/`` is read with :mod:`ast` (nothing is imported or
+run) and must not
+
+- create a thread or process pool of its own (``ThreadPoolExecutor``,
+  ``ProcessPoolExecutor``, ``multiprocessing.Pool``/``Process``, ``ThreadPool``,
+  ``threading.Thread``...): parallel work goes through the engine
+  (``corpus_audit.backends.engines``: the ``local`` engine is the in-process path);
+- branch on the engine's name (``engine.engine``, an engine's ``.name``, or a comparison
+  with ``"local"``/``"ray"``): a stage asks the engine (``map_tasks``, ``map_actors``,
+  ``actor_workers``, ``worker_device``), never which engine it is.
+
+The checker is itself tested on snippets of the code it replaced, so it can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import corpus_audit.stages
+from corpus_audit.backends.engines import engine_names
+
+STAGES = Path(corpus_audit.stages.__file__).parent
+
+#: modules another branch converts to the one stage shape at the same time (issue 32): the
+#: coordinator empties this set when that branch is merged. A path ending in "/" is a package.
+_PENDING_OTHER_BRANCH = frozenset({"label.py", "generate.py", "recaption/", "llm_texts.py"})
+
+#: classes whose construction is a pool of threads or processes
+POOL_CLASSES = frozenset(
+    {"ThreadPoolExecutor", "ProcessPoolExecutor", "Pool", "ThreadPool", "Thread", "Process"}
+)
+#: modules a stage needs none of (every parallel thing they offer is a pool)
+POOL_MODULES = ("multiprocessing", "concurrent.futures")
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.what}"
+
+
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of names and attributes (``?`` for anything else)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return f"{_dotted(node.func)}()"
+    return "?"
+
+
+def _engine_name_read(node: ast.AST) -> str | None:
+    """What reads an engine's name in ``node``: ``x.engine.engine`` (the ``[engine]``
+    section's name) or ``<engine>.name``; None when it reads none."""
+    if isinstance(node, ast.Attribute):
+        text = _dotted(node)
+        if node.attr == "engine" and _dotted(node.value).endswith("engine"):
+            return text
+        if node.attr == "name" and "engine" in _dotted(node.value).lower():
+            return text
+    return None
+
+
+def check_source(source: str) -> list[Finding]:
+    """The pools and engine-name branches in one module's source (see the module docstring)."""
+    names = set(engine_names())
+    found: list[Finding] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            callee = _dotted(node.func)
+            if callee.split(".")[-1] in POOL_CLASSES:
+                found.append(Finding(node.lineno, f"creates a pool: {callee}(...)"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(POOL_MODULES):
+                    found.append(Finding(node.lineno, f"imports {alias.name}"))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            pools = [a.name for a in node.names if a.name in POOL_CLASSES]
+            if module.startswith(POOL_MODULES) or pools:
+                what = ", ".join(a.name for a in node.names)
+                found.append(Finding(node.lineno, f"imports {what} from {module}"))
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for operand in operands:
+                read = _engine_name_read(operand)
+                if read:
+                    found.append(Finding(node.lineno, f"compares the engine's name ({read})"))
+                elif isinstance(operand, ast.Constant) and operand.value in names:
+                    found.append(Finding(node.lineno, f"compares with engine {operand.value!r}"))
+        elif isinstance(node, ast.Attribute) and node.attr == "engine":
+            read = _engine_name_read(node)
+            if read:
+                found.append(Finding(node.lineno, f"reads the engine's name ({read})"))
+    return sorted(set(found), key=lambda f: (f.line, f.what))
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(STAGES).as_posix()
+
+
+def _pending(rel: str) -> bool:
+    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in _PENDING_OTHER_BRANCH)
+
+
+MODULES = sorted(STAGES.rglob("*.py"))
+
+
+def test_every_stage_module_is_checked_and_the_pending_ones_still_need_it():
+    rels = [_relative(p) for p in MODULES]
+    for mine in ("select/scan.py", "indicators/__init__.py", "indicators/tagging.py"):
+        assert mine in rels and not _pending(mine)
+    assert "neighbors.py" in rels and not _pending("neighbors.py")
+    for pending in sorted(_PENDING_OTHER_BRANCH):
+        paths = [p for p in MODULES if _relative(p).startswith(pending)]
+        assert paths, f"{pending}: no such stage module"
+        findings = [f for p in paths for f in check_source(p.read_text(encoding="utf-8"))]
+        # converted on another branch: once it is clean, it leaves the pending set
+        assert findings, f"{pending} is clean now: remove it from _PENDING_OTHER_BRANCH"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_relative)
+def test_stage_module_has_no_pool_and_no_engine_branch(path: Path):
+    rel = _relative(path)
+    if _pending(rel):
+        pytest.skip(f"{rel}: converted to the one stage shape on another branch")
+    findings = check_source(path.read_text(encoding="utf-8"))
+    assert not findings, f"{path}: " + "; ".join(str(f) for f in findings)
+
+
+# -- the checker finds what it must (snippets of the code the stages had) ---------------------
+OFFENDING = {
+    "thread pool (select's _parallel)": """
+import threading
+pool = [threading.Thread(target=worker, daemon=True) for i in range(threads)]
+""",
+    "futures pool": """
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor(2) as pool:
+    pass
+""",
+    "process pool": """
+import multiprocessing
+pool = multiprocessing.get_context("spawn").Pool(2)
+""",
+    "engine name in a branch (select)": """
+if cfg.engine.engine == "local":
+    run()
+""",
+    "engine name through a local name (recaption)": """
+on_engine = eng.engine != "local"
+""",
+    "engine name held apart": """
+name = study.config.engine.engine
+""",
+    "an engine's own name": """
+if engine.name == "ray":
+    pass
+""",
+}
+
+
+@pytest.mark.parametrize("source", OFFENDING.values(), ids=OFFENDING.keys())
+def test_the_checker_finds_pools_and_engine_branches(source: str):
+    assert check_source(source)
+
+
+def test_the_checker_accepts_the_one_stage_shape():
+    clean = """
+import threading
+from corpus_audit.backends.engines import engine_from_config
+
+lock = threading.Lock()
+with engine_from_config(study.config.engine) as engine:
+    run.provenance["engine"] = engine.describe()
+    for key, result in engine.map_tasks(fn, units):
+        write(result)
+    device = engine.worker_device(study.config.engine.device)
+if path.name == "local.parquet" or kind == "flat":
+    pass
+"""
+    assert check_source(clean) == []
