@@ -232,11 +232,11 @@ class EngineSection(Section):
         dict[str, Annotated[int, NOT_NEGATIVE, Cap(MAX_THREADS, "workers to start")]],
         Keys(WORKER_STAGES, "a stage with model workers"),
         Help(
-            "ray only: model workers (actors) per stage that loads a model per worker: "
-            "indicators, neighbors, label, generate, recaption, llm_texts ({label = 4}); a "
-            "stage not named, or 0, gets as many as the cluster's CPUs and GPUs allow at "
-            "engine.gpus_per_worker; in [0, 1024] (the local engine runs one worker, in this "
-            "process)"
+            "model workers per stage that loads a model per worker: indicators, neighbors, "
+            "label, generate, recaption, llm_texts ({label = 4}); on ray (actors) a stage not "
+            "named, or 0, gets as many as the cluster's CPUs and GPUs allow at "
+            "engine.gpus_per_worker; on the local engine 0 or 1 is one worker in this process, "
+            "more are that many worker processes; in [0, 1024]"
         ),
     ] = field(default_factory=dict)
 
