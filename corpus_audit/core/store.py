@@ -122,7 +122,7 @@ def execute_sql(
 ) -> duckdb.DuckDBPyConnection:
     """Run ``corpus_audit/sql/<name>.sql`` on ``con`` with named parameters (what
     :meth:`Study.sql` does; called directly only where a function is given a bare connection,
-    as ``select.scan_corpus`` is by the execution-engine benchmark and tests).
+    as the ``select`` scan's ``scan_into`` is by the execution-engine benchmark and tests).
 
     ``name`` is the file name with or without ``.sql``. A file may hold several statements:
     DuckDB's own parser splits them (``extract_statements``), and each gets the ``$params`` it
