@@ -230,7 +230,7 @@ def generate_missing(
 ) -> int:
     """Ask for the ``missing`` jobs (:class:`corpus_audit.stages.generate.Job`), ``concurrency`` at a
     time; commit each image as it arrives; record refusals. Returns the images made."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     refused = {
         r[0]

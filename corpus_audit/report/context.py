@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit import __version__
 from corpus_audit.backends.openai_images import status_lines as api_lines

@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 from PIL import Image, PngImagePlugin
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends import paraphrasers
 from corpus_audit.backends.engines import engine_from_config

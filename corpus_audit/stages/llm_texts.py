@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import DRAIN, Resources

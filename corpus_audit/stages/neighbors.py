@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.embeddings import (
     EmbeddingCache,

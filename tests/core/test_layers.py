@@ -231,3 +231,18 @@ if __name__ == "__main__":
         print(f"up: {line}")
     for line in impure_imports(graph):
         print(f"impure: {line}")
+
+
+def test_progress_bars_use_tqdm_auto():
+    """One progress-bar import: ``tqdm.auto`` (widgets in Jupyter, plain bars in a terminal)."""
+    plain = []
+    for name, path in package_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module in ("tqdm", "tqdm.std")
+                or isinstance(node, ast.Import)
+                and any(a.name == "tqdm" for a in node.names)
+            ):
+                plain.append(f"{name}:{node.lineno}")
+    assert not plain, "import tqdm.auto instead: " + ", ".join(plain)

@@ -236,7 +236,7 @@ class Engine(abc.ABC):
 # -- shared machinery ----------------------------------------------------------------------------
 def progress_bar(progress: Progress | None, units: Iterable[Any]) -> Any:
     """A tqdm bar for ``progress`` (disabled when None); total from ``units`` when sized."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     total = progress.total if progress is not None else None
     if total is None and hasattr(units, "__len__"):

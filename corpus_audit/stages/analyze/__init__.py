@@ -20,7 +20,7 @@ from functools import partial
 
 import numpy as np
 import pyarrow as pa
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import is_untrained
 from corpus_audit.core.errors import StageOrderError

@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import ClipClassifier
 from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir

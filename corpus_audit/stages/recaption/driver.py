@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.captioners import Captioner, CaptionInput
 from corpus_audit.backends.engines import open_engine

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.corpus import (
     ColumnMap,

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
 from corpus_audit.core.catalogue import stage

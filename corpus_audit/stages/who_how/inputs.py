@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from corpus_audit.backends.corpus import (
     ColumnMap,
