@@ -76,6 +76,15 @@ def clip_tokenizer(files_dir: Path | str) -> Any:
     )
 
 
+def offline_clip_tokenizer(files_dir: Path | str | None = None) -> Any:
+    """:func:`clip_tokenizer` from ``files_dir``, or (None) from files written to a temporary
+    folder from open_clip's bundled vocabulary."""
+    if files_dir is not None:
+        return clip_tokenizer(files_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        return clip_tokenizer(write_clip_tokenizer_files(tmp))
+
+
 def _clip_tower(hidden: int, mlp: int, *, layers: int, heads: int, **extra: Any) -> dict[str, Any]:
     """A CLIP text or vision tower's config keywords: width ``hidden``, MLP width ``mlp``,
     ``layers`` transformer blocks of ``heads`` heads, plus the tower's own ``extra`` keys."""
@@ -173,11 +182,7 @@ def random_sd_pipeline(
         raise ValueError(f"arch: {arch!r} is not one of {sorted(_ARCHS)}")
     spec = _ARCHS[arch]
     torch.manual_seed(seed)
-    if tokenizer_dir is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            tokenizer = clip_tokenizer(write_clip_tokenizer_files(tmp))
-    else:
-        tokenizer = clip_tokenizer(tokenizer_dir)
+    tokenizer = offline_clip_tokenizer(tokenizer_dir)
     place = torch.device(device) if device else contextlib.nullcontext()
     with place:
         unet = UNet2DConditionModel(in_channels=4, out_channels=4, **spec["unet"])

@@ -13,7 +13,9 @@ from corpus_audit.core.errors import TableError
 
 def add_parser(sub: Subcommands) -> None:
     """``amplify``: the measure from published %female tables, no study needed."""
-    p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV/TSV)")
+    p = sub.add_parser(
+        "amplify", func=run, help="amplification from plain %%female tables (CSV/TSV)"
+    )
     p.add_argument("--training", help="CSV: occupation,percent_female[,n]")
     p.add_argument("--generated", help="CSV: occupation,prompt,percent_female[,n]")
     p.add_argument(
@@ -38,7 +40,6 @@ def add_parser(sub: Subcommands) -> None:
     )
     p.add_argument("--report", action="store_true", help="also write amplification.html")
     p.add_argument("--out", help="directory for the results (default ./amplify_results)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

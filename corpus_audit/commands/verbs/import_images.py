@@ -14,6 +14,7 @@ def add_parser(sub: Subcommands) -> None:
     """``import-images``: another model's images as generated images (commands/import_images.py)."""
     p = sub.add_parser(
         "import-images",
+        func=run,
         help="register images made elsewhere (DALL-E 3, Midjourney, any model) as generated "
         "images: a CSV/JSONL manifest, a <prompt>/<n>.png folder, or BAFIS's metadata.json",
         description="Register another model's images in the study (docs/generate.md, 'Auditing "
@@ -40,7 +41,6 @@ def add_parser(sub: Subcommands) -> None:
         action="store_true",
         help="hash every imported file again; list those missing or changed since their import",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ CORPUS_FORMATS = ["auto", "parquet", "csv", "jsonl", "hf"]  # --format of init a
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser("init", help="create a study directory with study.toml")
+    p = sub.add_parser("init", func=run, help="create a study directory with study.toml")
     p.add_argument("dir")
     p.add_argument(
         "--kind",
@@ -50,7 +50,6 @@ def add_parser(sub: Subcommands) -> None:
         help="start from a preset's settings: 'paper' = the paper's (CLIP ViT-L-14 at 0.9, "
         "MediaPipe short range, SD 1.4 + 1.5, 500 per subset, ...); flags above win",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,9 @@ from corpus_audit.core.errors import printable
 
 def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser(
-        "regenerate", help="make one generated image again from its recorded seed and settings"
+        "regenerate",
+        func=run,
+        help="make one generated image again from its recorded seed and settings",
     )
     p.add_argument("dir")
     p.add_argument("image_id", help="images.image_id of a generated image")
@@ -21,7 +23,6 @@ def add_parser(sub: Subcommands) -> None:
         action="store_true",
         help="generate it alone instead of replaying its batch (same within 1-2 pixel levels)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
