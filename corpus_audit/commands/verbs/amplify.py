@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from corpus_audit.commands.verbs.base import Subcommands, out_path
+from corpus_audit.commands.verbs.base import Subcommands, add_switch, out_path
 from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.core.errors import TableError
 
@@ -38,7 +38,7 @@ def add_parser(sub: Subcommands) -> None:
         help="where exactly 50 lies for the direction-switch exclusion: upper (the paper's "
         "rule, default) or neither (strict)",
     )
-    p.add_argument("--report", action="store_true", help="also write amplification.html")
+    add_switch(p, "--report", "also write amplification.html")
     p.add_argument("--out", help="directory for the results (default ./amplify_results)")
 
 

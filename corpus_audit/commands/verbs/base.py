@@ -39,6 +39,11 @@ class Subcommands:
         return Subcommands(parser.add_subparsers(dest="action", required=True), self.parents)
 
 
+def add_switch(parser: argparse.ArgumentParser, name: str, help: str) -> None:
+    """An on/off option ``name`` (``--strict``): False unless given."""
+    parser.add_argument(name, action="store_true", help=help)
+
+
 def out_path(args: argparse.Namespace) -> Path | None:
     """``--out`` as a path; None (the command's own default) when it is not given."""
     return Path(args.out) if args.out else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import Subcommands, open_study
+from corpus_audit.commands.verbs.base import Subcommands, add_switch, open_study
 from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.core.errors import ManifestError
 
@@ -31,15 +31,15 @@ def add_parser(sub: Subcommands) -> None:
     )
     p.add_argument("--model", help="the model's name (needed by the folder layout; overrides "
                    "the manifest's model column)")  # fmt: skip
-    p.add_argument(
+    add_switch(
+        p,
         "--strict",
-        action="store_true",
-        help="a missing, unreadable or non-image file is an error (default: a drop reason)",
+        "a missing, unreadable or non-image file is an error (default: a drop reason)",
     )
-    p.add_argument(
+    add_switch(
+        p,
         "--verify",
-        action="store_true",
-        help="hash every imported file again; list those missing or changed since their import",
+        "hash every imported file again; list those missing or changed since their import",
     )
 
 
