@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from corpus_audit.backends.classifiers import ClassifierBackend
+import corpus_audit
+from corpus_audit.backends.classifiers import ClassifierBackend as ClassifierBackend
 from corpus_audit.commands import demo as bundled
 from corpus_audit.commands.amplify import amplify_wide
 from corpus_audit.commands.export import ExportResult, export_tables, read_table, result_tables
@@ -42,10 +43,11 @@ from corpus_audit.commands.texts import run_texts
 from corpus_audit.core.catalogue import STAGE_NAMES
 from corpus_audit.core.config import dump_toml, load_config
 from corpus_audit.core.config_edit import set_config
-from corpus_audit.core.errors import CorpusAuditError, StudyError, printable
+from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
+from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.pipeline import init_study, run_all, stage_function, status
 from corpus_audit.core.preset import load_preset, resolve
-from corpus_audit.core.registry import Plugin
+from corpus_audit.core.registry import Plugin as Plugin
 from corpus_audit.core.slugs import slug
 from corpus_audit.core.store import StageRun
 from corpus_audit.core.store import Study as CoreStudy
@@ -60,26 +62,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from matplotlib.figure import Figure
 
-__all__ = [
-    "STAGES",
-    "Amplification",
-    "ClassifierBackend",
-    "CorpusAuditError",
-    "ExportResult",
-    "Plugin",
-    "PluginStatus",
-    "StageRun",
-    "Study",
-    "amplify",
-    "analyze_texts",
-    "arena_leaderboard",
-    "arena_votes_file",
-    "demo_corpus",
-    "logger",
-    "plugins",
-    "published_table3",
-    "published_tables",
-]
+# the public names are listed once, in the package (which imports this module lazily); a
+# name imported here only to be re-exported is written ``X as X``
+__all__ = list(corpus_audit.__all__)
 
 #: the package's logger; no handler of its own (module docstring)
 logger = logging.getLogger("corpus_audit")

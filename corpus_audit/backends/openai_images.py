@@ -232,12 +232,11 @@ def generate_missing(
     time; commit each image as it arrives; record refusals. Returns the images made."""
     from tqdm.auto import tqdm
 
-    refused = {
-        r[0]
-        for r in study.con.execute(
+    refused = set(
+        study.column(
             "SELECT image_id FROM api_images WHERE model_id = ? AND status = 'refused'", [model]
-        ).fetchall()
-    }
+        )
+    )
     todo = [j for j in missing if j.image_id not in refused]
     if len(todo) < len(missing):
         run.messages.append(

@@ -250,6 +250,16 @@ def read_csv(path: Path, model: str | None = None) -> Source:
     return Source(path, "csv", sha, entries)
 
 
+def _parse_json(path: Path, first_line: int, text: str) -> Any:
+    """``text`` (starting at line ``first_line`` of ``path``) parsed as JSON; invalid JSON is a
+    :class:`ManifestError` naming the file and the line of the error."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        line = first_line + exc.lineno - 1
+        raise ManifestError(f"{path}:{line}: not valid JSON: {exc.msg}") from None
+
+
 def read_jsonl(path: Path, model: str | None = None) -> Source:
     """A JSONL manifest: one JSON object per line (blank lines skipped)."""
     text, sha = _text(path)
@@ -257,10 +267,7 @@ def read_jsonl(path: Path, model: str | None = None) -> Source:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ManifestError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+        record = _parse_json(path, number, line)
         if not isinstance(record, dict):
             raise ManifestError(
                 f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
@@ -277,10 +284,7 @@ def read_bafis(path: Path, model: str | None = None) -> Source:
     """The BAFIS dataset's ``metadata.json``: ``{key: {occupation, model, prompt_group,
     language, prompt}}``, the image of ``key`` being ``<key>.png`` beside it."""
     text, sha = _text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ManifestError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    data = _parse_json(path, 1, text)
     if not isinstance(data, dict):
         raise ManifestError(
             f"{path}:1: expected a JSON object of entries (the BAFIS metadata.json)"

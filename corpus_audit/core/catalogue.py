@@ -185,6 +185,20 @@ declare(
         ),
     )
 )
+#: the result tables of ``analyze`` (beside its ``training_subsets``), all read by ``report``
+ANALYZE_RESULTS = (
+    "percent_female",
+    "amplification",
+    "amplification_summary",
+    "image_similarity",
+    "indicator_match",
+    "occupation_indicators",
+    "indicator_correlation",
+    "classifier_errors",
+    "percent_female_corrected",
+    "amplification_corrected",
+    "amplification_summary_corrected",
+)
 declare(
     Stage(
         "analyze",
@@ -192,20 +206,7 @@ declare(
         "training vs generated %female, amplification per strategy, statistics",
         config=("analysis", "study", "select", "indicators", "neighbors", "label"),
         reads=("samples", "prompts", "images", "face_filter", "labels", "mentions", "indicators"),
-        writes=(
-            "training_subsets",
-            "percent_female",
-            "amplification",
-            "amplification_summary",
-            "image_similarity",
-            "indicator_match",
-            "occupation_indicators",
-            "indicator_correlation",
-            "classifier_errors",
-            "percent_female_corrected",
-            "amplification_corrected",
-            "amplification_summary_corrected",
-        ),
+        writes=("training_subsets", *ANALYZE_RESULTS),
         after=("select", "indicators", "neighbors", "images", "generate", "label"),
         steps=(
             "cut each training subset at N labelled images",
@@ -346,17 +347,7 @@ declare(
         "write the HTML report with figures and tables",
         config=("analysis", "study"),
         reads=(
-            "percent_female",
-            "amplification",
-            "amplification_summary",
-            "image_similarity",
-            "indicator_match",
-            "occupation_indicators",
-            "indicator_correlation",
-            "classifier_errors",
-            "percent_female_corrected",
-            "amplification_corrected",
-            "amplification_summary_corrected",
+            *ANALYZE_RESULTS,
             "similarity_diagnostics",
             "texts_who",
             "texts_marked_words",

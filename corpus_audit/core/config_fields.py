@@ -67,6 +67,13 @@ def _number(x: float) -> str:
     return repr(x)
 
 
+def _bound(inclusive: str, at: float | None, exclusive: str, past: float | None) -> str:
+    """One side of a range: ``>= 1`` when ``at`` is set, else ``> 0`` when ``past`` is, else ""."""
+    if at is not None:
+        return f"{inclusive} {_number(at)}"
+    return f"{exclusive} {_number(past)}" if past is not None else ""
+
+
 @dataclass(frozen=True)
 class Range(Constraint):
     """A number in a range: ``ge``/``gt`` lower bound (inclusive/exclusive), ``le``/``lt``
@@ -79,20 +86,8 @@ class Range(Constraint):
 
     def text(self) -> str:
         """``>= 1``, ``> 0`` or ``in [0, 1]`` / ``in (0, 1]``."""
-        low = (
-            f">= {_number(self.ge)}"
-            if self.ge is not None
-            else f"> {_number(self.gt)}"
-            if self.gt is not None
-            else ""
-        )
-        high = (
-            f"<= {_number(self.le)}"
-            if self.le is not None
-            else f"< {_number(self.lt)}"
-            if self.lt is not None
-            else ""
-        )
+        low = _bound(">=", self.ge, ">", self.gt)
+        high = _bound("<=", self.le, "<", self.lt)
         if low and high:
             left = "[" if self.ge is not None else "("
             right = "]" if self.le is not None else ")"

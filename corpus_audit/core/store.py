@@ -390,6 +390,11 @@ class Study:
         ).fetchall()
         return int(rows[0][0]) if rows else 0
 
+    def column(self, sql: str, params: list[Any] | None = None) -> list[Any]:
+        """The first column of ``sql``'s rows, in order. ``sql`` is written in code; every
+        value goes in ``params`` (``?``), never into it."""
+        return [r[0] for r in self.con.execute(sql, params or []).fetchall()]
+
     # -- stages ----------------------------------------------------------------------------
     @contextmanager
     def stage(self, name: str, *config_sections: str) -> Iterator[StageRun]:

@@ -65,13 +65,10 @@ def categories(study: Study, *, progress: bool = True) -> StageRun:
             return run.skip(
                 "no prompt-table prompts (MAGBIG/BAFIS) in lexicon.prompts: nothing to do"
             )
-        occupations = [
-            r[0]
-            for r in study.con.execute(
-                "SELECT DISTINCT p.occupation FROM prompts p "
-                "JOIN prompt_categories c USING (prompt_id) ORDER BY 1"
-            ).fetchall()
-        ]
+        occupations = study.column(
+            "SELECT DISTINCT p.occupation FROM prompts p "
+            "JOIN prompt_categories c USING (prompt_id) ORDER BY 1"
+        )
         official = official_figures(study, occupations)
         labels, classifier = _labelled(study)
         table = category_distribution(labels, official, confidence=study.config.analysis.confidence)

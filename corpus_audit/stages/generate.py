@@ -58,7 +58,6 @@ reported in ``run.messages`` and as a ``UserWarning``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import sys
@@ -74,8 +73,8 @@ from PIL import Image, PngImagePlugin
 from tqdm.auto import tqdm
 
 from corpus_audit.backends import paraphrasers
-from corpus_audit.backends.engines import engine_from_config
-from corpus_audit.backends.engines.base import Progress, Resources
+from corpus_audit.backends.engines import model_actors
+from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.generators import (
     GENERATORS,
@@ -422,12 +421,11 @@ def _generate_model(
     counts (summary row, provenance, truncation messages)."""
     slug = model_slug(model)
     jobs = plan_jobs(study.config.study.seed, model, specs)
-    present = {
-        r[0]
-        for r in study.con.execute(
+    present = set(
+        study.column(
             "SELECT image_id FROM images WHERE source = 'generated' AND model_id = ?", [model]
-        ).fetchall()
-    }
+        )
+    )
     missing = [j for j in jobs if j.image_id not in present]
     stale = len(present - {j.image_id for j in jobs})
     if stale:  # made under another study seed, prompt set, paraphraser or config
@@ -474,31 +472,25 @@ def _generate_missing(
     settings_id = ""
     limit: int | None = None
     truncated: set[str] = set()
-    with engine_from_config(eng) as engine:
-        run.provenance["engine"] = engine.describe()
-        results = engine.map_actors(
-            spec,
-            units,
-            resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
-            workers=eng.workers_for("generate"),
-            progress=Progress(f"generate {model_slug(model)}", unit="batch", enabled=progress),
-        )
-        with contextlib.closing(results):
-            for i, drawn in results:
-                batch = batches[i]
-                _check_count(model, drawn.images, batch)
-                if not settings_id:  # the first batch: the model as its worker describes it
-                    run.provenance["models"][model] = drawn.details
-                    settings_id = _record_settings(study, model, drawn.details)
-                limit = drawn.limit
-                tokens = dict(zip((j.spec.text for j in batch), drawn.tokens, strict=True))
-                truncated.update(t for t, n in tokens.items() if limit and n > limit)
-                # the files first, then the rows: while they are written, the engine's
-                # worker draws the next batch
-                for job, image in zip(batch, drawn.images, strict=True):
-                    _write_file(study, model, job, image, drawn.details)
-                _insert_rows(study, model, settings_id, batch, drawn.images, tokens, limit)
-                made += len(batch)
+    bar = Progress(f"generate {model_slug(model)}", unit="batch", enabled=progress)
+    with model_actors(
+        eng, "generate", spec, units, provenance=run.provenance, progress=bar
+    ) as results:
+        for i, drawn in results:
+            batch = batches[i]
+            _check_count(model, drawn.images, batch)
+            if not settings_id:  # the first batch: the model as its worker describes it
+                run.provenance["models"][model] = drawn.details
+                settings_id = _record_settings(study, model, drawn.details)
+            limit = drawn.limit
+            tokens = dict(zip((j.spec.text for j in batch), drawn.tokens, strict=True))
+            truncated.update(t for t, n in tokens.items() if limit and n > limit)
+            # the files first, then the rows: while they are written, the engine's
+            # worker draws the next batch
+            for job, image in zip(batch, drawn.images, strict=True):
+                _write_file(study, model, job, image, drawn.details)
+            _insert_rows(study, model, settings_id, batch, drawn.images, tokens, limit)
+            made += len(batch)
     return made, len(truncated), limit
 
 

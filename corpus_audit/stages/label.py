@@ -41,7 +41,6 @@ and image sources on a file system every node mounts at the same path).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from collections import Counter
@@ -53,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from corpus_audit.backends.classifiers import build_classifier, classifier_id, decide
-from corpus_audit.backends.engines import engine_from_config
-from corpus_audit.backends.engines.base import Progress, Resources
+from corpus_audit.backends.engines import model_actors
+from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.faces import Face, FaceResult, face_filter, get_face_detector
 from corpus_audit.core.imagefile import (
@@ -428,25 +427,21 @@ def _label_batches(
     prepare = functools.partial(decode_unit, max_pixels=int(study.config.images.max_pixels))
     reasons: Counter = Counter()
     models: dict[str, Any] = {}
+    bar = Progress("label", unit="batch", enabled=progress)
     # the local engine decodes in this process: large Pillow blocks for all its threads
-    with engine_from_config(eng) as engine, large_pillow_blocks():
-        run.provenance["engine"] = engine.describe()
-        results = engine.map_actors(
-            spec,
-            units,
-            resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
-            workers=eng.workers_for("label"),
-            prepare=prepare,
-            progress=Progress("label", unit="batch", enabled=progress),
-        )
-        with contextlib.closing(results):
-            for _, result in results:
-                write_batch(study, result)
-                reasons.update(result.reasons)
-                run.rows_out += len(result.label_rows)
-                for key, value in result.models.items():
-                    if value is not None:
-                        models[key] = value
+    with (
+        large_pillow_blocks(),
+        model_actors(
+            eng, "label", spec, units, provenance=run.provenance, progress=bar, prepare=prepare
+        ) as results,
+    ):
+        for _, result in results:
+            write_batch(study, result)
+            reasons.update(result.reasons)
+            run.rows_out += len(result.label_rows)
+            for key, value in result.models.items():
+                if value is not None:
+                    models[key] = value
     return reasons, models
 
 

@@ -47,8 +47,8 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from corpus_audit.backends.engines import engine_from_config
-from corpus_audit.backends.engines.base import DRAIN, Resources
+from corpus_audit.backends.engines import engine_from_config, model_resources
+from corpus_audit.backends.engines.base import DRAIN
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.text_generators import (
     SamplingSettings,
@@ -220,7 +220,7 @@ def _load(study: Study, model: str, engine: Callable[[], Any]) -> Any:
         source = str(path.resolve()) if path.exists() else name
         factory = lm_spec(name, source, settings, cfg.batch_size, cfg.dtype, eng.device)
         return ActorLM(engine(), factory, model, settings, cfg.batch_size,
-                       resources=_resources(eng), workers=eng.workers_for(STAGE))  # fmt: skip
+                       resources=model_resources(eng), workers=eng.workers_for(STAGE))  # fmt: skip
     return load_text_generator(
         model,
         settings,
@@ -236,10 +236,6 @@ def _load(study: Study, model: str, engine: Callable[[], Any]) -> Any:
         backoff_s=cfg.backoff_s,
         max_backoff_s=cfg.max_backoff_s,
     )
-
-
-def _resources(eng: Any) -> Resources:
-    return Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
 
 
 def _record_model(study: Study, model: str, description: dict[str, Any] | None) -> bool:

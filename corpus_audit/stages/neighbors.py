@@ -63,7 +63,7 @@ from corpus_audit.backends.embeddings import (
     resolve_device,
     slug,
 )
-from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines import engine_from_config, model_resources
 from corpus_audit.backends.engines.base import Engine, Resources
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
@@ -155,7 +155,7 @@ class _EmbedState:
         self.study = study
         self.cache_root = cache_root
         self.device = device
-        self.resources = Resources(num_cpus=1, num_gpus=eng.gpus_per_worker)
+        self.resources = model_resources(eng)
         self.workers = eng.workers_for("neighbors")
         embed_device = engine.worker_device(eng.device, self.resources)
         # the driver loads the embedder itself when the workers embed on its own device (on

@@ -13,7 +13,8 @@ as a context manager so a local Ray cluster it started is stopped. See ``docs/sc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from corpus_audit.backends.engines.base import ActorSpec, Engine, Progress, Resources, Worker
@@ -28,6 +29,8 @@ __all__ = [
     "Worker",
     "engine_from_config",
     "engine_names",
+    "model_actors",
+    "model_resources",
     "open_engine",
     "register_engine",
 ]
@@ -100,3 +103,38 @@ def engine_from_config(section: Any) -> Engine:
             options["num_cpus"] = section.threads
         return open_engine("ray", **options)
     return open_engine(name)
+
+
+def model_resources(section: Any) -> Resources:
+    """What one model worker of a stage needs: one CPU and the ``[engine]`` section's
+    ``gpus_per_worker`` GPUs (a fraction shares a GPU)."""
+    return Resources(num_cpus=1, num_gpus=section.gpus_per_worker)
+
+
+@contextlib.contextmanager
+def model_actors(
+    section: Any,
+    stage: str,
+    factory: Callable[[], Worker[Any, Any]],
+    units: Iterable[tuple[Any, Any]],
+    *,
+    provenance: dict[str, Any],
+    progress: Progress | None = None,
+    prepare: Callable[[Any], Any] | None = None,
+) -> Iterator[Iterator[tuple[Any, Any]]]:
+    """``stage``'s model workers on the engine of ``section`` (``[engine]``): yields
+    ``map_actors`` of ``factory`` over ``units`` (:func:`model_resources` each, the section's
+    ``workers_for(stage)`` of them), after putting the engine's description in
+    ``provenance["engine"]``; the results and the engine are closed on leaving."""
+    with engine_from_config(section) as engine:
+        provenance["engine"] = engine.describe()
+        results = engine.map_actors(
+            factory,
+            units,
+            resources=model_resources(section),
+            workers=section.workers_for(stage),
+            prepare=prepare,
+            progress=progress,
+        )
+        with contextlib.closing(results):
+            yield results

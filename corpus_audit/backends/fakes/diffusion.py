@@ -76,6 +76,27 @@ def clip_tokenizer(files_dir: Path | str) -> Any:
     )
 
 
+def offline_clip_tokenizer(files_dir: Path | str | None = None) -> Any:
+    """:func:`clip_tokenizer` from ``files_dir``, or (None) from files written to a temporary
+    folder from open_clip's bundled vocabulary."""
+    if files_dir is not None:
+        return clip_tokenizer(files_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        return clip_tokenizer(write_clip_tokenizer_files(tmp))
+
+
+def _clip_tower(hidden: int, mlp: int, *, layers: int, heads: int, **extra: Any) -> dict[str, Any]:
+    """A CLIP text or vision tower's config keywords: width ``hidden``, MLP width ``mlp``,
+    ``layers`` transformer blocks of ``heads`` heads, plus the tower's own ``extra`` keys."""
+    return dict(
+        hidden_size=hidden,
+        intermediate_size=mlp,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        **extra,
+    )
+
+
 _ARCHS: dict[str, dict[str, Any]] = {
     # A few-hundred-kilobyte SD-shaped model: seconds on CPU at 32x32, 2 steps.
     "tiny": {
@@ -96,21 +117,8 @@ _ARCHS: dict[str, dict[str, Any]] = {
             norm_num_groups=16,
             sample_size=32,
         ),
-        "text": dict(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            projection_dim=32,
-        ),
-        "vision": dict(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            image_size=32,
-            patch_size=8,
-        ),
+        "text": _clip_tower(32, 64, layers=2, heads=4, projection_dim=32),
+        "vision": _clip_tower(32, 64, layers=2, heads=4, image_size=32, patch_size=8),
         "projection_dim": 32,
         "image_size": 32,
     },
@@ -135,22 +143,11 @@ _ARCHS: dict[str, dict[str, Any]] = {
             norm_num_groups=32,
             sample_size=512,
         ),
-        "text": dict(
-            hidden_size=768,
-            intermediate_size=3072,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            projection_dim=768,
-            hidden_act="quick_gelu",
+        "text": _clip_tower(
+            768, 3072, layers=12, heads=12, projection_dim=768, hidden_act="quick_gelu"
         ),
-        "vision": dict(
-            hidden_size=1024,
-            intermediate_size=4096,
-            num_hidden_layers=24,
-            num_attention_heads=16,
-            image_size=224,
-            patch_size=14,
-            hidden_act="quick_gelu",
+        "vision": _clip_tower(
+            1024, 4096, layers=24, heads=16, image_size=224, patch_size=14, hidden_act="quick_gelu"
         ),
         "projection_dim": 768,
         "image_size": 224,
@@ -185,11 +182,7 @@ def random_sd_pipeline(
         raise ValueError(f"arch: {arch!r} is not one of {sorted(_ARCHS)}")
     spec = _ARCHS[arch]
     torch.manual_seed(seed)
-    if tokenizer_dir is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            tokenizer = clip_tokenizer(write_clip_tokenizer_files(tmp))
-    else:
-        tokenizer = clip_tokenizer(tokenizer_dir)
+    tokenizer = offline_clip_tokenizer(tokenizer_dir)
     place = torch.device(device) if device else contextlib.nullcontext()
     with place:
         unet = UNet2DConditionModel(in_channels=4, out_channels=4, **spec["unet"])

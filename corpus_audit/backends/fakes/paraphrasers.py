@@ -7,10 +7,10 @@ real CLIP tokenizer in the ``save_pretrained`` layout that
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
+from typing import Any
 
-from corpus_audit.backends.fakes.diffusion import clip_tokenizer, write_clip_tokenizer_files
+from corpus_audit.backends.fakes.diffusion import offline_clip_tokenizer
 
 
 def random_paraphraser_model(
@@ -25,11 +25,7 @@ def random_paraphraser_model(
     from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 
     out = Path(out_dir)
-    if tokenizer_dir is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            tok = clip_tokenizer(write_clip_tokenizer_files(tmp))
-    else:
-        tok = clip_tokenizer(tokenizer_dir)
+    tok = offline_clip_tokenizer(tokenizer_dir)
     torch.manual_seed(seed)
     ids = dict(pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
     if arch == "t5":
@@ -46,6 +42,12 @@ def random_paraphraser_model(
         model = GPT2LMHeadModel(config)
     else:
         raise ValueError(f"arch: {arch!r} is not t5 or gpt2")
+    return save_with_tokenizer(out, model, tok)
+
+
+def save_with_tokenizer(out: Path, model: Any, tokenizer: Any) -> Path:
+    """``model`` and ``tokenizer`` saved together into ``out`` (the ``save_pretrained`` layout
+    ``from_pretrained`` loads); returns ``out``."""
     model.save_pretrained(out)
-    tok.save_pretrained(out)
+    tokenizer.save_pretrained(out)
     return out

@@ -9,10 +9,10 @@ The text is gibberish. No stage imports this module.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
-from corpus_audit.backends.fakes.diffusion import clip_tokenizer, write_clip_tokenizer_files
+from corpus_audit.backends.fakes.diffusion import offline_clip_tokenizer
+from corpus_audit.backends.fakes.paraphrasers import save_with_tokenizer
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|startoftext|>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
@@ -34,8 +34,7 @@ def random_causal_lm(
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     out = Path(out_dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        tok = clip_tokenizer(write_clip_tokenizer_files(tmp))
+    tok = offline_clip_tokenizer()
     if chat_template:
         tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
@@ -56,6 +55,4 @@ def random_causal_lm(
         model = GPT2LMHeadModel(config)
     else:
         raise ValueError(f"arch: {arch!r} is not llama or gpt2")
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return save_with_tokenizer(out, model, tok)

@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from corpus_audit.commands.verbs.base import Subcommands, out_path
+from corpus_audit.commands.verbs.base import Subcommands, add_switch, out_path
 from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.core.errors import TableError
 
 
 def add_parser(sub: Subcommands) -> None:
     """``amplify``: the measure from published %female tables, no study needed."""
-    p = sub.add_parser("amplify", help="amplification from plain %%female tables (CSV/TSV)")
+    p = sub.add_parser(
+        "amplify", func=run, help="amplification from plain %%female tables (CSV/TSV)"
+    )
     p.add_argument("--training", help="CSV: occupation,percent_female[,n]")
     p.add_argument("--generated", help="CSV: occupation,prompt,percent_female[,n]")
     p.add_argument(
@@ -36,9 +38,8 @@ def add_parser(sub: Subcommands) -> None:
         help="where exactly 50 lies for the direction-switch exclusion: upper (the paper's "
         "rule, default) or neither (strict)",
     )
-    p.add_argument("--report", action="store_true", help="also write amplification.html")
+    add_switch(p, "--report", "also write amplification.html")
     p.add_argument("--out", help="directory for the results (default ./amplify_results)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,9 @@ from corpus_audit.methods.preferences.battles import ASPECTS
 
 def add_parser(sub: Subcommands) -> None:
     """``battles export`` / ``battles import`` (corpus_audit/commands/battles.py)."""
-    p = sub.add_parser("battles", help="human votes on pairs of generated images; Elo ratings")
+    p = sub.add_parser(
+        "battles", func=run, help="human votes on pairs of generated images; Elo ratings"
+    )
     bsub = p.add_subparsers(dest="action", required=True)  # without the shared -q (as always)
     pe = bsub.add_parser("export", help="write the voting page (HTML) and pair manifest")
     pe.add_argument("dir")
@@ -53,7 +55,6 @@ def add_parser(sub: Subcommands) -> None:
         help="arena files: the aspect of LMSYS records without one (default: overall)",
     )
     pi.add_argument("--seed", type=int, help="ratings seed (default: study.seed)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

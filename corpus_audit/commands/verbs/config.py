@@ -14,7 +14,9 @@ from corpus_audit.core.errors import printable
 
 def add_parser(sub: Subcommands) -> None:
     """``config show`` / ``config set`` (corpus_audit/core/config_edit.py)."""
-    p = sub.add_parser("config", help="show the effective study.toml, or change settings in it")
+    p = sub.add_parser(
+        "config", func=run, help="show the effective study.toml, or change settings in it"
+    )
     actions = sub.nested(p)
     show = actions.add_parser("show", help="print the effective config (every setting) as TOML")
     show.add_argument("dir")
@@ -28,7 +30,6 @@ def add_parser(sub: Subcommands) -> None:
     )
     assign.add_argument("dir")
     assign.add_argument("assignments", nargs="+", metavar="section.key=VALUE")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,9 +11,8 @@ from corpus_audit.commands.verbs.output import print_run
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser("demo", help="run the audit on the bundled demo corpus")
+    p = sub.add_parser("demo", func=run, help="run the audit on the bundled demo corpus")
     p.add_argument("dir", nargs="?", default="demo_study")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from corpus_audit.core.errors import printable
 def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser(
         "export",
+        func=run,
         help="write the result tables (Parquet or CSV) with a manifest.json of their columns "
         "and the study's provenance",
         description="Write every result table of the study (or the --tables named) to --out "
@@ -23,7 +24,6 @@ def add_parser(sub: Subcommands) -> None:
     p.add_argument("--format", choices=FORMATS, default="parquet", help="default: parquet")
     p.add_argument("--tables", nargs="+", metavar="TABLE", help="only these tables")
     p.add_argument("--out", help="output directory (default: DIR/export)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

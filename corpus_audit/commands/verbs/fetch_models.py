@@ -12,6 +12,7 @@ from corpus_audit.commands.verbs.base import Subcommands
 def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser(
         "fetch-models",
+        func=run,
         help="download MediaPipe's face-detection models (from the mediapipe 0.10.21 wheel)",
         description="Take the two face-detection models out of the mediapipe 0.10.21 wheel "
         "(downloaded with pip, not installed) into DEST_DIR; files already there are kept.",
@@ -21,7 +22,6 @@ def add_parser(sub: Subcommands) -> None:
         nargs="?",
         help="folder for the models (default: $CORPUS_AUDIT_MODEL_DIR, else .cache/models)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import Subcommands, open_study
+from corpus_audit.commands.verbs.base import Subcommands, add_switch, open_study
 from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.core.errors import ManifestError
 
@@ -14,6 +14,7 @@ def add_parser(sub: Subcommands) -> None:
     """``import-images``: another model's images as generated images (commands/import_images.py)."""
     p = sub.add_parser(
         "import-images",
+        func=run,
         help="register images made elsewhere (DALL-E 3, Midjourney, any model) as generated "
         "images: a CSV/JSONL manifest, a <prompt>/<n>.png folder, or BAFIS's metadata.json",
         description="Register another model's images in the study (docs/generate.md, 'Auditing "
@@ -30,17 +31,16 @@ def add_parser(sub: Subcommands) -> None:
     )
     p.add_argument("--model", help="the model's name (needed by the folder layout; overrides "
                    "the manifest's model column)")  # fmt: skip
-    p.add_argument(
+    add_switch(
+        p,
         "--strict",
-        action="store_true",
-        help="a missing, unreadable or non-image file is an error (default: a drop reason)",
+        "a missing, unreadable or non-image file is an error (default: a drop reason)",
     )
-    p.add_argument(
+    add_switch(
+        p,
         "--verify",
-        action="store_true",
-        help="hash every imported file again; list those missing or changed since their import",
+        "hash every imported file again; list those missing or changed since their import",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

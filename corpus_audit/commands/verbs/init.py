@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from corpus_audit.commands.verbs.base import Subcommands
+from corpus_audit.commands.verbs.base import Subcommands, add_switch
 from corpus_audit.core.errors import printable
 from corpus_audit.core.kinds import KINDS, init_settings
 
@@ -17,7 +17,7 @@ CORPUS_FORMATS = ["auto", "parquet", "csv", "jsonl", "hf"]  # --format of init a
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser("init", help="create a study directory with study.toml")
+    p = sub.add_parser("init", func=run, help="create a study directory with study.toml")
     p.add_argument("dir")
     p.add_argument(
         "--kind",
@@ -44,13 +44,12 @@ def add_parser(sub: Subcommands) -> None:
     p.add_argument("--seed", type=int, help="study seed (default 0)")
     p.add_argument("--name", help="study name")
     p.add_argument("--occupations", help="occupation lexicon CSV (default: the 62 of the paper)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing study.toml")
+    add_switch(p, "--force", "overwrite an existing study.toml")
     p.add_argument(
         "--preset",
         help="start from a preset's settings: 'paper' = the paper's (CLIP ViT-L-14 at 0.9, "
         "MediaPipe short range, SD 1.4 + 1.5, 500 per subset, ...); flags above win",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,13 +13,13 @@ from corpus_audit.core.registry import PLUGIN_GROUPS
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser(
+    sub.add_parser(
         "plugins",
+        func=run,
         help="list the classifiers, generators, readers, ... that installed packages add",
         description="List the plugins installed distributions declare in the entry point "
         f"groups {', '.join(PLUGIN_GROUPS)}, with their versions, and import each.",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

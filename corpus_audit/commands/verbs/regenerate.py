@@ -5,23 +5,24 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import Subcommands, open_study, out_path
+from corpus_audit.commands.verbs.base import Subcommands, add_switch, open_study, out_path
 from corpus_audit.core.errors import printable
 
 
 def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser(
-        "regenerate", help="make one generated image again from its recorded seed and settings"
+        "regenerate",
+        func=run,
+        help="make one generated image again from its recorded seed and settings",
     )
     p.add_argument("dir")
     p.add_argument("image_id", help="images.image_id of a generated image")
     p.add_argument("--out", help="PNG to write (default: <study>/regenerated/<image_id>.png)")
-    p.add_argument(
+    add_switch(
+        p,
         "--alone",
-        action="store_true",
-        help="generate it alone instead of replaying its batch (same within 1-2 pixel levels)",
+        "generate it alone instead of replaying its batch (same within 1-2 pixel levels)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,10 +10,9 @@ from corpus_audit.core.catalogue import STAGE_NAMES
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser("run", help="run every stage in order (finished work is skipped)")
+    p = sub.add_parser("run", func=run, help="run every stage in order (finished work is skipped)")
     p.add_argument("dir")
     p.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

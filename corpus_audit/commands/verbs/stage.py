@@ -20,6 +20,7 @@ def add_parser(sub: Subcommands) -> None:
         declared = stage(name)
         p = sub.add_parser(
             name,
+            func=run,
             help=declared.summary.replace("%", "%%"),
             description=stage_help(declared),
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -27,7 +28,6 @@ def add_parser(sub: Subcommands) -> None:
         p.add_argument("dir", help="the study directory")
         for option, text in declared.options.items():  # e.g. recaption --model
             p.add_argument(f"--{option}", help=text)
-        p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,9 +12,8 @@ from corpus_audit.core.status_notes import status_notes
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser("status", help="which stages are done, with their counts")
+    p = sub.add_parser("status", func=run, help="which stages are done, with their counts")
     p.add_argument("dir")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

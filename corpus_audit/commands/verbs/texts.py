@@ -14,7 +14,7 @@ from corpus_audit.commands.verbs.output import print_run
 def add_parser(sub: Subcommands) -> None:
     """``texts``: the who/how analysis of any text corpus (corpus_audit/commands/texts.py)."""
     p = sub.add_parser(
-        "texts", help="who and how (association, marked words, SRBS) of any text corpus"
+        "texts", func=run, help="who and how (association, marked words, SRBS) of any text corpus"
     )
     p.add_argument("files", nargs="+", help="text corpus files (parquet, CSV/TSV, JSONL, hf)")
     p.add_argument("--out", required=True, help="directory for study.toml + study.duckdb")
@@ -24,7 +24,6 @@ def add_parser(sub: Subcommands) -> None:
         "--occupation-column", help="occupation of each text (default: found by the lexicon)"
     )
     p.add_argument("--gender-column", help="specified gender: female/male/non_binary/empty")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from corpus_audit.commands.verbs.output import print_run
 
 def add_parser(sub: Subcommands) -> None:
     """``validate export`` / ``validate import`` (corpus_audit/commands/validate.py)."""
-    p = sub.add_parser("validate", help="human validation of the perceived-gender labels")
+    p = sub.add_parser("validate", func=run, help="human validation of the perceived-gender labels")
     actions = sub.nested(p)
     export = actions.add_parser(
         "export", help="write an annotation sheet (HTML + CSV) for a stratified sample"
@@ -25,7 +25,6 @@ def add_parser(sub: Subcommands) -> None:
     )
     imports.add_argument("dir")
     imports.add_argument("files", nargs="+")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -154,6 +154,7 @@ def judgement_of(
     )
 
 
+@dataclass(eq=False, repr=False)
 class LabellerCritic:
     """Judge a batch with a face detector and a perceived-gender classifier.
 
@@ -163,25 +164,20 @@ class LabellerCritic:
     is biased); ``min_face_fraction``/``count_small_faces`` as in the two-face rule.
     """
 
-    def __init__(
-        self,
-        detector: Any,
-        classifier: Any,
-        *,
-        threshold: float = 0.9,
-        bias_threshold: float = 0.6,
-        min_face_fraction: float = 0.10,
-        count_small_faces: bool = False,
-    ) -> None:
-        if not 0.0 <= bias_threshold <= 1.0:
-            raise ValueError(f"bias_threshold {bias_threshold} is not in [0, 1]")
-        self.detector = detector
-        self.classifier = classifier
-        self.threshold = threshold
-        self.bias_threshold = bias_threshold
-        self.min_face_fraction = min_face_fraction
-        self.count_small_faces = count_small_faces
-        self.id = f"labeller:{getattr(classifier, 'id', '?')}@{threshold}>{bias_threshold}"
+    detector: Any
+    classifier: Any
+    _: KW_ONLY
+    threshold: float = 0.9
+    bias_threshold: float = 0.6
+    min_face_fraction: float = 0.10
+    count_small_faces: bool = False
+    id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.bias_threshold <= 1.0:
+            raise ValueError(f"bias_threshold {self.bias_threshold} is not in [0, 1]")
+        labeller = getattr(self.classifier, "id", "?")
+        self.id = f"labeller:{labeller}@{self.threshold}>{self.bias_threshold}"
 
     def judge(self, prompt: PstPrompt, images: Sequence[np.ndarray]) -> Judgement:
         if prompt.kind not in ("paired", "power"):

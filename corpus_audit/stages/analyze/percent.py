@@ -109,12 +109,7 @@ def choose_classifier(study: Study) -> str | None:
     ``analysis.classifier`` when set (it must exist in ``labels``); else the only classifier
     present; else the one matching ``label.classifier`` (``clip`` matches ``clip:...``).
     """
-    names = [
-        r[0]
-        for r in study.con.execute(
-            "SELECT DISTINCT classifier FROM labels ORDER BY classifier"
-        ).fetchall()
-    ]
+    names = study.column("SELECT DISTINCT classifier FROM labels ORDER BY classifier")
     wanted = study.config.analysis.classifier
     if wanted:
         if names and wanted not in names:

@@ -36,8 +36,7 @@ from typing import Any
 
 from corpus_audit.backends import captioners
 from corpus_audit.backends.captioners import CaptionInput, CaptionSettings
-from corpus_audit.backends.engines import engine_from_config
-from corpus_audit.backends.engines.base import Resources
+from corpus_audit.backends.engines import engine_from_config, model_resources
 from corpus_audit.core.errors import ConfigError, StudyError, printable
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
@@ -115,7 +114,7 @@ def _recaption(
             batch_size=caption_settings.batch_size,
             done=done,
             max_pixels=study.config.images.max_pixels,
-            resources=Resources(num_cpus=1, num_gpus=eng.gpus_per_worker),
+            resources=model_resources(eng),
             workers=eng.workers_for(STAGE),
             settings=described,
             progress=progress,
