@@ -267,3 +267,42 @@ def test_503s_are_retried_with_backoff(s3, make_study):
         with pytest.raises(CorpusError, match=r"s3://corpora/laion400m_sample_10k.parquet"):
             select(fresh, progress=False)
         assert 2 <= proxy.faults.served_503 - served <= 8  # retries happen and are bounded
+
+
+def test_ray_scan_tasks_read_the_store_themselves(s3, make_study, laion_path, monkeypatch):
+    """On the Ray engine every scan unit (a row group) is read by a Ray worker process from
+    the store; the tables equal the local engine's over the local file."""
+    pytest.importorskip("ray")
+    from corpus_audit.stages.select import scan as scan_mod
+    from corpus_audit.stages.select import select
+
+    server, _ = s3
+    fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
+    table = pq.read_table(laion_path)
+    with fs.open(f"{BUCKET}/groups/laion400m_sample_10k.parquet", "wb") as fh:
+        pq.write_table(table, fh, row_group_size=2500)  # 4 units
+    local = laion_path.parent / "laion400m_sample_10k.parquet"
+    here = _study(make_study, [str(local)], "ray_here")
+    there = _study(
+        make_study,
+        [f"s3://{BUCKET}/groups/laion400m_sample_10k.parquet"],
+        "ray_there",
+        server.url,
+        engine={"engine": "ray", "threads": 2},
+    )
+    workers: list[str] = []
+    real = scan_mod.scan_into
+
+    def spy(*args, **kwargs):
+        kwargs["on_unit"] = lambda key, unit: workers.append(unit.worker)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scan_mod, "scan_into", spy)
+    select(here, progress=False)
+    driver = set(workers)
+    workers.clear()
+    select(there, progress=False)
+    assert len(workers) == 4 and not set(workers) & driver  # Ray processes, not this one
+    a = _tables(here, f"{local.resolve().parent}/")
+    b = _tables(there, f"s3://{BUCKET}/groups/")
+    assert [n for n in a if a[n] != b[n]] == []
