@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -41,13 +42,16 @@ class MotoServer:
 
 @dataclass
 class Faults:
-    """What the proxy does: answer 503 SlowDown to the next ``slow_down`` GET requests, and
-    403 AccessDenied to every request whose path contains ``deny`` (when set)."""
+    """What the proxy does: answer 503 SlowDown to the next ``slow_down`` GET requests, 403
+    AccessDenied to every request whose path contains ``deny`` (when set), and hold every
+    GET ``delay_s`` seconds before forwarding it (a slow store). ``gets`` counts GETs."""
 
     slow_down: int = 0
     deny: str = ""
+    delay_s: float = 0.0
     served_503: int = 0
     requests: int = 0
+    gets: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -90,6 +94,11 @@ class FaultProxy:
                         faults.slow_down -= 1
                         faults.served_503 += 1
                         return self._answer(503, _SLOW_DOWN)
+                    if self.command == "GET":
+                        faults.gets += 1
+                    delay = faults.delay_s if self.command == "GET" else 0.0
+                if delay:
+                    time.sleep(delay)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 conn = http.client.HTTPConnection(HOST, target_port, timeout=TIMEOUT_S)

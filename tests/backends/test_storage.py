@@ -306,3 +306,62 @@ def test_ray_scan_tasks_read_the_store_themselves(s3, make_study, laion_path, mo
     a = _tables(here, f"{local.resolve().parent}/")
     b = _tables(there, f"s3://{BUCKET}/groups/")
     assert [n for n in a if a[n] != b[n]] == []
+
+
+def test_kill_9_mid_scan_then_rerun_gives_identical_tables(s3, make_study, tmp_path):
+    """A ``corpus-audit select`` process killed (SIGKILL) while it reads the store leaves the
+    study as it was; the rerun writes the same tables as an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from s3_server import FaultProxy
+
+    from corpus_audit.core.store import Study
+    from corpus_audit.stages.select import select
+
+    server, _ = s3
+    corpus = [f"s3://{BUCKET}/*.parquet"]
+    reference = _study(make_study, corpus, "reference", server.url)
+    select(reference, progress=False)
+    with FaultProxy(server.port) as proxy:
+        study = _study(make_study, corpus, "killed", proxy.url)
+        root = study.root
+        study.close()
+        proxy.faults.delay_s = 0.5  # a slow store: the scan is surely under way when killed
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "corpus_audit.cli", "-q", "select", str(root)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while proxy.faults.gets < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None and proxy.faults.gets >= 3  # reading the objects
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        proxy.faults.delay_s = 0.0
+        with Study.open(root) as again:
+            assert again.last_run("select") is None
+            run = select(again, progress=False)
+            assert not run.skipped
+            assert _tables(again) == _tables(reference)
+
+
+def test_truncated_object_is_one_line_naming_the_url(s3, make_study, laion_path):
+    from corpus_audit.stages.select import select
+
+    server, _ = s3
+    fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
+    data = laion_path.read_bytes()
+    fs.pipe(f"{BUCKET}/cut/laion.parquet", data[: len(data) // 2])
+    study = _study(make_study, [f"s3://{BUCKET}/cut/laion.parquet"], "cut", server.url)
+    with pytest.raises(CorpusError) as err:
+        select(study, progress=False)
+    message = str(err.value)
+    assert message.startswith(f"s3://{BUCKET}/cut/laion.parquet: not a readable parquet file")
+    assert "\n" not in message and study.last_run("select") is None
