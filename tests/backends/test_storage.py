@@ -71,6 +71,8 @@ def test_memory_identity_changes_with_the_object(memory_corpus: str) -> None:
         ("memory://nowhere/*.parquet", "memory://nowhere/*.parquet: the glob matches no object"),
         ("memory://nowhere/x.parquet", "memory://nowhere/x.parquet: cannot list (no such object"),
         ("ftp2://host/x.parquet", "unknown store 'ftp2://'"),
+        # HF_HUB_OFFLINE=1 (conftest): the Hub is not asked, and the message says why
+        ("hf://datasets/org/name/*.parquet", "cannot list (OfflineModeIsEnabled"),
     ],
 )
 def test_memory_errors_name_the_url(spec: str, message: str) -> None:
