@@ -376,7 +376,7 @@ class ParquetReader:
 def _open_bytes(path: Path | str) -> Any:
     """A buffered binary stream of the file, decompressed by name (.gz, .bz2, .zst, ...)."""
     if _remote(path):
-        return storage.open_input(str(path), compression="infer")
+        return storage.open_input(str(path), compression="infer", stream=True)
     return io.BufferedReader(pa.input_stream(str(path), compression="detect"))
 
 

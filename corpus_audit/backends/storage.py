@@ -218,6 +218,21 @@ def list_files(url: str) -> list[str]:
     return out
 
 
+def matching(url: str, patterns: tuple[str, ...]) -> list[str]:
+    """The objects a URL, a glob on URLs or a prefix names whose file name matches one of
+    ``patterns`` (``*.tar``), sorted; [] when none."""
+    import fnmatch
+
+    out: list[str] = []
+    for found, is_dir in expand(url):
+        for member in list_files(found) if is_dir else [found]:
+            name = member.rstrip("/").rsplit("/", 1)[-1]
+            if is_dir and not any(fnmatch.fnmatch(name, p) for p in patterns):
+                continue
+            out.append(member)
+    return out
+
+
 def identity(url: str) -> dict[str, Any]:
     """What a remote file's fingerprint holds: its size and the store's content markers
     (ETag, version id, generation, ...), never a modification time alone."""
@@ -239,11 +254,21 @@ def size(url: str) -> int:
     return int(identity(url)["size"] or 0)
 
 
-def open_input(url: str, *, compression: str | None = None) -> Any:
-    """A binary file object reading ``url`` by range requests (no read-ahead: each read asks
-    for exactly its bytes); ``compression="infer"`` decompresses by the name (.gz, .zst)."""
+STREAM_BLOCK_BYTES = 8 * 1024 * 1024  # one range request per 8 MiB when streaming
+
+
+def open_input(url: str, *, compression: str | None = None, stream: bool = False) -> Any:
+    """A binary file object reading ``url`` by range requests: with no read-ahead (each read
+    asks for exactly its bytes: parquet footers and column chunks), or with ``stream`` in
+    blocks of :data:`STREAM_BLOCK_BYTES` (tar shards, CSV: many small sequential reads);
+    ``compression="infer"`` decompresses by the name (.gz, .zst)."""
     fs, path = filesystem(url)
+    cache = (
+        {"cache_type": "readahead", "block_size": STREAM_BLOCK_BYTES}
+        if stream
+        else {"cache_type": "none"}
+    )
     try:
-        return fs.open(path, "rb", cache_type="none", compression=compression)
+        return fs.open(path, "rb", compression=compression, **cache)
     except Exception as exc:  # noqa: BLE001
         raise store_error(url, exc) from None

@@ -9,6 +9,7 @@ access, 503s retried, a changed object) and the credentials never reaching the s
 
 from __future__ import annotations
 
+import datetime
 import secrets
 import shutil
 from pathlib import Path
@@ -134,7 +135,7 @@ def _study(make_study, corpus: list[str], name: str, endpoint: str = "", retries
 
 def _tables(study, *prefixes: str) -> dict[str, list[tuple]]:
     """Every table of the study but the run log, rows sorted, with the corpus location
-    (local folder or ``s3://bucket/``) cut from every string."""
+    (local folder or ``s3://bucket/``) cut from every string and timestamps blanked."""
     names = [
         r[0]
         for r in study.con.execute(
@@ -151,6 +152,8 @@ def _tables(study, *prefixes: str) -> dict[str, list[tuple]]:
         rows = study.con.execute(f'SELECT *{cut} FROM "{name}"').fetchall()  # DuckDB's names
 
         def norm(v):
+            if isinstance(v, datetime.datetime):
+                return None  # when a row was written
             if isinstance(v, str):
                 for p in prefixes:
                     v = v.replace(p, "")
@@ -367,3 +370,67 @@ def test_truncated_object_is_one_line_naming_the_url(s3, make_study, laion_path)
     message = str(err.value)
     assert message.startswith(f"s3://{BUCKET}/cut/laion.parquet: not a readable parquet file")
     assert "\n" not in message and study.last_run("select") is None
+
+
+def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_path, tmp_path):
+    """img2dataset output (webdataset shards + ``*_stats.json``) and a parquet with image
+    bytes, on the store and on disk: the ``images`` stage registers the same images (same
+    bytes) and the same download stats."""
+    import io
+    import json
+    import tarfile
+
+    from image_fixtures import encode, photo, seed_captions
+
+    from corpus_audit.stages.images import images
+
+    server, _ = s3
+    fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
+    here = _study(make_study, [str(laion_path)], "img_here")
+    there = _study(make_study, [str(laion_path)], "img_there", server.url)
+    seeded = seed_captions(here, laion_path, n=8)
+    assert seed_captions(there, laion_path, n=8) == seeded
+    local = tmp_path / "i2d"
+    local.mkdir()
+    with tarfile.open(local / "00000.tar", "w") as tar:
+        for i, (_cid, url, _) in enumerate(seeded[:4]):
+            for ext, blob in (
+                (".jpg", encode(photo(("astronaut", "camera", "grace")[i % 3]), "JPEG")),
+                (".json", json.dumps({"url": url, "key": f"{i:09d}"}).encode()),
+            ):
+                info = tarfile.TarInfo(f"{i:09d}{ext}")
+                info.size = len(blob)
+                tar.addfile(info, io.BytesIO(blob))
+    stats = {"count": 5, "successes": 4, "failed_to_download": 1, "failed_to_resize": 0}
+    (local / "00000_stats.json").write_text(json.dumps(stats))
+    pq.write_table(
+        pa.table(
+            {
+                "caption_id": pa.array([c for c, _, _ in seeded[4:6]], pa.int64()),
+                "jpg": [encode(photo("grace"), "JPEG"), encode(photo("camera"), "JPEG")],
+            }
+        ),
+        tmp_path / "bytes.parquet",
+    )
+    for f in ("00000.tar", "00000_stats.json"):
+        fs.put_file(str(local / f), f"{BUCKET}/i2d/{f}")
+    fs.put_file(str(tmp_path / "bytes.parquet"), f"{BUCKET}/pq/bytes.parquet")
+    here.config.images.sources = [
+        {"kind": "img2dataset", "path": str(local)},
+        {"kind": "parquet", "path": str(tmp_path / "bytes.parquet")},
+    ]
+    there.config.images.sources = [
+        {"kind": "img2dataset", "path": f"s3://{BUCKET}/i2d/"},
+        {"kind": "parquet", "path": f"s3://{BUCKET}/pq/*.parquet"},
+    ]
+    for study in (here, there):
+        run = images(study, progress=False)
+        assert run.rows_out == 6
+    a = _tables(here, f"{local}/", f"{tmp_path}/")
+    b = _tables(there, f"s3://{BUCKET}/i2d/", f"s3://{BUCKET}/pq/")
+    assert a["download_stats"] and a["images"]
+    for n in a:
+        assert a[n] == b[n], (n, a[n][:2], b[n][:2])
+    for (path,) in here.con.execute("SELECT path FROM images").fetchall():
+        assert (here.root / path).read_bytes() == (there.root / path).read_bytes()
+    assert images(there, progress=False).skipped  # finished shards are not read again
