@@ -46,7 +46,7 @@ from corpus_audit.backends import storage
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusError, NotTextError, printable
 from corpus_audit.core.registry import Registry
-from corpus_audit.core.urls import is_url, local_path
+from corpus_audit.core.urls import is_url, local_path, scheme
 
 TEXT_ALIASES = ("TEXT", "caption", "text")
 URL_ALIASES = ("URL", "url")
@@ -715,6 +715,9 @@ def resolve_corpus(
     remote = False
     for spec in paths:
         spec = local_path(spec)
+        in_hub_cache = scheme(spec) == "hf" and storage.hub_offline()
+        if in_hub_cache:  # the Hub's local cache: snapshot names are links to blobs
+            spec = storage.hub_cache_path(spec)
         if is_url(spec):
             remote = True
             for url, f in _expand_url(spec, fmt):
@@ -741,7 +744,9 @@ def resolve_corpus(
             else:
                 items = [(m, fmt if fmt != "auto" else detect_format(m))]
             for path, f in items:
-                found.setdefault(str(path.resolve()), f)
+                # a Hub snapshot keeps its file names (the blobs they link to have none)
+                name = os.path.abspath(path) if in_hub_cache else str(path.resolve())
+                found.setdefault(name, f)
     if not found:
         raise CorpusError("corpus: no corpus files configured (corpus.paths is empty)")
     opts = (store or StoreOptions()) if remote else None

@@ -233,6 +233,61 @@ def matching(url: str, patterns: tuple[str, ...]) -> list[str]:
     return out
 
 
+_HUB_TYPES = {"datasets": "dataset", "spaces": "space", "models": "model"}
+
+
+def hub_offline() -> bool:
+    """Whether the Hugging Face Hub must not be asked (``HF_HUB_OFFLINE`` set true)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_cache_path(url: str) -> str:
+    """The local path in the Hub's cache (``HF_HUB_CACHE``) that an ``hf://`` URL names
+    (``hf://datasets/<org>/<name>[@<revision>]/<path or glob>``), for offline runs; a
+    CorpusError naming the URL when the repository or the file is not cached."""
+    import glob as globlib
+
+    parts = url.split("://", 1)[1].strip("/").split("/")
+    repo_type = "model"
+    if parts and parts[0] in _HUB_TYPES:
+        repo_type = _HUB_TYPES[parts.pop(0)]
+    if len(parts) < 2:
+        raise CorpusError(f"{printable(url)}: not hf://datasets/<org>/<name>/<path>")
+    name, _, revision = parts[1].partition("@")
+    repo_id, rest = f"{parts[0]}/{name}", "/".join(parts[2:])
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(
+            repo_id,
+            repo_type=repo_type,
+            revision=revision or None,
+            cache_dir=os.environ.get("HF_HUB_CACHE") or None,
+            local_files_only=True,
+        )
+    except ImportError:
+        raise CorpusError(
+            f"{printable(url)}: reading hf:// needs huggingface_hub (pip install "
+            "'corpus_audit[hf]')"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError and kin
+        raise CorpusError(
+            f"{printable(url)}: {repo_id} is not in the local Hub cache and HF_HUB_OFFLINE is "
+            f"set ({type(exc).__name__}); download it once online or unset HF_HUB_OFFLINE"
+        ) from None
+    local = os.path.join(folder, rest) if rest else folder
+    if not (
+        globlib.glob(local, recursive=True)
+        if any(c in rest for c in "*?[")
+        else os.path.exists(local)
+    ):
+        raise CorpusError(
+            f"{printable(url)}: not in the local Hub cache ({printable(folder)}) and "
+            "HF_HUB_OFFLINE is set"
+        )
+    return local
+
+
 def identity(url: str) -> dict[str, Any]:
     """What a remote file's fingerprint holds: its size and the store's content markers
     (ETag, version id, generation, ...), never a modification time alone."""

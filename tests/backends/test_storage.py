@@ -72,8 +72,8 @@ def test_memory_identity_changes_with_the_object(memory_corpus: str) -> None:
         ("memory://nowhere/*.parquet", "memory://nowhere/*.parquet: the glob matches no object"),
         ("memory://nowhere/x.parquet", "memory://nowhere/x.parquet: cannot list (no such object"),
         ("ftp2://host/x.parquet", "unknown store 'ftp2://'"),
-        # HF_HUB_OFFLINE=1 (conftest): the Hub is not asked, and the message says why
-        ("hf://datasets/org/name/*.parquet", "cannot list (OfflineModeIsEnabled"),
+        # HF_HUB_OFFLINE=1 (conftest): the Hub is not asked, its local cache is, and says so
+        ("hf://datasets/org/name/*.parquet", "org/name is not in the local Hub cache"),
     ],
 )
 def test_memory_errors_name_the_url(spec: str, message: str) -> None:
@@ -434,3 +434,31 @@ def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_
     for (path,) in here.con.execute("SELECT path FROM images").fetchall():
         assert (here.root / path).read_bytes() == (there.root / path).read_bytes()
     assert images(there, progress=False).skipped  # finished shards are not read again
+
+
+def test_hf_urls_offline_read_the_local_hub_cache(tmp_path, monkeypatch, laion_path):
+    """With HF_HUB_OFFLINE=1 an ``hf://datasets/...`` corpus is read from the Hub's cache
+    (huggingface_hub's own layout: snapshots linking to blobs), keeping the file names (and
+    so the samples); a file or a dataset missing from the cache is one line saying so."""
+    pytest.importorskip("huggingface_hub")
+    import os
+
+    cache = tmp_path / "hub"
+    repo = cache / "datasets--laion--tiny"
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "blobs" / "f00d").write_bytes(laion_path.read_bytes())
+    snap = repo / "snapshots" / revision / "data"
+    snap.mkdir(parents=True)
+    os.symlink(repo / "blobs" / "f00d", snap / "laion400m_sample_10k.parquet")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (f,) = resolve_corpus(["hf://datasets/laion/tiny/data/*.parquet"])
+    assert f.path == str(snap / "laion400m_sample_10k.parquet") and f.format == "parquet"
+    assert sum(b.rows for b in read_file(f)) == 10_000
+    with pytest.raises(CorpusError, match=r"hf://datasets/laion/tiny/data/x.parquet: not in "):
+        resolve_corpus(["hf://datasets/laion/tiny/data/x.parquet"])
+    with pytest.raises(CorpusError, match=r"laion/other is not in the local Hub cache"):
+        resolve_corpus(["hf://datasets/laion/other/*.parquet"])
