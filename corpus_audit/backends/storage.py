@@ -38,8 +38,8 @@ SCHEMES: dict[str, tuple[str, str, str]] = {
     "gs": ("gcs", "gcsfs", "gcs"),
     "gcs": ("gcs", "gcsfs", "gcs"),
     "hf": ("hf", "huggingface_hub", "hf"),
-    "http": ("http", "aiohttp", "download"),
-    "https": ("https", "aiohttp", "download"),
+    "http": ("http", "aiohttp", ""),
+    "https": ("https", "aiohttp", ""),
     "memory": ("memory", "fsspec", ""),
 }
 # what a store's listing says about an object's content, by store (s3, gcs, hf, memory)
