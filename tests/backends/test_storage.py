@@ -375,7 +375,7 @@ def test_truncated_object_is_one_line_naming_the_url(s3, make_study, laion_path)
 def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_path, tmp_path):
     """img2dataset output (webdataset shards + ``*_stats.json``) and a parquet with image
     bytes, on the store and on disk: the ``images`` stage registers the same images (same
-    bytes) and the same download stats."""
+    bytes) and the same download stats, and ``label`` writes the same rows."""
     import io
     import json
     import tarfile
@@ -434,6 +434,14 @@ def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_
     for (path,) in here.con.execute("SELECT path FROM images").fetchall():
         assert (here.root / path).read_bytes() == (there.root / path).read_bytes()
     assert images(there, progress=False).skipped  # finished shards are not read again
+    from corpus_audit.stages.label import label  # the real face detector and classifier
+
+    for study in (here, there):
+        assert label(study, progress=False).rows_in == 6
+    a, b = _tables(here), _tables(there)
+    assert len(a["face_filter"]) == 6 and a["labels"]
+    for n in ("face_filter", "faces", "labels"):
+        assert a[n] == b[n], n
 
 
 def test_hf_urls_offline_read_the_local_hub_cache(tmp_path, monkeypatch, laion_path):
