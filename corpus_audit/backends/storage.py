@@ -304,6 +304,18 @@ def identity(url: str) -> dict[str, Any]:
     return out
 
 
+def size_or_none(url: str) -> int | None:
+    """The object's size in bytes; None when there is no such object (any other failure,
+    access denied included, is the store's one-line CorpusError)."""
+    fs, path = filesystem(url)
+    try:
+        return int(fs.info(path).get("size") or 0)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001
+        raise store_error(url, exc) from None
+
+
 def size(url: str) -> int:
     """The object's size in bytes."""
     return int(identity(url)["size"] or 0)

@@ -470,3 +470,55 @@ def test_hf_urls_offline_read_the_local_hub_cache(tmp_path, monkeypatch, laion_p
         resolve_corpus(["hf://datasets/laion/tiny/data/x.parquet"])
     with pytest.raises(CorpusError, match=r"laion/other is not in the local Hub cache"):
         resolve_corpus(["hf://datasets/laion/other/*.parquet"])
+
+
+def test_import_images_of_a_manifest_on_s3(s3, make_study, laion_path, tmp_path):
+    """``import-images s3://.../manifest.csv``: the manifest and the files it names are
+    mirrored into the study, then imported as from a local manifest (same image ids, same
+    drop reasons: a file missing on the store is ``missing_file``)."""
+    import csv
+
+    from image_fixtures import encode, photo
+
+    from corpus_audit.commands.import_images import import_images
+    from corpus_audit.stages.select import select
+
+    server, _ = s3
+    fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
+    here = _study(make_study, [str(laion_path)], "imp_here")
+    there = _study(make_study, [str(laion_path)], "imp_there", server.url)
+    for study in (here, there):
+        select(study, progress=False)
+    query = "SELECT prompt_id FROM prompts ORDER BY 1 LIMIT 2"
+    pids = [r[0] for r in here.con.execute(query).fetchall()]
+    folder = tmp_path / "dalle"
+    (folder / "img").mkdir(parents=True)
+    rows = []
+    for i, (pid, name) in enumerate(zip(pids, ("astronaut", "grace"), strict=True)):
+        (folder / "img" / f"{i}.png").write_bytes(encode(photo(name), "PNG"))
+        rows.append({"file": f"img/{i}.png", "prompt_id": pid, "model": "dall-e-3"})
+    rows.append({"file": "img/gone.png", "prompt_id": pids[0], "model": "dall-e-3"})
+    with (folder / "manifest.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for rel in ("manifest.csv", "img/0.png", "img/1.png"):
+        fs.put_file(str(folder / rel), f"{BUCKET}/dalle/{rel}")
+    local = import_images(here, [str(folder / "manifest.csv")])
+    remote = import_images(there, [f"s3://{BUCKET}/dalle/manifest.csv"])
+    assert (
+        (local.rows_out, local.dropped)
+        == (remote.rows_out, remote.dropped)
+        == (
+            2,
+            {"missing_file": 1},
+        )
+    )
+    query = "SELECT image_id, model_id, prompt_id, path FROM images ORDER BY 1"
+    got = there.con.execute(query).fetchall()
+    assert [r[:3] for r in got] == [r[:3] for r in here.con.execute(query).fetchall()]
+    for *_, path in got:  # inside the study, where label reads it
+        assert not Path(path).is_absolute() and path.startswith("imports/")
+        assert (there.root / path).is_file()
+    with pytest.raises(Exception, match=r"s3://corpora/dalle/nope.csv: no such manifest"):
+        import_images(there, [f"s3://{BUCKET}/dalle/nope.csv"])
