@@ -77,7 +77,8 @@ def source(path: str | Path) -> Path | str:
 
 
 def _remote(path: Path | str) -> bool:
-    return isinstance(path, str)
+    """Whether a reader was given a store's URL (see :func:`source`)."""
+    return isinstance(path, str) and is_url(path)
 
 
 @dataclass(frozen=True)
@@ -420,11 +421,12 @@ class CsvReader:
         )
         start = 0
         try:
-            with (
+            stream = (
                 _open_bytes(path)
                 if _remote(path)
-                else pa.input_stream(str(path), compression="detect") as fh
-            ):
+                else pa.input_stream(str(path), compression="detect")
+            )
+            with stream as fh:
                 reader = pacsv.open_csv(fh, read, parse, convert)
                 for batch in reader:
                     yield batch, start
