@@ -466,6 +466,7 @@ def test_hf_urls_offline_read_the_local_hub_cache(tmp_path, monkeypatch, laion_p
     (f,) = resolve_corpus(["hf://datasets/laion/tiny/data/*.parquet"])
     assert f.path == str(snap / "laion400m_sample_10k.parquet") and f.format == "parquet"
     assert sum(b.rows for b in read_file(f)) == 10_000
+    assert resolve_corpus(["hf://datasets/laion/tiny"]) == [f]  # a dataset by name: its files
     with pytest.raises(CorpusError, match=r"hf://datasets/laion/tiny/data/x.parquet: not in "):
         resolve_corpus(["hf://datasets/laion/tiny/data/x.parquet"])
     with pytest.raises(CorpusError, match=r"laion/other is not in the local Hub cache"):
