@@ -32,6 +32,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_select.py", "--rows", "10000000", "--json", "{json}"],
         ["bench_select.py", "--rows", "200000", "--json", "{json}"],
     ),
+    "remote_scan": (
+        ["bench_remote_scan.py", "--rows", "2000000", "--json", "{json}"],
+        ["bench_remote_scan.py", "--rows", "200000", "--repeats", "1", "--json", "{json}"],
+    ),
     "indicators": (
         ["bench_indicators.py", "--rows", "1000000", "--baseline", "2000", "--json", "{json}"],
         ["bench_indicators.py", "--rows", "50000", "--baseline", "200", "--json", "{json}"],

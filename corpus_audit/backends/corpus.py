@@ -42,8 +42,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_audit.backends import storage
+from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusError, NotTextError, printable
 from corpus_audit.core.registry import Registry
+from corpus_audit.core.urls import is_url, local_path, scheme
 
 TEXT_ALIASES = ("TEXT", "caption", "text")
 URL_ALIASES = ("URL", "url")
@@ -57,11 +60,25 @@ BATCH_SCHEMA = pa.schema(
 # -- data types -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CorpusFile:
-    """One resolved corpus file; ``file_id`` is its index in the sorted list of paths."""
+    """One resolved corpus file; ``file_id`` is its index in the sorted list of paths.
+    ``path`` is an absolute local path or a URL (``s3://bucket/key``); ``store`` holds the
+    ``[storage]`` options a worker opens a URL with (no credentials; None for local files)."""
 
     file_id: int
     path: str
     format: str
+    store: StoreOptions | None = None
+
+
+def source(path: str | Path) -> Path | str:
+    """What a reader is given: a :class:`~pathlib.Path` for a local file, the URL string
+    itself for an object in a store (a ``Path`` would fold ``s3://`` into ``s3:/``)."""
+    return path if isinstance(path, str) and is_url(path) else Path(path)
+
+
+def _remote(path: Path | str) -> bool:
+    """Whether a reader was given a store's URL (see :func:`source`)."""
+    return isinstance(path, str) and is_url(path)
 
 
 @dataclass(frozen=True)
@@ -302,11 +319,17 @@ class ParquetReader:
     def inspect(self, path: Path) -> FileInfo:
         import pyarrow.parquet as pq
 
-        if path.stat().st_size == 0:
+        if (storage.size(path) if _remote(path) else path.stat().st_size) == 0:
             return FileInfo([], 0, [], empty=True)
         try:
-            meta = pq.ParquetFile(path).metadata
+            if _remote(path):
+                with storage.open_input(path) as fh:
+                    meta = pq.ParquetFile(fh).metadata
+            else:
+                meta = pq.ParquetFile(path).metadata
         except (pa.ArrowException, OSError) as exc:
+            if _remote(path) and not isinstance(exc, pa.ArrowException):
+                raise storage.store_error(path, exc) from None
             raise CorpusError(f"{path}: not a readable parquet file ({exc})") from None
         units, start = [], 0
         for i in range(meta.num_row_groups):
@@ -324,22 +347,37 @@ class ParquetReader:
 
         group, start = unit
         try:
-            pf = pq.ParquetFile(path, memory_map=True)
-            cols = [c for c in columns.names() if c in pf.schema_arrow.names]
-            for batch in pf.iter_batches(
-                batch_size=batch_rows, row_groups=[group], columns=cols, use_threads=False
-            ):
-                yield batch, start
-                start += batch.num_rows
+            # a URL: this worker opens the object itself and reads the footer and the
+            # chunks of the columns asked for in this row group, by range requests
+            fh = storage.open_input(path) if _remote(path) else None
+            try:
+                pf = (
+                    pq.ParquetFile(fh, pre_buffer=True)
+                    if fh
+                    else pq.ParquetFile(path, memory_map=True)
+                )
+                cols = [c for c in columns.names() if c in pf.schema_arrow.names]
+                for batch in pf.iter_batches(
+                    batch_size=batch_rows, row_groups=[group], columns=cols, use_threads=False
+                ):
+                    yield batch, start
+                    start += batch.num_rows
+            finally:
+                if fh is not None:
+                    fh.close()
         except (pa.ArrowException, OSError) as exc:
+            if _remote(path) and not isinstance(exc, pa.ArrowException):
+                raise storage.store_error(path, exc) from None
             raise CorpusError(
                 f"{path}: corrupt parquet data in row group {group} ({exc})"
             ) from None
 
 
 # -- CSV --------------------------------------------------------------------------------------
-def _open_bytes(path: Path) -> io.BufferedReader:
+def _open_bytes(path: Path | str) -> Any:
     """A buffered binary stream of the file, decompressed by name (.gz, .bz2, .zst, ...)."""
+    if _remote(path):
+        return storage.open_input(str(path), compression="infer", stream=True)
     return io.BufferedReader(pa.input_stream(str(path), compression="detect"))
 
 
@@ -350,8 +388,8 @@ class CsvReader:
     extensions = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".csv.zst", ".csv.bz2")
 
     @staticmethod
-    def _delimiter(path: Path) -> str:
-        return "\t" if ".tsv" in path.name.lower() else ","
+    def _delimiter(path: Path | str) -> str:
+        return "\t" if ".tsv" in str(path).rsplit("/", 1)[-1].lower() else ","
 
     def inspect(self, path: Path) -> FileInfo:
         try:
@@ -383,7 +421,12 @@ class CsvReader:
         )
         start = 0
         try:
-            with pa.input_stream(str(path), compression="detect") as fh:
+            stream = (
+                _open_bytes(path)
+                if _remote(path)
+                else pa.input_stream(str(path), compression="detect")
+            )
+            with stream as fh:
                 reader = pacsv.open_csv(fh, read, parse, convert)
                 for batch in reader:
                     yield batch, start
@@ -502,7 +545,13 @@ class HfDiskReader:
     extensions: tuple[str, ...] = ()
 
     @staticmethod
-    def data_files(path: Path) -> list[Path]:
+    def data_files(path: Path | str) -> list[Path]:
+        if _remote(path):
+            raise CorpusError(
+                f"{printable(path)}: a save_to_disk directory is read from a local path only; "
+                "point corpus.paths at the dataset's parquet files on the store instead"
+            )
+        path = Path(path)
         state_path = path / "state.json"
         try:
             state = json.loads(state_path.read_text(encoding="utf-8"))
@@ -565,13 +614,17 @@ def _hf_splits(path: Path) -> list[Path]:
     return [path]
 
 
-def detect_format(path: Path) -> str:
-    """The registered format whose extension ends ``path``'s name (longest wins)."""
-    if path.is_dir():
+def detect_format(path: Path | str) -> str:
+    """The registered format whose extension ends ``path``'s name (longest wins); ``path``
+    may be a URL (its last ``/`` component is the name)."""
+    if _remote(path):
+        name = str(path).rstrip("/").rsplit("/", 1)[-1].lower()
+    elif path.is_dir():
         if _is_hf_dir(path):
             return "hf"
         raise CorpusError(f"{path}: a directory that is not a saved datasets dataset")
-    name = path.name.lower()
+    else:
+        name = path.name.lower()
     best, best_len = None, 0
     for _, reader in READERS.items():
         for ext in reader.extensions:
@@ -618,19 +671,60 @@ def _expand_dir(root: Path, fmt: str) -> list[tuple[Path, str]]:
     return out
 
 
+def _expand_url(spec: str, fmt: str) -> list[tuple[str, str]]:
+    """``(URL, format)`` of every corpus file a URL, a glob on URLs or a store "directory"
+    (a prefix, searched recursively) names."""
+    items: list[tuple[str, str]] = []
+    for url, is_dir in storage.expand(spec):
+        if not is_dir:
+            if fmt == "hf":
+                raise CorpusError(f"{url}: format 'hf' needs a local save_to_disk directory")
+            items.append((url, fmt if fmt != "auto" else detect_format(url)))
+            continue
+        before = len(items)
+        for member in storage.list_files(url):
+            if fmt != "auto":
+                items.append((member, fmt))
+                continue
+            try:
+                items.append((member, detect_format(member)))
+            except CorpusError:
+                continue  # README, checksums... beside the corpus files
+        if len(items) == before:
+            raise CorpusError(f"{url}: the prefix holds no corpus file of format {fmt}")
+    return items
+
+
 def resolve_corpus(
-    paths: list[str], fmt: str = "auto", base: Path | None = None
+    paths: list[str],
+    fmt: str = "auto",
+    base: Path | None = None,
+    store: StoreOptions | None = None,
 ) -> list[CorpusFile]:
     """Expand files, globs and directories into the sorted list of corpus files.
 
     ``fmt`` is ``auto`` (by name) or a registered format applied to every file. Relative
-    paths are taken from ``base``. Raises CorpusError for a path that matches nothing, a
+    paths are taken from ``base``. A path may be a URL (``s3://bucket/*.parquet``), read
+    with the ``store`` options (:mod:`corpus_audit.backends.storage`); URLs sort with the
+    local paths, so a corpus's file ids (and samples) do not depend on where it lies as long
+    as its file names do not change. Raises CorpusError for a path that matches nothing, a
     file whose format cannot be told, an unknown format, or an empty result.
     """
     if fmt != "auto":
         get_reader(fmt)
+    storage.configure(store)
     found: dict[str, str] = {}
+    remote = False
     for spec in paths:
+        spec = local_path(spec)
+        in_hub_cache = scheme(spec) == "hf" and storage.hub_offline()
+        if in_hub_cache:  # the Hub's local cache: snapshot names are links to blobs
+            spec = storage.hub_cache_path(spec)
+        if is_url(spec):
+            remote = True
+            for url, f in _expand_url(spec, fmt):
+                found.setdefault(url, f)
+            continue
         p = Path(spec).expanduser()
         if not p.is_absolute() and base is not None:
             p = base / p
@@ -652,14 +746,21 @@ def resolve_corpus(
             else:
                 items = [(m, fmt if fmt != "auto" else detect_format(m))]
             for path, f in items:
-                found.setdefault(str(path.resolve()), f)
+                # a Hub snapshot keeps its file names (the blobs they link to have none)
+                name = os.path.abspath(path) if in_hub_cache else str(path.resolve())
+                found.setdefault(name, f)
     if not found:
         raise CorpusError("corpus: no corpus files configured (corpus.paths is empty)")
-    return [CorpusFile(i, path, found[path]) for i, path in enumerate(sorted(found))]
+    opts = (store or StoreOptions()) if remote else None
+    return [CorpusFile(i, path, found[path], opts) for i, path in enumerate(sorted(found))]
 
 
 def fingerprint_entry(file: CorpusFile) -> dict[str, Any]:
-    """Path, format, size and mtime of one file (of every data file for ``hf``)."""
+    """Path, format, size and mtime of one file (of every data file for ``hf``); for a URL,
+    its size and the store's ETag / version (:func:`~corpus_audit.backends.storage.identity`)."""
+    if is_url(file.path):
+        storage.configure(file.store)
+        return {"path": file.path, "format": file.format, "object": storage.identity(file.path)}
     p = Path(file.path)
     targets = HfDiskReader.data_files(p) + [p / "state.json"] if file.format == "hf" else [p]
     stats = []
@@ -682,7 +783,8 @@ def iter_clean_batches(
     """Read one unit of ``file`` as :class:`CleanBatch` es (errors name the file); ``keep``
     as in :func:`clean_batch`."""
     reader = get_reader(file.format)
-    path = Path(file.path)
+    storage.configure(file.store)  # a worker opens the file itself (Ray task, thread)
+    path = source(file.path)
     try:
         for batch, rows in reader.read(path, unit, columns, batch_rows):
             yield clean_batch(batch, rows, columns, keep)
@@ -703,7 +805,8 @@ def read_file(
 ) -> Iterator[CleanBatch]:
     """Every clean batch of one whole file, in row order (convenience for tests and tools)."""
     reader = get_reader(file.format)
-    info = reader.inspect(Path(file.path))
+    storage.configure(file.store)
+    info = reader.inspect(source(file.path))
     if info.empty:
         return
     columns = resolve_columns(file.path, info.columns, text_column, url_column, key_column)

@@ -57,9 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.backends.generators import model_slug
+from corpus_audit.commands.import_remote import mirror_source
 from corpus_audit.core.errors import ManifestError, printable
 from corpus_audit.core.imagefile import UnreadableImage, image_size
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.core.urls import is_url
 from corpus_audit.core.versions import package_versions
 
 LAYOUTS = ("csv", "jsonl", "folder", "bafis")
@@ -521,6 +523,9 @@ def import_images(
     when any file is missing, unreadable or not an image.
     """
     run = StageRun("import-images")
+    sources = [  # a manifest on a store (s3://...): mirrored into the study first
+        mirror_source(study, str(s), read_source, model) if is_url(str(s)) else s for s in sources
+    ]
     read = [read_source(s, model) for s in sources]
     prompts = study_prompts(study)
     if not prompts:

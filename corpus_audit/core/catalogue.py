@@ -62,7 +62,7 @@ declare(
         "select",
         "corpus_audit.stages.select:select",
         "find the captions that mention each occupation and draw the keyword sample",
-        config=("study", "corpus", "select", "lexicon"),
+        config=("study", "corpus", "storage", "select", "lexicon"),
         writes=("corpus_files", "captions", "mentions", "prompts", "prompt_categories", "samples"),
         steps=(
             "read each corpus file (text and URL columns, null and non-text captions counted)",

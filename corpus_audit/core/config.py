@@ -106,7 +106,13 @@ class StudySection(Section):
 class CorpusSection(Section):
     """Where the captions come from."""
 
-    paths: Annotated[list[str], Help("files, globs or directories")] = field(default_factory=list)
+    paths: Annotated[
+        list[str],
+        Help(
+            "files, globs or directories; or URLs and globs on them (s3://bucket/*.parquet, "
+            "gs://, hf://datasets/<org>/<name>/<path>, https://, memory://; see [storage])"
+        ),
+    ] = field(default_factory=list)
     format: Annotated[
         str,
         Registered("corpus_audit.backends.corpus:READERS", also=("auto",)),
@@ -166,6 +172,40 @@ class LexiconSection(Section):
             "de": "builtin:official_stats_de_ba2024.csv",
         }
     )
+
+
+@dataclass
+class StorageSection(Section):
+    """How object stores are reached when a path is a URL (``s3://``, ``gs://``, ``hf://``,
+    ``https://``; see docs/storage.md). Credentials are never settings: each store reads its
+    own environment variables and config files (``AWS_*`` / ``~/.aws``, ``GOOGLE_*`` /
+    gcloud, ``HF_TOKEN`` / the Hub's login), so they never reach the study."""
+
+    endpoint_url: Annotated[
+        str,
+        Rule(
+            lambda v: v == "" or v.startswith(("http://", "https://")),
+            "is not empty or an http(s):// URL",
+        ),
+        Help(
+            "s3 only: an S3-compatible endpoint (MinIO, Ceph, R2, a moto server), "
+            'http(s)://host:port; "" = AWS (or AWS_ENDPOINT_URL)'
+        ),
+    ] = ""
+    region: Annotated[
+        str, Help("s3 only: the bucket's region; \"\" = the AWS config's (AWS_REGION, ~/.aws)")
+    ] = ""
+    anonymous: Annotated[
+        bool, Help("s3, gs: read public buckets without credentials (no signed requests)")
+    ] = False
+    retries: Annotated[
+        int,
+        Range(ge=0, le=20),
+        Help(
+            "attempts after a throttled or failing request (503 SlowDown, 500, timeouts), "
+            "with exponential backoff (bounded: about a minute at 20); in [0, 20]"
+        ),
+    ] = 5
 
 
 @dataclass
@@ -872,6 +912,7 @@ class StudyConfig:
 
     study: StudySection = field(default_factory=StudySection)
     corpus: CorpusSection = field(default_factory=CorpusSection)
+    storage: StorageSection = field(default_factory=StorageSection)
     lexicon: LexiconSection = field(default_factory=LexiconSection)
     engine: EngineSection = field(default_factory=EngineSection)
     select: SelectSection = field(default_factory=SelectSection)

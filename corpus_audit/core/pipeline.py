@@ -18,6 +18,7 @@ from corpus_audit.core.config import StudyConfig
 from corpus_audit.core.registry import load
 from corpus_audit.core.stage_state import stage_state
 from corpus_audit.core.store import StageRun, Study, StudyError
+from corpus_audit.core.urls import is_url, local_path
 
 
 def stage_function(name: str) -> Callable[..., StageRun]:
@@ -52,7 +53,10 @@ def absolute_paths(corpus: list[str]) -> list[str]:
     that matches nothing raises :class:`StudyError` naming it."""
     paths: list[str] = []
     for spec in corpus:
-        p = Path(spec).expanduser()
+        if is_url(spec):  # a store's URL (s3://, hf://...) is kept as written
+            paths.append(spec)
+            continue
+        p = Path(local_path(spec)).expanduser()
         if p.exists():
             paths.append(str(p.resolve()))
         elif glob.glob(str(p)):

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from corpus_audit.backends.corpus import read_file, resolve_corpus
+from corpus_audit.backends.corpus import fingerprint_entry, read_file, resolve_corpus
+from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.core.urls import is_url
 from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
 from corpus_audit.methods.lexicon.pst import load_roles
 from corpus_audit.methods.pst.captions import CaptionRoleTagger, tag_files
@@ -53,7 +55,11 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
             occupations=load_occupations(cfg.lexicon.occupations, study.root),
         )
         mentions, files = tag_corpus(
-            cfg.corpus.paths, tagger, text_column=cfg.corpus.text_column, progress=progress
+            cfg.corpus.paths,
+            tagger,
+            text_column=cfg.corpus.text_column,
+            progress=progress,
+            store=StoreOptions.from_config(cfg.storage),
         )
         with study.transaction() as con:
             con.execute("DELETE FROM pst_caption_files")
@@ -77,7 +83,10 @@ def corpus_key(study: Study) -> str:
     ``corpus`` settings and the lexicon specs; a rerun with the same key is skipped."""
     cfg = study.config
     files = []
-    for f in resolve_corpus(list(cfg.corpus.paths)):
+    for f in resolve_corpus(list(cfg.corpus.paths), store=StoreOptions.from_config(cfg.storage)):
+        if is_url(f.path):  # an object in a store: its size and ETag / version
+            files.append(fingerprint_entry(f))
+            continue
         stat = Path(f.path).stat() if Path(f.path).exists() else None
         files.append(
             [str(f.path), stat.st_size if stat else None, stat.st_mtime_ns if stat else None]
@@ -94,11 +103,13 @@ def tag_corpus(
     *,
     text_column: str = "",
     progress: bool = True,
+    store: StoreOptions | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Mention rows of every caption of the corpus files ``paths`` (files, globs, folders;
     :func:`corpus_audit.backends.corpus.resolve_corpus`) and one row per file
-    (:func:`corpus_audit.methods.pst.captions.tag_files`)."""
-    files = resolve_corpus(list(paths))
+    (:func:`corpus_audit.methods.pst.captions.tag_files`); ``store``: the ``[storage]``
+    options for URLs."""
+    files = resolve_corpus(list(paths), store=store)
     return tag_files(
         (
             (Path(file.path).name, file.file_id, read_file(file, text_column=text_column))

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from corpus_audit.core.errors import ConfigError, ImageSourceError
+from corpus_audit.core.errors import ConfigError, CorpusAuditError, ImageSourceError
+from corpus_audit.core.urls import is_url, local_path
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 MAX_MEMBER_BYTES = 128 * 1024 * 1024  # a single image larger than this is skipped (too_large)
@@ -102,8 +103,9 @@ class SourceContext:
     index: int
     wanted: dict[int, tuple[str | None, str | None]]
 
-    def resolve(self, path: str) -> Path:
-        return self.study.config.resolve(path)
+    def resolve(self, path: str) -> Path | str:
+        """A local path resolved against the study directory; a store's URL as written."""
+        return path if is_url(path) else self.study.config.resolve(local_path(path))
 
 
 class ImageSource(Protocol):
@@ -149,8 +151,16 @@ def as_int(value: Any) -> int | None:
         return None
 
 
-def expand(target: Path, patterns: tuple[str, ...]) -> list[Path]:
-    """Files matching ``patterns`` for a file, folder (recursive) or glob ``target``."""
+def expand(target: Path | str, patterns: tuple[str, ...]) -> list[Path] | list[str]:
+    """Files matching ``patterns`` for a file, folder (recursive) or glob ``target``; a URL
+    (``s3://bucket/shards/``, a glob on one) lists the store (URLs, see docs/storage.md)."""
+    if isinstance(target, str):
+        from corpus_audit.backends import storage
+
+        try:
+            return storage.matching(target, patterns)
+        except CorpusAuditError as exc:
+            raise ImageSourceError(str(exc)) from None
     if target.is_file():
         return [target]
     if target.is_dir():
@@ -223,10 +233,13 @@ def row_links(batch: dict[str, list[Any]], i: int, cols: tuple[str | None, ...])
     }
 
 
-def existing_target(ctx: SourceContext, options: SourceOptions) -> Path:
-    """The source's resolved path; :class:`ImageSourceError` when nothing is there."""
+def existing_target(ctx: SourceContext, options: SourceOptions) -> Path | str:
+    """The source's resolved path (a URL as written); :class:`ImageSourceError` when nothing
+    is there."""
     assert options.path is not None  # checked when the options were parsed
     target = ctx.resolve(options.path)
+    if isinstance(target, str):
+        return target
     if not target.exists():
         raise ImageSourceError(f"{target}: no such {options.kind} source (file or folder)")
     return target
@@ -234,7 +247,7 @@ def existing_target(ctx: SourceContext, options: SourceOptions) -> Path:
 
 def matching_files(
     ctx: SourceContext, options: SourceOptions, patterns: tuple[str, ...]
-) -> list[Path]:
+) -> list[Path] | list[str]:
     """Files of a file / folder / glob source; :class:`ImageSourceError` when there are none."""
     assert options.path is not None  # checked when the options were parsed
     target = ctx.resolve(options.path)

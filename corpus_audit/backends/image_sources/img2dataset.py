@@ -19,14 +19,32 @@ from corpus_audit.backends.image_sources.base import (
 from corpus_audit.backends.image_sources.directory import folder_unit
 from corpus_audit.backends.image_sources.parquet import file_unit, has_image_column
 from corpus_audit.backends.image_sources.webdataset import shard_unit
+from corpus_audit.core.errors import ImageSourceError
 
 
-def read_stats(folder: Path) -> list[dict[str, Any]]:
-    """img2dataset's ``*_stats.json`` files under ``folder`` as rows of ``download_stats``."""
+def _stats_files(folder: Path | str) -> list[Any]:
+    """The ``*_stats.json`` files under a folder, or under a store's URL (prefix)."""
+    if isinstance(folder, str):
+        return list(expand(folder, ("*_stats.json",)))
+    return sorted(folder.rglob("*_stats.json"))
+
+
+def _read_text(file: Path | str) -> str:
+    if isinstance(file, str):
+        from corpus_audit.backends import storage
+
+        with storage.open_input(file) as fh:
+            return fh.read().decode("utf-8")
+    return file.read_text(encoding="utf-8")
+
+
+def read_stats(folder: Path | str) -> list[dict[str, Any]]:
+    """img2dataset's ``*_stats.json`` files under ``folder`` (a path or a store's URL) as rows
+    of ``download_stats``."""
     rows = []
-    for file in sorted(folder.rglob("*_stats.json")):
+    for file in _stats_files(folder):
         try:
-            stats = json.loads(file.read_text(encoding="utf-8"))
+            stats = json.loads(_read_text(file))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             continue
         if not isinstance(stats, dict):
@@ -60,10 +78,15 @@ class Img2datasetSource:
         parquets = [
             p
             for p in expand(target, ("*.parquet",))
-            if not p.name.endswith("_stats.parquet") and has_image_column(p, options)
+            if not str(p).endswith("_stats.parquet") and has_image_column(p, options)
         ]
         if parquets:
             return [file_unit(p, options) for p in parquets]
+        if isinstance(target, str):
+            raise ImageSourceError(
+                f"{target}: no img2dataset shards (*.tar) or parquet with images under this "
+                "URL (loose image files are read from local folders only)"
+            )
         return [folder_unit(target)]
 
     def download_stats(self, ctx: SourceContext, options: ColumnOptions) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from corpus_audit.backends.image_sources.base import (
     IMAGE_COLUMNS,
@@ -31,12 +32,21 @@ from corpus_audit.core.errors import ImageSourceError
 BATCH_ROWS = 256
 
 
-def iter_parquet(path: Path, options: ColumnOptions) -> Iterator[Record | Skip]:
-    """Rows of a parquet file with an image bytes column (read in batches of 256 rows)."""
+def _parquet_file(path: Path | str) -> Any:
+    """A ``pq.ParquetFile`` of a local path or of a store's URL (range requests)."""
     import pyarrow.parquet as pq
 
+    if isinstance(path, str):
+        from corpus_audit.backends import storage
+
+        return pq.ParquetFile(storage.open_input(path), pre_buffer=True)
+    return pq.ParquetFile(path)
+
+
+def iter_parquet(path: Path | str, options: ColumnOptions) -> Iterator[Record | Skip]:
+    """Rows of a parquet file with an image bytes column (read in batches of 256 rows)."""
     try:
-        pf = pq.ParquetFile(path)
+        pf = _parquet_file(path)
     except Exception as exc:
         yield Skip(str(path), "unreadable_shard", short_error(exc))
         return
@@ -70,19 +80,17 @@ def iter_parquet(path: Path, options: ColumnOptions) -> Iterator[Record | Skip]:
         yield Skip(f"{path}#row={row}", "unreadable_shard", short_error(exc))
 
 
-def has_image_column(path: Path, options: ColumnOptions) -> bool:
+def has_image_column(path: Path | str, options: ColumnOptions) -> bool:
     """Whether a parquet file has an image column (img2dataset's parquet output does; its
     ``*_stats.parquet``-like side files do not). An unreadable schema counts as no."""
-    import pyarrow.parquet as pq
-
     try:
-        names = pq.read_schema(path).names
+        names = _parquet_file(path).schema_arrow.names
     except Exception:
         names = []
     return any(c in names for c in IMAGE_COLUMNS) or options.image_column in names
 
 
-def file_unit(path: Path, options: ColumnOptions) -> Unit:
+def file_unit(path: Path | str, options: ColumnOptions) -> Unit:
     return Unit(path, lambda: iter_parquet(path, options))
 
 

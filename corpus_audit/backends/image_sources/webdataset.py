@@ -28,6 +28,7 @@ from corpus_audit.backends.image_sources.base import (
     safe_member_name,
     short_error,
 )
+from corpus_audit.core.errors import CorpusAuditError
 
 SHARD_PATTERNS = ("*.tar", "*.tar.gz", "*.tgz")
 
@@ -48,7 +49,8 @@ def _group_record(path: Path, key: str, group: dict[str, Any]) -> Iterator[Recor
         try:
             meta = load_meta(group[".json"][0])
         except ValueError as exc:  # bad JSON or bad UTF-8
-            yield Skip(f"{path.name}:{group['.json'][1]}", "bad_metadata", str(exc)[:200])
+            name = str(path).rstrip("/").rsplit("/", 1)[-1]
+            yield Skip(f"{name}:{group['.json'][1]}", "bad_metadata", str(exc)[:200])
     if not images:
         return
     ext, data, name = images[0]
@@ -76,12 +78,21 @@ def _member_skip(path: Path, member: tarfile.TarInfo) -> Skip | None:
     return None
 
 
-def iter_tar(path: Path) -> Iterator[Record | Skip]:
+def _open_tar(path: Path | str) -> tarfile.TarFile:
+    """A tar in stream mode: a local file, or a store's URL read in 8 MiB range requests."""
+    if isinstance(path, str):
+        from corpus_audit.backends import storage
+
+        return tarfile.open(fileobj=storage.open_input(path, stream=True), mode="r|*")
+    return tarfile.open(path, mode="r|*")
+
+
+def iter_tar(path: Path | str) -> Iterator[Record | Skip]:
     """Records of one webdataset shard, read in stream mode; nothing is extracted to disk."""
     group_key: str | None = None
     group: dict[str, Any] = {}
     try:
-        with tarfile.open(path, mode="r|*") as tar:
+        with _open_tar(path) as tar:
             for member in tar:
                 if member.isdir() and safe_member_name(member.name) is not None:
                     continue
@@ -99,7 +110,7 @@ def iter_tar(path: Path) -> Iterator[Record | Skip]:
                     group[ext] = (fh.read() if fh is not None else b"", member.name)
             if group_key is not None:
                 yield from _group_record(path, group_key, group)
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except (tarfile.TarError, OSError, EOFError, CorpusAuditError) as exc:
         yield Skip(str(path), "unreadable_shard", short_error(exc))
 
 
@@ -111,5 +122,5 @@ class WebDatasetSource(PlainSource):
         return [shard_unit(p) for p in matching_files(ctx, options, SHARD_PATTERNS)]
 
 
-def shard_unit(path: Path) -> Unit:
+def shard_unit(path: Path | str) -> Unit:
     return Unit(path, lambda: iter_tar(path))

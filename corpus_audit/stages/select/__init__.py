@@ -58,6 +58,7 @@ from corpus_audit.backends.corpus import (
     fingerprint_entry,
     resolve_corpus,
 )
+from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.config import parse_size
 from corpus_audit.core.errors import CorpusError
 from corpus_audit.core.store import StageRun, Study, sql_text
@@ -152,7 +153,12 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
         lex.prompts, occupations, study.root, lex.categories, lex.prompt_occupations
     )
     matcher = build_matcher(occupations)
-    files = resolve_corpus(cfg.corpus.paths, cfg.corpus.format, base=study.root)
+    files = resolve_corpus(
+        cfg.corpus.paths,
+        cfg.corpus.format,
+        base=study.root,
+        store=StoreOptions.from_config(cfg.storage),
+    )
     fingerprint = _fingerprint(study, files)
 
     last = study.last_run(STAGE)

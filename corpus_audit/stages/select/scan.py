@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,9 +41,11 @@ from corpus_audit.backends.corpus import (
     get_reader,
     iter_clean_batches,
     resolve_columns,
+    source,
 )
 from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
+from corpus_audit.backends.storage import configure as configure_storage
 from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.matching import Matcher
 
@@ -219,7 +220,8 @@ def plan_units(
     """
     plan = UnitPlan([], {}, {})
     for f in files:
-        info = get_reader(f.format).inspect(Path(f.path))
+        configure_storage(f.store)
+        info = get_reader(f.format).inspect(source(f.path))
         plan.known_rows[f.file_id] = info.rows
         plan.columns[f.file_id] = None
         if info.empty:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,9 @@ from corpus_audit.backends.corpus import (
     iter_clean_batches,
     resolve_columns,
     resolve_corpus,
+    source,
 )
+from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusError, printable
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_occupations
@@ -63,7 +64,8 @@ def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> boo
     """Fill ``texts_documents`` and ``texts_occupations`` from ``corpus.paths`` when the files
     or columns changed since they were read; True when they were (re)read."""
     cfg = study.config
-    files = resolve_corpus(cfg.corpus.paths, cfg.corpus.format, base=study.root)
+    store = StoreOptions.from_config(cfg.storage)
+    files = resolve_corpus(cfg.corpus.paths, cfg.corpus.format, base=study.root, store=store)
     settings = {
         "files": [fingerprint_entry(f) for f in files],
         "columns": [cfg.corpus.text_column, cfg.texts.occupation_column, cfg.texts.gender_column],
@@ -106,7 +108,7 @@ def _file_batches(study: Study, file: Any, run: StageRun) -> Iterator[pa.Table]:
     occupation`` (occupation null when the column is not configured)."""
     cfg = study.config
     reader = get_reader(file.format)
-    info = reader.inspect(Path(file.path))
+    info = reader.inspect(source(file.path))  # a local Path, or a store's URL
     if info.empty:
         return
     text = resolve_columns(file.path, info.columns, cfg.corpus.text_column).text

@@ -1,0 +1,137 @@
+"""Rows/s of the ``select`` stage reading the same parquet corpus from a loopback S3 server and
+from the local files, in the same run (issue 35: aim >= 0.7x).
+
+Usage::
+
+    python benchmarks/bench_remote_scan.py --rows 2000000 [--threads 2] [--repeats 2]
+
+Writes (once, cached under ``--data-dir``) a synthetic LAION-like corpus with
+``benchmarks/synth_corpus.py``, starts moto's S3 server on 127.0.0.1 (a free port, its own
+process, pure Python: on a small machine its CPU is taken from the scan, which flatters the
+local side; a real store serves from other machines), uploads the files,
+then runs ``select`` end to end (reading, matching, writing, commit) on two studies that
+differ only in ``corpus.paths``: the local files, and ``s3://bench/*.parquet`` with
+``storage.endpoint_url`` set. Each is run ``--repeats`` times (fresh study each time),
+alternating; the best wall time counts. rows/s = corpus rows / wall seconds; the ratio is
+S3 / local. Both studies' ``captions`` row counts are compared as a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_select import corpus_dir  # noqa: E402
+
+from corpus_audit.backends import storage  # noqa: E402
+from corpus_audit.core.pipeline import init_study  # noqa: E402
+from corpus_audit.stages.select import select  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(port: int, timeout_s: float = 30.0) -> None:
+    """Until the server on ``port`` accepts connections (or ``timeout_s`` passed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"the moto server on 127.0.0.1:{port} did not start in {timeout_s} s")
+
+
+def _run(root: Path, corpus: str, endpoint: str, threads: int) -> tuple[float, int, int]:
+    study = init_study(
+        root,
+        [corpus],
+        overrides={"engine": {"threads": threads}, "storage": {"endpoint_url": endpoint}},
+    )
+    try:
+        t0 = time.perf_counter()
+        run = select(study, progress=False)
+        seconds = time.perf_counter() - t0
+        captions = study.count("captions")
+        return seconds, int(run.rows_in), captions
+    finally:
+        study.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=2_000_000, help="corpus rows (default 2 M)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "ca_bench")
+    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = ap.parse_args(argv)
+
+    os.environ["AWS_ACCESS_KEY_ID"] = f"AKIABENCH{secrets.token_hex(4).upper()}"
+    os.environ["AWS_SECRET_ACCESS_KEY"] = secrets.token_hex(16)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    local = corpus_dir(args.data_dir, args.rows, args.seed)
+    files = sorted(local.glob("*.parquet"))
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    _wait_for(port)
+    results: dict[str, list[float]] = {"local": [], "s3": []}
+    counts: dict[str, tuple[int, int]] = {}
+    try:
+        fs, _ = storage.filesystem("s3://bench", storage.StoreOptions(endpoint))
+        fs.mkdir("bench")
+        for f in files:
+            fs.put_file(str(f), f"bench/{f.name}")
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(args.repeats):
+                for name, corpus, ep in (
+                    ("local", str(local / "*.parquet"), ""),
+                    ("s3", "s3://bench/*.parquet", endpoint),
+                ):
+                    seconds, rows, captions = _run(
+                        Path(tmp) / f"{name}{i}", corpus, ep, args.threads
+                    )
+                    results[name].append(seconds)
+                    counts[name] = (rows, captions)
+                    print(f"{name:5s} run {i}: {rows:,} rows in {seconds:.2f} s", flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    if counts["local"] != counts["s3"]:
+        print(f"MISMATCH: local {counts['local']} vs s3 {counts['s3']}", file=sys.stderr)
+        return 1
+    rows = counts["local"][0]
+    out = {
+        "rows": rows,
+        "files": len(files),
+        "threads": args.threads,
+        "local_rows_per_s": round(rows / min(results["local"])),
+        "s3_rows_per_s": round(rows / min(results["s3"])),
+    }
+    out["ratio"] = round(out["s3_rows_per_s"] / out["local_rows_per_s"], 3)
+    print(json.dumps(out, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
