@@ -69,6 +69,7 @@ def is_content_refusal(exc: ApiRefusal) -> bool:
     "max_attempts=api_max_attempts",
     "backoff=api_backoff",
     "max_backoff=api_max_backoff",
+    "max_body_mb=api_max_body_mb",
 )
 class ApiImageOptions:
     """The ``generate.api_*`` settings a request uses (recorded with every image), derived
@@ -132,6 +133,7 @@ class OpenAIImagesGenerator:
             timeout=o.timeout,
             policy=RetryPolicy(o.max_attempts, o.backoff, o.max_backoff),
             concurrency=o.concurrency,
+            max_body_bytes=int(o.max_body_mb * 2**20),
         )
 
     def payload(self, prompt: str) -> dict[str, Any]:
@@ -153,6 +155,8 @@ class OpenAIImagesGenerator:
         from PIL import Image
 
         answer = self.client.post_json("images/generations", self.payload(prompt))
+        if not isinstance(answer.body, dict):
+            raise ApiError(f"{self.client.base_url}: an images answer that is not a JSON object")
         items = answer.body.get("data") or []
         if not items or not isinstance(items[0], dict) or not items[0].get("b64_json"):
             raise ApiError(f"{self.client.base_url}: an images answer without data[0].b64_json")

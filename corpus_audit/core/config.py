@@ -75,6 +75,8 @@ MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style s
 COUNT = Range(ge=1)  # a count of at least one
 NOT_NEGATIVE = Range(ge=0)
 POSITIVE = Range(gt=0)
+FINITE_POSITIVE = Range(gt=0, finite=True)  # durations, sizes: > 0, never NaN or infinite
+FINITE_NOT_NEGATIVE = Range(ge=0, finite=True)
 UNIT = Range(ge=0, le=1)  # a share or a probability
 VARIANT = Rule(
     lambda v: bool(VARIANT_NAME.fullmatch(v)), "is not a variant name (1-40 of a-z, 0-9, _)"
@@ -521,18 +523,23 @@ class GenerateSection(Section):
     ] = ""
     api_concurrency: Annotated[int, COUNT, Help("requests in flight at once")] = 4
     api_timeout: Annotated[
-        float, POSITIVE, Help("seconds to wait for one answer before retrying")
+        float,
+        FINITE_POSITIVE,
+        Help("seconds one request may take in all (connect, wait, whole answer) before a retry"),
     ] = 120.0
+    api_max_body_mb: Annotated[
+        float, FINITE_POSITIVE, Help("largest answer body read, in MB (larger: the request fails)")
+    ] = 64.0
     api_max_attempts: Annotated[
         int, COUNT, Help("attempts per image (429, 5xx, timeouts are retried)")
     ] = 6
     api_backoff: Annotated[
         float,
-        NOT_NEGATIVE,
+        FINITE_NOT_NEGATIVE,
         Help("seconds: first retry delay bound, doubled each attempt (jittered)"),
     ] = 1.0
     api_max_backoff: Annotated[
-        float, NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
+        float, FINITE_NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
     ] = 60.0
     api_prices: Annotated[
         dict[str, Annotated[float, NOT_NEGATIVE]],
@@ -827,6 +834,7 @@ class LlmSection(Section):
     send_seed: Annotated[bool, Help("send each request's seed to backends that take one")] = True
     api_base: Annotated[
         str,
+        Rule(lambda v: v.startswith(("http://", "https://")), "must start with http(s)://"),
         Help(
             "openai: the server, e.g. http://localhost:8000/v1 (vLLM), "
             "http://localhost:11434/v1 (Ollama)"
@@ -845,16 +853,25 @@ class LlmSection(Section):
     ] = 100
     concurrency: Annotated[int, COUNT, Help("openai: HTTP requests in flight")] = 8
     timeout_s: Annotated[
-        float, POSITIVE, Help("openai: seconds per HTTP request before it is retried")
+        float,
+        FINITE_POSITIVE,
+        Help("openai: seconds one HTTP request may take in all (the whole answer) before a retry"),
     ] = 120.0
+    max_body_mb: Annotated[
+        float,
+        FINITE_POSITIVE,
+        Help("openai: largest answer body read, in MB (larger: the request fails)"),
+    ] = 64.0
     max_retries: Annotated[
         int, NOT_NEGATIVE, Help("openai: retries of a request (429, 5xx, timeouts), >= 0")
     ] = 6
     backoff_s: Annotated[
-        float, NOT_NEGATIVE, Help("openai: first backoff in seconds (doubled per retry, jittered)")
+        float,
+        FINITE_NOT_NEGATIVE,
+        Help("openai: first backoff in seconds (doubled per retry, jittered)"),
     ] = 1.0
     max_backoff_s: Annotated[
-        float, NOT_NEGATIVE, Help("openai: longest backoff without a Retry-After")
+        float, FINITE_NOT_NEGATIVE, Help("openai: longest wait between attempts (Retry-After too)")
     ] = 60.0
     batch_size: Annotated[int, COUNT, Help("transformers: sequences per generate() call")] = 16
     dtype: Annotated[
