@@ -48,6 +48,7 @@ import io
 import json
 import os
 import re
+import stat
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -481,9 +482,13 @@ class Checked:
 
 
 def check_file(path: Path, max_pixels: int) -> Checked:
-    """Read, hash and open (header only) one image file."""
+    """Read, hash and open (header only) one image file. Anything but a regular file (a FIFO,
+    a device, a socket, a folder) is refused by its type before a byte is read: it is opened
+    without blocking and checked with ``fstat`` (a FIFO would block a read forever)."""
     try:
-        data = path.read_bytes()
+        data = _read_regular(path)
+    except _NotRegular as exc:
+        return Checked(None, 0, None, None, "unreadable", f"not a regular file ({exc})")
     except FileNotFoundError:
         return Checked(None, 0, None, None, "missing_file", "no such file")
     except OSError as exc:
@@ -495,6 +500,32 @@ def check_file(path: Path, max_pixels: int) -> Checked:
         reason = "not_an_image" if "not a recognised image" in exc.detail else "unreadable"
         return Checked(sha, len(data), None, None, reason, exc.detail)
     return Checked(sha, len(data), width, height, None, None)
+
+
+class _NotRegular(Exception):
+    pass
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file (symlinks followed), else
+    :class:`_NotRegular` naming its type; opened with ``O_NONBLOCK`` so that opening a FIFO
+    does not wait for a writer."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO" if stat.S_ISFIFO(mode)
+                else "a folder" if stat.S_ISDIR(mode)
+                else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a file"
+            )  # fmt: skip
+            raise _NotRegular(kind)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def image_id(model: str, prompt_id: str, index: int, sha256: str) -> str:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -538,3 +541,33 @@ def test_a_reordered_manifest_adds_nothing(study_root, tmp_path, capsys):
     after = _counts(study_root)
     assert (after[0], after[2]) == (before[0], before[2]) == (before[0], 3)
     capsys.readouterr()
+
+
+def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """The CLI in a subprocess, killed at ``timeout`` (a hang fails the test, bounded)."""
+    return subprocess.run(
+        [sys.executable, "-m", "corpus_audit.cli", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+
+
+def test_a_fifo_is_refused_by_its_type_before_any_read(study_root, tmp_path):
+    """Issue 33 (High 3): a FIFO named by a manifest, or put in place of an imported file,
+    blocked `import-images` and `--verify` forever (the bytes were read before the type was
+    checked). Now it is refused as 'not a regular file (a FIFO)' and the command ends."""
+    dalle, truth = _dalle_manifest(tmp_path / "dalle_out")
+    first, second = list(truth)[:2]
+    (dalle.parent / first).unlink()
+    os.mkfifo(dalle.parent / first)
+    done = _cli("import-images", str(study_root), str(dalle), timeout=7)
+    assert done.returncode == 0, done.stderr
+    assert "unreadable" in done.stdout and "not a regular file (a FIFO)" in done.stdout
+    assert _rows(study_root, "SELECT reason FROM import_skips") == [("unreadable",)]
+    (dalle.parent / second).unlink()
+    os.mkfifo(dalle.parent / second)  # an imported file replaced by a FIFO
+    done = _cli("import-images", str(study_root), "--verify", timeout=7)
+    assert done.returncode == 0, done.stderr
+    assert "dropped 1: unreadable" in done.stdout and "a FIFO" in done.stdout
