@@ -286,3 +286,38 @@ def test_a_base_without_scheme_is_refused_at_once_and_without_v1_gets_a_hint():
 def test_nan_and_infinite_durations_are_refused_by_the_config(section, key, value):
     with pytest.raises(ConfigError, match=rf"{section}\.{key}: (nan|inf)"):
         config_from_dict({section: {key: value}}, ".")
+
+
+def test_a_connection_closed_mid_answer_and_a_non_http_answer_are_retried():
+    """Issue 33 (Medium): the images client raised a raw ``IncompleteRead`` /
+    ``BadStatusLine`` traceback; the one retry path retries both."""
+
+    def raw(number, handler):
+        if number == 0:  # headers promise 100 bytes, 10 come, the connection closes
+            handler.send_response(200)
+            handler.send_header("Content-Length", "100")
+            handler.end_headers()
+            handler.wfile.write(b'{"data": [')
+            return True
+        if number == 1:  # not HTTP at all
+            handler.wfile.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+            return True
+        return False
+
+    with ChatServer(echo, raw=raw) as server:
+        client = ApiClient(server.url, key_env="", require_key=False, timeout=5,
+                           policy=RetryPolicy(3, 0.01, 0.05))  # fmt: skip
+        answer = client.post_json("chat/completions", {"messages": [{"content": "x"}]})
+    assert answer.attempts == 3 and answer.body["choices"][0]["message"]["content"]
+
+
+def test_an_images_answer_that_is_a_list_is_one_line(monkeypatch):
+    from corpus_audit.backends.generators import GenerationSettings
+    from corpus_audit.backends.openai_images import ApiImageOptions, OpenAIImagesGenerator
+
+    monkeypatch.setenv("CA_HOSTILE_API_KEY", SECRET)
+    with ChatServer(echo, raw=_answers(b"[1, 2]")) as server:
+        options = ApiImageOptions(base_url=server.url, key_env="CA_HOSTILE_API_KEY", max_attempts=1)
+        gen = OpenAIImagesGenerator("dall-e-3", GenerationSettings(), options=options)
+        with pytest.raises(ApiError, match="an images answer that is not a JSON object"):
+            gen.request("a nurse")
