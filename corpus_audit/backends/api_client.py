@@ -4,7 +4,8 @@ What every API backend needs and nothing more, **one retry path** for the images
 (:mod:`corpus_audit.backends.openai_images`) and the chat client
 (:mod:`corpus_audit.backends.text_generators.openai_chat`): POST a JSON body to
 ``<base_url>/<path>`` with a bearer key, up to N requests in flight (:meth:`ApiClient.map`),
-retries of 408, 409, 429 and 5xx answers and of network errors and timeouts with exponential
+retries of 408, 409, 429 and 5xx answers (but a 5xx saying the request is too long, a
+context overflow: :data:`FINAL_5XX`) and of network errors and timeouts with exponential
 backoff and equal jitter (a uniform factor in [0.5, 1]), honouring ``Retry-After`` (seconds or
 an HTTP date) but never waiting longer than ``max_backoff``, and a bounded number of attempts.
 A 4xx other than those is final: :class:`ApiRefusal` carries the status, the API's error code
@@ -76,6 +77,13 @@ ERROR_BODY_BYTES = 64 * 1024
 #: bytes of a successful answer's body read at most, unless the setting says otherwise
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 _CHUNK = 64 * 1024
+#: a 5xx that says the request itself is too long (some servers answer a context overflow with
+#: 500): asking again cannot help, so it is final like a 4xx
+FINAL_5XX = re.compile(
+    r"context length|context window|maximum context|too many tokens|prompt is too long|"
+    r"input is too long",
+    re.IGNORECASE,
+)
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -468,6 +476,8 @@ class ApiClient:
                         "not followed (it would carry the key): give the final URL as api_base"
                     )
                 if status not in RETRY_STATUSES and status < 500:
+                    raise ApiRefusal(status, code or f"http_{status}", message or text)
+                if status >= 500 and FINAL_5XX.search(message or text):
                     raise ApiRefusal(status, code or f"http_{status}", message or text)
                 retry_after = parse_retry_after(headers.get("retry-after"))
                 last = f"HTTP {status} {code or ''} {message or ''}".strip()[:500]

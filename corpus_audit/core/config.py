@@ -68,6 +68,9 @@ VARIANT_NAME = re.compile(r"[a-z0-9_]{1,40}")  # caption variant names (variants
 # Bounds of the counts a user sets (docs/reliability.md, "Bounds of the counts you set"): a
 # count past them would take the machine down rather than give a better answer.
 MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles import --rounds
+#: texts per pair (``llm.n``, ``llm.max_texts``): the requests of a round are planned before
+#: the first is sent (issue 33: ``llm.n = 1e9`` allocated 4 GB first)
+MAX_LLM_TEXTS = 100_000
 #: the stages whose workers load a model (engine.workers may name them)
 WORKER_STAGES = ("indicators", "neighbors", "label", "generate", "recaption", "llm_texts")
 MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
@@ -814,14 +817,19 @@ class LlmSection(Section):
         ),
     ] = field(default_factory=lambda: ["female", "male", "non_binary"])
     n: Annotated[
-        int, COUNT, Help("texts per specified pair; per side (women, men) for unspecified prompts")
+        int,
+        COUNT,
+        Cap(MAX_LLM_TEXTS, "texts planned per pair"),
+        Help("texts per specified pair; per side (women, men) for unspecified prompts"),
     ] = 100
     abandon_below: Annotated[
         float, UNIT, Help("abandon an unspecified pair below this share of n a side, [0, 1]")
     ] = 0.1
-    max_texts: Annotated[int, Help("cap of texts per unspecified (occupation, prompt), >= n")] = (
-        2000
-    )
+    max_texts: Annotated[
+        int,
+        Cap(MAX_LLM_TEXTS, "texts planned per pair"),
+        Help("cap of texts per unspecified (occupation, prompt), >= n"),
+    ] = 2000
     temperature: Annotated[
         float, NOT_NEGATIVE, Help("sampling temperature, >= 0 (the paper: the API default, 1)")
     ] = 1.0

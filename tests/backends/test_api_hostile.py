@@ -321,3 +321,20 @@ def test_an_images_answer_that_is_a_list_is_one_line(monkeypatch):
         gen = OpenAIImagesGenerator("dall-e-3", GenerationSettings(), options=options)
         with pytest.raises(ApiError, match="an images answer that is not a JSON object"):
             gen.request("a nurse")
+
+
+def test_a_context_overflow_500_is_final_not_retried_for_a_minute():
+    body = {"error": {"message": "This model's maximum context length is 2048 tokens", "code": 500}}
+    with ChatServer(echo, raw=_answers(json.dumps(body).encode(), status=500)) as server:
+        gen = chat(server.url, max_retries=5, backoff_s=1.0)
+        start = time.monotonic()
+        with pytest.raises(ModelError, match=r"HTTP 500: This model's maximum context length"):
+            generate_all(gen, [TextRequest("x", 1, 1)])
+        assert server.count == 1 and time.monotonic() - start < 1
+
+
+def test_llm_n_and_max_texts_are_bounded():
+    """Issue 33 (Medium): llm.n = 1e9 allocated 4 GB before the first request."""
+    for key in ("n", "max_texts"):
+        with pytest.raises(ConfigError, match=rf"llm\.{key}: 1000000000 is above the maximum"):
+            config_from_dict({"llm": {key: 10**9, "max_texts": 10**9}}, ".")
