@@ -162,16 +162,24 @@ def _text(path: Path) -> tuple[str, str]:
 
 
 def _inside(folder: Path, rel: str, where: str) -> Path:
-    """``rel`` resolved against ``folder``; a path leaving it is an error (``where`` names it)."""
+    """``rel`` resolved against ``folder``; a path leaving it, a NUL in it or a symlink loop
+    is an error (``where`` names it)."""
     if not rel or not str(rel).strip():
         raise ManifestError(f"{where}: empty 'file'")
+    if "\x00" in str(rel):
+        raise ManifestError(f"{where}: file {printable(str(rel))!r} contains a NUL character")
     given = Path(str(rel).strip())
     if given.is_absolute() or ".." in given.parts:
         raise ManifestError(
             f"{where}: file {str(rel)!r} leaves the manifest's folder (give a path relative "
             "to it, without '..')"
         )
-    full = (folder / given).resolve()
+    try:
+        full = (folder / given).resolve()
+    except (RuntimeError, OSError, ValueError) as exc:  # RuntimeError: a symlink loop
+        raise ManifestError(
+            f"{where}: file {printable(str(rel))!r} cannot be resolved ({printable(str(exc))})"
+        ) from None
     if not full.is_relative_to(_resolved(folder)):  # a symlink out of the folder
         raise ManifestError(f"{where}: file {str(rel)!r} resolves outside the manifest's folder")
     return full
@@ -180,6 +188,10 @@ def _inside(folder: Path, rel: str, where: str) -> Path:
 @functools.lru_cache(maxsize=64)
 def _resolved(folder: Path) -> Path:
     return folder.resolve()
+
+
+#: the largest ``index`` (stored as int32) and ``seed`` (int64) an import accepts
+MAX_VALUES = {"index": 2**31 - 1, "seed": 2**63 - 1}
 
 
 def _int(value: Any, key: str, where: str) -> int | None:
@@ -193,6 +205,10 @@ def _int(value: Any, key: str, where: str) -> int | None:
         raise ManifestError(f"{where}: {key} must be an integer, got {value!r}") from None
     if number < 0:
         raise ManifestError(f"{where}: {key} must be >= 0, got {number}")
+    if number > MAX_VALUES.get(key, 2**63 - 1):
+        raise ManifestError(
+            f"{where}: {key} must be <= {MAX_VALUES.get(key, 2**63 - 1):,}, got {number}"
+        )
     return number
 
 
@@ -262,6 +278,8 @@ def read_jsonl(path: Path, model: str | None = None) -> Source:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ManifestError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise ManifestError(f"{path}:{number}: JSON nested too deeply") from None
         if not isinstance(record, dict):
             raise ManifestError(
                 f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
@@ -282,6 +300,8 @@ def read_bafis(path: Path, model: str | None = None) -> Source:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ManifestError(f"{path}: JSON nested too deeply to be a BAFIS metadata.json") from None
     if not isinstance(data, dict):
         raise ManifestError(
             f"{path}:1: expected a JSON object of entries (the BAFIS metadata.json)"
@@ -340,15 +360,17 @@ def read_folder(root: Path, model: str | None = None) -> Source:
         for order, f in enumerate(files):
             rel = f"{folder.name}/{f.name}"
             listing.append(rel)
+            where = f"{root}/{rel}"
+            index = _int(f.stem, "index", where) if f.stem.isdigit() else order
             entries.append(
                 Entry(
                     source=root,
-                    where=f"{root}/{rel}",
+                    where=where,
                     line=None,
-                    file=f.resolve(),
+                    file=_inside(root, rel, where),  # a symlink out of the folder is refused
                     model=model,
                     prompt=folder.name,
-                    index=int(f.stem) if f.stem.isdigit() else order,
+                    index=index,
                     metadata={"folder": folder.name},
                 )
             )

@@ -31,6 +31,7 @@ from corpus_audit.commands.import_images import (
     resolve_entries,
     study_prompts,
 )
+from corpus_audit.core.errors import ManifestError
 from corpus_audit.core.pipeline import init_study, stage_function
 
 OCCUPATIONS = ["nurse", "doctor", "carpenter"]
@@ -571,3 +572,55 @@ def test_a_fifo_is_refused_by_its_type_before_any_read(study_root, tmp_path):
     done = _cli("import-images", str(study_root), "--verify", timeout=7)
     assert done.returncode == 0, done.stderr
     assert "dropped 1: unreadable" in done.stdout and "a FIFO" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("symlink_loop", "cannot be resolved"),
+        ("nul", "contains a NUL character"),
+        ("index_3e9", "index must be <= 2,147,483,647, got 3000000000"),
+        ("seed_1e20", "seed must be <= 9,223,372,036,854,775,807"),
+        ("deep_bafis", "nested too deeply"),
+        ("deep_jsonl", "nested too deeply"),
+        ("folder_symlink_out", "resolves outside the manifest's folder"),
+        ("folder_index_3e9", "index must be <= 2,147,483,647"),
+    ],
+)
+def test_hostile_sources_are_one_line_not_a_traceback(tmp_path, kind, words):
+    """Issue 33 (Medium): a symlink loop, a NUL in a path, an index of 3e9, a seed of 1e20, a
+    100k-deep JSON and (folder layout) a symlink out of the folder gave tracebacks or were
+    followed; each is now a ManifestError naming the source, raised by the pure readers."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    record = {"file": "a.png", "prompt": "A photo of a nurse.", "model": "m"}
+    source = folder / "m.jsonl"
+    if kind == "symlink_loop":
+        (folder / "loop.png").symlink_to(folder / "loop.png")
+        record["file"] = "loop.png"
+    elif kind == "nul":
+        record["file"] = "a\x00b.png"
+    elif kind == "index_3e9":
+        record["index"] = 3_000_000_000
+    elif kind == "seed_1e20":
+        record["seed"] = 10**20
+    if kind == "deep_bafis":
+        source = folder / "metadata.json"
+        source.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    elif kind == "deep_jsonl":
+        source.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    elif kind.startswith("folder_"):
+        source = folder
+        (folder / "A photo of a nurse.").mkdir()
+        outside = tmp_path / "outside.png"
+        _photo_file(outside, FEMALE, 0)
+        name = "0.png" if kind == "folder_symlink_out" else "3000000000.png"
+        (folder / "A photo of a nurse." / name).symlink_to(outside)
+        if kind == "folder_index_3e9":  # a real file inside, with a huge index
+            (folder / "A photo of a nurse." / name).unlink()
+            _photo_file(folder / "A photo of a nurse." / name, FEMALE, 0)
+    else:
+        source.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    with pytest.raises(ManifestError, match=words) as err:
+        read_source(source, "m" if kind.startswith("folder_") else None)
+    assert len(str(err.value).splitlines()) == 1 and str(folder) in str(err.value)
