@@ -338,3 +338,10 @@ def test_llm_n_and_max_texts_are_bounded():
     for key in ("n", "max_texts"):
         with pytest.raises(ConfigError, match=rf"llm\.{key}: 1000000000 is above the maximum"):
             config_from_dict({"llm": {key: 10**9, "max_texts": 10**9}}, ".")
+
+
+def test_a_null_content_is_recorded_as_no_content_not_an_empty_text():
+    body = {"choices": [{"message": {"content": None}, "finish_reason": "length"}]}
+    with ChatServer(echo, raw=_answers(json.dumps(body).encode())) as server:
+        (got,) = generate_all(chat(server.url), [TextRequest("x", 1, 1)])
+    assert (got[0].text, got[0].refusal) == ("", "no_content")

@@ -33,7 +33,9 @@ message. Standard library only (``urllib``, threads), so no client package is ne
   ``max_body_mb`` its body; Ctrl-C or SIGTERM cancels the requests in flight and the waits.
 - **malformed answers**: a body that is not an object, ``choices`` that is not a list of
   objects, a non-text ``content`` or non-integer token counts fail with one line (not a
-  traceback); unreadable token counts are recorded as unknown.
+  traceback); unreadable token counts are recorded as unknown; a choice whose ``content`` is
+  null is recorded with the refusal ``no_content`` (counted with the refusals, not silently an
+  empty text).
 - **refusals**: ``message.refusal`` (OpenAI's structured refusal) or a ``content_filter``
   finish reason is recorded as the text's ``refusal``; its text is what the server sent
   (often empty).
@@ -68,6 +70,9 @@ from corpus_audit.core.errors import ModelError, printable
 __all__ = ["DEFAULT_API_BASE", "OpenAIChat", "factory", "parse_retry_after", "split_tokens"]
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
+#: the ``refusal`` recorded for a choice whose ``content`` is null (or missing) without a
+#: refusal: a tool call, a reasoning-only answer, a server error in disguise (issue 33)
+NO_CONTENT = "no_content"
 
 
 def split_tokens(total: int | None, texts: Sequence[str]) -> list[int | None]:
@@ -253,6 +258,8 @@ class OpenAIChat:
             refusal = printable(str(refusal)) if refusal else None
             if refusal is None and finish in REFUSAL_FINISH_REASONS:
                 refusal = finish
+            if refusal is None and message.get("content") is None:
+                refusal = NO_CONTENT  # not an empty text the model wrote: say so
             out.append(
                 Completion(
                     text=text,
