@@ -345,3 +345,28 @@ def test_a_null_content_is_recorded_as_no_content_not_an_empty_text():
     with ChatServer(echo, raw=_answers(json.dumps(body).encode())) as server:
         (got,) = generate_all(chat(server.url), [TextRequest("x", 1, 1)])
     assert (got[0].text, got[0].refusal) == ("", "no_content")
+
+
+def test_an_images_answer_far_larger_than_asked_is_refused_before_decoding(monkeypatch):
+    """Issue 33 (Medium): a 9000 x 9000 PNG of a few hundred KB was decoded in full (4 GB RSS
+    at concurrency 4). An answer may have at most 4 x the pixels of ``api_size``, checked on
+    the header before any pixel is decoded."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from corpus_audit.backends.generators import GenerationSettings
+    from corpus_audit.backends.openai_images import ApiImageOptions, OpenAIImagesGenerator
+
+    buf = io.BytesIO()
+    Image.new("RGB", (4200, 4200)).save(buf, format="PNG")  # 17.6 M pixels, ~50 KB
+    body = json.dumps({"data": [{"b64_json": base64.b64encode(buf.getvalue()).decode()}]})
+    monkeypatch.setenv("CA_HOSTILE_API_KEY", SECRET)
+    with ChatServer(echo, raw=_answers(body.encode())) as server:
+        options = ApiImageOptions(
+            base_url=server.url, key_env="CA_HOSTILE_API_KEY", max_attempts=1, size="1024x1024"
+        )
+        gen = OpenAIImagesGenerator("dall-e-3", GenerationSettings(), options=options)
+        with pytest.raises(ApiError, match=r"image is refused: .*at most 4,194,304 pixels"):
+            gen.request("a nurse")
