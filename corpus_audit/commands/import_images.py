@@ -504,37 +504,49 @@ class Checked:
 
 
 def check_file(path: Path, max_pixels: int) -> Checked:
-    """Read, hash and open (header only) one image file. Anything but a regular file (a FIFO,
-    a device, a socket, a folder) is refused by its type before a byte is read: it is opened
-    without blocking and checked with ``fstat`` (a FIFO would block a read forever)."""
+    """Hash (streaming) and open (header only) one image file. Anything but a regular file (a
+    FIFO, a device, a socket, a folder) is refused by its type before a byte is read: it is
+    opened without blocking and checked with ``fstat`` (a FIFO would block a read forever). The
+    file is hashed in blocks of :data:`_BLOCK` bytes, so a 1 GB file costs one block of memory
+    per hashing thread, not 1 GB."""
     try:
-        data = _read_regular(path)
+        sha, n_bytes, head, same = _hash_regular(path)
     except _NotRegular as exc:
         return Checked(None, 0, None, None, "unreadable", f"not a regular file ({exc})")
     except FileNotFoundError:
         return Checked(None, 0, None, None, "missing_file", "no such file")
     except OSError as exc:
         return Checked(None, 0, None, None, "unreadable", f"cannot read: {exc.strerror or exc}")
-    sha = hashlib.sha256(data).hexdigest()
     try:
-        width, height = image_size(data, max_pixels=max_pixels)
+        if n_bytes <= len(head):  # the whole file was kept: the header of exactly these bytes
+            width, height = image_size(head, max_pixels=max_pixels)
+        elif same():  # a larger file: its header read again, from the file just hashed
+            width, height = image_size(path, max_pixels=max_pixels)
+        else:
+            return Checked(sha, n_bytes, None, None, "unreadable", "changed while it was read")
     except UnreadableImage as exc:
         reason = "not_an_image" if "not a recognised image" in exc.detail else "unreadable"
-        return Checked(sha, len(data), None, None, reason, exc.detail)
-    return Checked(sha, len(data), width, height, None, None)
+        return Checked(sha, n_bytes, None, None, reason, exc.detail)
+    return Checked(sha, n_bytes, width, height, None, None)
+
+
+_BLOCK = 1 << 20  # bytes hashed at a time; files up to 4 blocks are also kept for their header
+_KEEP = 4 * _BLOCK
 
 
 class _NotRegular(Exception):
     pass
 
 
-def _read_regular(path: Path) -> bytes:
-    """The bytes of ``path`` if it is a regular file (symlinks followed), else
-    :class:`_NotRegular` naming its type; opened with ``O_NONBLOCK`` so that opening a FIFO
-    does not wait for a writer."""
+def _hash_regular(path: Path) -> tuple[str, int, bytes, Any]:
+    """(sha256, size, the first :data:`_KEEP` bytes, ``same()``) of ``path`` if it is a
+    regular file (symlinks followed), else :class:`_NotRegular` naming its type. Opened with
+    ``O_NONBLOCK`` so that opening a FIFO does not wait for a writer; ``same()`` says whether
+    ``path`` is still the file that was hashed (same device and inode)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        mode = st.st_mode
         if not stat.S_ISREG(mode):
             kind = (
                 "a FIFO" if stat.S_ISFIFO(mode)
@@ -544,10 +556,26 @@ def _read_regular(path: Path) -> bytes:
                 else "not a file"
             )  # fmt: skip
             raise _NotRegular(kind)
+        digest = hashlib.sha256()
+        head = bytearray()
+        total = 0
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
+            while block := fh.read(_BLOCK):
+                digest.update(block)
+                total += len(block)
+                if len(head) < _KEEP:
+                    head += block[: _KEEP - len(head)]
     finally:
         os.close(fd)
+
+    def same() -> bool:
+        try:
+            now = os.stat(path)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) and stat.S_ISREG(now.st_mode)
+
+    return digest.hexdigest(), total, bytes(head), same
 
 
 def image_id(model: str, prompt_id: str, index: int, sha256: str) -> str:

@@ -624,3 +624,27 @@ def test_hostile_sources_are_one_line_not_a_traceback(tmp_path, kind, words):
     with pytest.raises(ManifestError, match=words) as err:
         read_source(source, "m" if kind.startswith("folder_") else None)
     assert len(str(err.value).splitlines()) == 1 and str(folder) in str(err.value)
+
+
+def test_a_large_file_is_hashed_by_streaming(tmp_path):
+    """Issue 33 (Medium): each hashing thread read a whole file (a 1 GB file x 8 threads).
+    Python's allocations while checking a 96 MB file stay within a few blocks."""
+    import hashlib
+    import tracemalloc
+
+    from corpus_audit.commands.import_images import check_file
+
+    big = tmp_path / "big.png"
+    _photo_file(big, FEMALE, 0)
+    with big.open("ab") as fh:  # a real PNG header, then 96 MB of trailing bytes
+        for _ in range(96):
+            fh.write(bytes(2**20))
+    tracemalloc.start()
+    try:
+        checked = check_file(big, 89_478_485)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert checked.n_bytes == big.stat().st_size and checked.width == 256
+    assert checked.sha256 == hashlib.sha256(big.read_bytes()).hexdigest()
+    assert peak < 16 * 2**20, peak
