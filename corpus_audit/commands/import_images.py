@@ -606,6 +606,7 @@ def import_images(
             "`pst_prompts` in a PST study) before importing images"
         )
     matched = resolve_entries([e for s in read for e in s.entries], prompts)
+    _refuse_generated_names(study, matched)
     by_source: dict[Path, list[Item]] = {}
     for item in matched:
         by_source.setdefault(item.entry.source, []).append(item)
@@ -647,6 +648,20 @@ def import_images(
     if run.rows_out == 0:
         run.skipped = True
     return run
+
+
+def _refuse_generated_names(study: Study, items: Sequence[Item]) -> None:
+    """An imported model named like one of ``generate.models`` (case aside) would be pooled
+    with the images the study generates: refused, one line naming the model and the entry."""
+    generated = {m.casefold(): m for m in study.config.generate.models}
+    for item in items:
+        clash = generated.get(item.model.casefold())
+        if clash is not None:
+            raise ManifestError(
+                f"{item.entry.where}: model {printable(item.model)!r} is the name of "
+                f"generate.models entry {printable(clash)!r}: its images would be pooled with "
+                "the generated ones; give the import another name (--model NAME)"
+            )
 
 
 def _known_files(study: Study, files: set[str]) -> dict[str, list[tuple[str, str]]]:

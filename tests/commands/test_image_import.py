@@ -648,3 +648,16 @@ def test_a_large_file_is_hashed_by_streaming(tmp_path):
     assert checked.n_bytes == big.stat().st_size and checked.width == 256
     assert checked.sha256 == hashlib.sha256(big.read_bytes()).hexdigest()
     assert peak < 16 * 2**20, peak
+
+
+def test_an_import_named_like_a_generated_model_is_refused(study_root, tmp_path, capsys):
+    """Issue 33 (Medium): an imported model named like one of generate.models was pooled with
+    the generated images without a word."""
+    dalle, _truth = _dalle_manifest(tmp_path / "dalle_out")
+    assert main(["-q", "config", "set", str(study_root), "generate.models=['Dall-E-3']"]) == 0
+    before = _counts(study_root)
+    assert main(["-q", "import-images", str(study_root), str(dalle)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "generate.models entry 'Dall-E-3'" in err, err
+    assert _counts(study_root) == before
+    assert main(["-q", "import-images", str(study_root), str(dalle), "--model", "dalle3-ext"]) == 0
