@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import heapq
 import http.client
 import json
 import math
@@ -227,6 +228,7 @@ class _Watch:
         self._lock = threading.Lock()
         self._socks: list[socket.socket] = []
         self.why = ""
+        self.done = False  # the request ended: its deadline no longer matters
 
     def add(self, sock: socket.socket) -> None:
         with self._lock:
@@ -234,6 +236,12 @@ class _Watch:
             if not self.why:
                 return
         _shutdown(sock)
+
+    def finish(self) -> None:
+        """The request ended: its deadline is skipped and its sockets are let go."""
+        with self._lock:
+            self.done = True
+            self._socks = []
 
     def shut(self, why: str) -> None:
         with self._lock:
@@ -248,28 +256,76 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _watched(watch: _Watch) -> tuple[urllib.request.BaseHandler, urllib.request.BaseHandler]:
-    """HTTP and HTTPS handlers whose connections register their socket with ``watch``."""
+_current = threading.local()  # the _Watch of the request this thread is sending
 
-    class Conn(http.client.HTTPConnection):
-        def connect(self) -> None:
-            super().connect()
-            watch.add(self.sock)
 
-    class SecureConn(http.client.HTTPSConnection):
-        def connect(self) -> None:
-            super().connect()
-            watch.add(self.sock)
+def _register(sock: socket.socket) -> None:
+    watch = getattr(_current, "watch", None)
+    if watch is not None:
+        watch.add(sock)
 
-    class Handler(urllib.request.HTTPHandler):
-        def http_open(self, req: Any) -> Any:
-            return self.do_open(Conn, req)
 
-    class SecureHandler(urllib.request.HTTPSHandler):
-        def https_open(self, req: Any) -> Any:
-            return self.do_open(SecureConn, req, context=self._context)
+class _WatchedConnection(http.client.HTTPConnection):
+    """An HTTP connection whose socket the current request's :class:`_Watch` can shut down."""
 
-    return Handler(), SecureHandler()
+    def connect(self) -> None:
+        super().connect()
+        _register(self.sock)
+
+
+class _WatchedSecureConnection(http.client.HTTPSConnection):
+    """The same for HTTPS (the TLS socket; shutting it down ends a blocked read too)."""
+
+    def connect(self) -> None:
+        super().connect()
+        _register(self.sock)
+
+
+class _WatchedHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: Any) -> Any:
+        return self.do_open(_WatchedConnection, req)
+
+
+class _WatchedSecureHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: Any) -> Any:
+        return self.do_open(_WatchedSecureConnection, req, context=self._context)
+
+
+class _Deadlines:
+    """One daemon thread that shuts each request's sockets down at its deadline (a heap of
+    deadlines; a finished request is skipped when its turn comes)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Watch]] = []
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, deadline: float, watch: _Watch) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="api-deadlines", daemon=True)
+                self._thread.start()
+            self._count += 1
+            heapq.heappush(self._heap, (deadline, self._count, watch))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap:
+                    self._cond.wait()
+                deadline, _, watch = self._heap[0]
+                now = time.monotonic()
+                if deadline > now and not watch.done:
+                    self._cond.wait(deadline - now)
+                    continue
+                heapq.heappop(self._heap)
+            if not watch.done:
+                watch.shut("timeout")
+
+
+_deadlines = _Deadlines()
 
 
 class _TooLarge(Exception):
@@ -341,6 +397,7 @@ class ApiClient:
         self._stop = threading.Event()
         self._sleep = sleep if sleep is not None else self._stop.wait
         self._watches: set[_Watch] = set()
+        self._opener = opener(self.base_url, _WatchedHandler(), _WatchedSecureHandler())
         self._watch_lock = threading.Lock()
         self.stats = {"requests": 0, "retries": 0, "retry_after_waits": 0}
         self._stats_lock = threading.Lock()
@@ -390,18 +447,16 @@ class ApiClient:
         Raises :class:`TimeoutError` past ``timeout`` (the whole exchange), :class:`Stopped`
         when cancelled, :class:`_TooLarge`, or the transport's error."""
         watch = _Watch()
-        timer = threading.Timer(self.timeout, watch.shut, ("timeout",))
-        timer.daemon = True
         with self._watch_lock:
             self._watches.add(watch)
         if self._stop.is_set():
             watch.shut("stopped")
-        timer.start()
+        _deadlines.add(time.monotonic() + self.timeout, watch)
+        _current.watch = watch
         try:
             try:
-                open_ = opener(self.base_url, *_watched(watch)).open
                 try:
-                    answer = open_(request, timeout=self.timeout)
+                    answer = self._opener.open(request, timeout=self.timeout)
                 except urllib.error.HTTPError as exc:
                     with exc:
                         body = read_capped(exc, ERROR_BODY_BYTES, cut=True)
@@ -423,7 +478,8 @@ class ApiClient:
                 raise TimeoutError
             return status, headers, raw
         finally:
-            timer.cancel()
+            watch.finish()
+            _current.watch = None
             with self._watch_lock:
                 self._watches.discard(watch)
 
