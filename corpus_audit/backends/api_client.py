@@ -64,11 +64,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from corpus_audit.core.config import API_KEY_NAME as KEY_NAME
 from corpus_audit.core.errors import ApiError
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-#: a key variable's name must end so (docs/reliability.md, "Secrets")
-KEY_NAME = re.compile(r"[A-Z][A-Z0-9_]*(_API_KEY|_TOKEN)")
 #: the user's list of hosts that may receive a key (outside any study file)
 ALLOWED_HOSTS_ENV = "CORPUS_AUDIT_ALLOWED_HOSTS"
 #: hosts allowed without asking, per key variable

@@ -71,6 +71,13 @@ MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles impo
 #: texts per pair (``llm.n``, ``llm.max_texts``): the requests of a round are planned before
 #: the first is sent (issue 33: ``llm.n = 1e9`` allocated 4 GB first)
 MAX_LLM_TEXTS = 100_000
+#: the name of an API key variable (docs/reliability.md, "Secrets"): a study may name only
+#: such variables, so it cannot send AWS_SECRET_ACCESS_KEY or HOME to a server
+API_KEY_NAME = re.compile(r"[A-Z][A-Z0-9_]*(_API_KEY|_TOKEN)")
+_KEY_NAME_RULE = Rule(
+    lambda v: not v or API_KEY_NAME.fullmatch(v) is not None,
+    "must be empty or a variable name ending in _API_KEY or _TOKEN (docs/reliability.md)",
+)
 #: the stages whose workers load a model (engine.workers may name them)
 WORKER_STAGES = ("indicators", "neighbors", "label", "generate", "recaption", "llm_texts")
 MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
@@ -512,9 +519,14 @@ class GenerateSection(Section):
             '"openai:<model>" entries of models (docs/generate.md)'
         ),
     ] = "https://api.openai.com/v1"
-    api_key_env: Annotated[str, Help("environment variable holding the key (never stored)")] = (
-        "OPENAI_API_KEY"
-    )
+    api_key_env: Annotated[
+        str,
+        _KEY_NAME_RULE,
+        Help(
+            "environment variable holding the key (never stored; its name ends in _API_KEY or "
+            "_TOKEN; sent only to hosts you allow: docs/reliability.md)"
+        ),
+    ] = "OPENAI_API_KEY"
     api_size: Annotated[str, Help("image size sent with each request, e.g. 1024x1792")] = (
         "1024x1024"
     )
@@ -850,10 +862,12 @@ class LlmSection(Section):
     ] = "https://api.openai.com/v1"
     api_key_env: Annotated[
         str,
+        _KEY_NAME_RULE,
         Help(
-            "openai: the NAME of the environment variable holding the API key (the key itself"
-            " is never written to study.toml, the database or the output); unset or empty: no"
-            " key sent"
+            "openai: the NAME of the environment variable holding the API key, ending in"
+            " _API_KEY or _TOKEN (the key itself is never written to study.toml, the database"
+            " or the output, and is sent only to hosts you allow: docs/reliability.md); unset"
+            " or empty: no key sent"
         ),
     ] = "OPENAI_API_KEY"
     n_per_request: Annotated[

@@ -370,3 +370,11 @@ def test_an_images_answer_far_larger_than_asked_is_refused_before_decoding(monke
         gen = OpenAIImagesGenerator("dall-e-3", GenerationSettings(), options=options)
         with pytest.raises(ApiError, match=r"image is refused: .*at most 4,194,304 pixels"):
             gen.request("a nurse")
+
+
+def test_the_config_refuses_a_key_variable_that_is_not_an_api_key():
+    for section in ("llm", "generate"):
+        with pytest.raises(ConfigError, match=rf"{section}.api_key_env: .*_API_KEY or _TOKEN"):
+            config_from_dict({section: {"api_key_env": "AWS_SECRET_ACCESS_KEY"}}, ".")
+        config_from_dict({section: {"api_key_env": "TOGETHER_API_KEY"}}, ".")
+        config_from_dict({section: {"api_key_env": ""}}, ".")
