@@ -433,6 +433,11 @@ class ApiClient:
         for watch in watches:
             watch.shut("stopped")
 
+    def reset(self) -> None:
+        """Usable again after :meth:`cancel` (a new :meth:`map` or stream begins with it, so a
+        consumer that stopped early does not leave the client stopped)."""
+        self._stop.clear()
+
     def _count(self, key: str) -> None:
         with self._stats_lock:
             self.stats[key] += 1
@@ -556,6 +561,7 @@ class ApiClient:
         answers can be kept). A consumer that unwinds (an error, Ctrl-C, SIGTERM) cancels the
         client (:meth:`cancel`): the requests in flight end at once."""
         it = iter(items)
+        self.reset()
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             running: dict[Future[R], T] = {}
             try:

@@ -378,3 +378,13 @@ def test_the_config_refuses_a_key_variable_that_is_not_an_api_key():
             config_from_dict({section: {"api_key_env": "AWS_SECRET_ACCESS_KEY"}}, ".")
         config_from_dict({section: {"api_key_env": "TOGETHER_API_KEY"}}, ".")
         config_from_dict({section: {"api_key_env": ""}}, ".")
+
+
+def test_a_stream_stopped_early_leaves_the_client_usable():
+    with ChatServer(echo) as server:
+        gen = chat(server.url)
+        stream = gen.stream([TextRequest("a", 1, 1), TextRequest("b", 1, 2)])
+        next(stream)
+        stream.close()  # the consumer stops early: the requests in flight are cancelled
+        (got,) = generate_all(gen, [TextRequest("c", 1, 3)])
+        assert got[0].text.startswith("c seed 3")

@@ -319,6 +319,7 @@ class OpenAIChat:
         for i, req in enumerate(requests):
             if req.n == 0:
                 yield i, []
+        self.client.reset()  # a stream stopped early before cancelled the client
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm")
         pending: dict[Future, tuple[int, int]] = {}
         queue = iter(parts)
