@@ -528,8 +528,9 @@ class ApiClient:
                 except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                     last = "the answer is not JSON"
             elif status:
-                text = raw.decode("utf-8", "replace")[:2000]
+                text = raw.decode("utf-8", "replace")  # <= ERROR_BODY_BYTES, parsed whole
                 code, message = _error_fields(text)
+                code, message, text = code[:200], message[:2000], text[:2000]
                 if 300 <= status < 400:
                     raise ApiError(
                         f"{url}: HTTP {status} redirect to {headers.get('location', '?')!r} "
@@ -594,7 +595,7 @@ def error_fields(exc: urllib.error.HTTPError) -> tuple[str, str]:
 
 def _read_error(exc: urllib.error.HTTPError) -> str:
     try:
-        return read_capped(exc, ERROR_BODY_BYTES, cut=True).decode("utf-8", "replace")[:2000]
+        return read_capped(exc, ERROR_BODY_BYTES, cut=True).decode("utf-8", "replace")
     except Exception:  # noqa: BLE001 - the body of an error answer is optional
         return ""
 

@@ -388,3 +388,16 @@ def test_a_stream_stopped_early_leaves_the_client_usable():
         stream.close()  # the consumer stops early: the requests in flight are cancelled
         (got,) = generate_all(gen, [TextRequest("c", 1, 3)])
         assert got[0].text.startswith("c seed 3")
+
+
+def test_a_refusal_with_a_long_body_is_still_a_content_refusal():
+    """Issue 33 (Low): the error body was cut to 2,000 characters *before* it was parsed, so a
+    content-policy refusal with a long message was not recognised (a final HTTP 400 instead)."""
+    from corpus_audit.backends.api_client import ApiRefusal
+
+    body = {"error": {"code": "content_policy_violation", "message": "no. " * 1000}}
+    with ChatServer(echo, raw=_answers(json.dumps(body).encode(), status=400)) as server:
+        client = ApiClient(server.url, key_env="", require_key=False, timeout=5)
+        with pytest.raises(ApiRefusal) as info:
+            client.post_json("images/generations", {"prompt": "x"})
+    assert info.value.code == "content_policy_violation" and len(info.value.message) == 2000
