@@ -42,6 +42,7 @@ from corpus_audit.backends.generators import GeneratedImage, GenerationSettings
 from corpus_audit.core.config import GenerateSection, derived_from
 from corpus_audit.core.errors import ApiError
 from corpus_audit.core.fileio import atomic_path
+from corpus_audit.core.imagefile import DEFAULT_MAX_PIXELS, UnreadableImage, image_size
 from corpus_audit.core.store import StageRun, Study
 
 NOT_REPRODUCIBLE = (
@@ -69,6 +70,7 @@ def is_content_refusal(exc: ApiRefusal) -> bool:
     "max_attempts=api_max_attempts",
     "backoff=api_backoff",
     "max_backoff=api_max_backoff",
+    "max_body_mb=api_max_body_mb",
 )
 class ApiImageOptions:
     """The ``generate.api_*`` settings a request uses (recorded with every image), derived
@@ -132,6 +134,7 @@ class OpenAIImagesGenerator:
             timeout=o.timeout,
             policy=RetryPolicy(o.max_attempts, o.backoff, o.max_backoff),
             concurrency=o.concurrency,
+            max_body_bytes=int(o.max_body_mb * 2**20),
         )
 
     def payload(self, prompt: str) -> dict[str, Any]:
@@ -153,14 +156,25 @@ class OpenAIImagesGenerator:
         from PIL import Image
 
         answer = self.client.post_json("images/generations", self.payload(prompt))
+        if not isinstance(answer.body, dict):
+            raise ApiError(f"{self.client.base_url}: an images answer that is not a JSON object")
         items = answer.body.get("data") or []
         if not items or not isinstance(items[0], dict) or not items[0].get("b64_json"):
             raise ApiError(f"{self.client.base_url}: an images answer without data[0].b64_json")
+        limit = self.max_pixels()
         try:
+            if not isinstance(items[0]["b64_json"], str):
+                raise ValueError("b64_json is not text")
             data = base64.b64decode(items[0]["b64_json"], validate=True)
+            image_size(data, max_pixels=limit)  # the header, before any pixel is decoded
             with Image.open(io.BytesIO(data)) as im:
                 pixels = np.ascontiguousarray(np.asarray(im.convert("RGB")))
-        except (ValueError, OSError) as exc:  # binascii.Error is a ValueError
+        except UnreadableImage as exc:
+            raise ApiError(
+                f"{self.client.base_url}: the answer's image is refused: {exc.detail} "
+                f"(at most {limit:,} pixels for size {self.options.size!r})"
+            ) from None
+        except (ValueError, OSError, Image.DecompressionBombError) as exc:  # binascii.Error too
             raise ApiError(
                 f"{self.client.base_url}: the answer's image cannot be decoded: {exc}"
             ) from None
@@ -169,6 +183,14 @@ class OpenAIImagesGenerator:
             data, pixels, items[0].get("revised_prompt"), usage if isinstance(usage, dict) else None,
             answer.attempts, answer.seconds,
         )  # fmt: skip
+
+    def max_pixels(self) -> int:
+        """The most pixels an answer may have: 4 x the requested ``api_size`` (providers may
+        return a larger image than asked, not a 9000 x 9000 one), and never more than Pillow's
+        decompression-bomb guard; the guard alone when the size is not ``WxH``."""
+        asked = _size(self.options.size)
+        pixels = asked["width"] * asked["height"]
+        return min(DEFAULT_MAX_PIXELS, 4 * pixels) if pixels else DEFAULT_MAX_PIXELS
 
     def cost(self) -> float | None:
         o = self.options

@@ -48,6 +48,7 @@ import io
 import json
 import os
 import re
+import stat
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -163,16 +164,24 @@ def _text(path: Path) -> tuple[str, str]:
 
 
 def _inside(folder: Path, rel: str, where: str) -> Path:
-    """``rel`` resolved against ``folder``; a path leaving it is an error (``where`` names it)."""
+    """``rel`` resolved against ``folder``; a path leaving it, a NUL in it or a symlink loop
+    is an error (``where`` names it)."""
     if not rel or not str(rel).strip():
         raise ManifestError(f"{where}: empty 'file'")
+    if "\x00" in str(rel):
+        raise ManifestError(f"{where}: file {printable(str(rel))!r} contains a NUL character")
     given = Path(str(rel).strip())
     if given.is_absolute() or ".." in given.parts:
         raise ManifestError(
             f"{where}: file {str(rel)!r} leaves the manifest's folder (give a path relative "
             "to it, without '..')"
         )
-    full = (folder / given).resolve()
+    try:
+        full = (folder / given).resolve()
+    except (RuntimeError, OSError, ValueError) as exc:  # RuntimeError: a symlink loop
+        raise ManifestError(
+            f"{where}: file {printable(str(rel))!r} cannot be resolved ({printable(str(exc))})"
+        ) from None
     if not full.is_relative_to(_resolved(folder)):  # a symlink out of the folder
         raise ManifestError(f"{where}: file {str(rel)!r} resolves outside the manifest's folder")
     return full
@@ -181,6 +190,10 @@ def _inside(folder: Path, rel: str, where: str) -> Path:
 @functools.lru_cache(maxsize=64)
 def _resolved(folder: Path) -> Path:
     return folder.resolve()
+
+
+#: the largest ``index`` (stored as int32) and ``seed`` (int64) an import accepts
+MAX_VALUES = {"index": 2**31 - 1, "seed": 2**63 - 1}
 
 
 def _int(value: Any, key: str, where: str) -> int | None:
@@ -194,6 +207,10 @@ def _int(value: Any, key: str, where: str) -> int | None:
         raise ManifestError(f"{where}: {key} must be an integer, got {value!r}") from None
     if number < 0:
         raise ManifestError(f"{where}: {key} must be >= 0, got {number}")
+    if number > MAX_VALUES.get(key, 2**63 - 1):
+        raise ManifestError(
+            f"{where}: {key} must be <= {MAX_VALUES.get(key, 2**63 - 1):,}, got {number}"
+        )
     return number
 
 
@@ -254,12 +271,15 @@ def read_csv(path: Path, model: str | None = None) -> Source:
 
 def _parse_json(path: Path, first_line: int, text: str) -> Any:
     """``text`` (starting at line ``first_line`` of ``path``) parsed as JSON; invalid JSON is a
-    :class:`ManifestError` naming the file and the line of the error."""
+    :class:`ManifestError` naming the file and the line of the error (or saying it is nested
+    too deeply to parse)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         line = first_line + exc.lineno - 1
         raise ManifestError(f"{path}:{line}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ManifestError(f"{path}:{first_line}: JSON nested too deeply") from None
 
 
 def read_jsonl(path: Path, model: str | None = None) -> Source:
@@ -345,15 +365,17 @@ def read_folder(root: Path, model: str | None = None) -> Source:
         for order, f in enumerate(files):
             rel = f"{folder.name}/{f.name}"
             listing.append(rel)
+            where = f"{root}/{rel}"
+            index = _int(f.stem, "index", where) if f.stem.isdigit() else order
             entries.append(
                 Entry(
                     source=root,
-                    where=f"{root}/{rel}",
+                    where=where,
                     line=None,
-                    file=f.resolve(),
+                    file=_inside(root, rel, where),  # a symlink out of the folder is refused
                     model=model,
                     prompt=folder.name,
-                    index=int(f.stem) if f.stem.isdigit() else order,
+                    index=index,
                     metadata={"folder": folder.name},
                 )
             )
@@ -487,20 +509,78 @@ class Checked:
 
 
 def check_file(path: Path, max_pixels: int) -> Checked:
-    """Read, hash and open (header only) one image file."""
+    """Hash (streaming) and open (header only) one image file. Anything but a regular file (a
+    FIFO, a device, a socket, a folder) is refused by its type before a byte is read: it is
+    opened without blocking and checked with ``fstat`` (a FIFO would block a read forever). The
+    file is hashed in blocks of :data:`_BLOCK` bytes, so a 1 GB file costs one block of memory
+    per hashing thread, not 1 GB."""
     try:
-        data = path.read_bytes()
+        sha, n_bytes, head, same = _hash_regular(path)
+    except _NotRegular as exc:
+        return Checked(None, 0, None, None, "unreadable", f"not a regular file ({exc})")
     except FileNotFoundError:
         return Checked(None, 0, None, None, "missing_file", "no such file")
     except OSError as exc:
         return Checked(None, 0, None, None, "unreadable", f"cannot read: {exc.strerror or exc}")
-    sha = hashlib.sha256(data).hexdigest()
     try:
-        width, height = image_size(data, max_pixels=max_pixels)
+        if n_bytes <= len(head):  # the whole file was kept: the header of exactly these bytes
+            width, height = image_size(head, max_pixels=max_pixels)
+        elif same():  # a larger file: its header read again, from the file just hashed
+            width, height = image_size(path, max_pixels=max_pixels)
+        else:
+            return Checked(sha, n_bytes, None, None, "unreadable", "changed while it was read")
     except UnreadableImage as exc:
         reason = "not_an_image" if "not a recognised image" in exc.detail else "unreadable"
-        return Checked(sha, len(data), None, None, reason, exc.detail)
-    return Checked(sha, len(data), width, height, None, None)
+        return Checked(sha, n_bytes, None, None, reason, exc.detail)
+    return Checked(sha, n_bytes, width, height, None, None)
+
+
+_BLOCK = 1 << 20  # bytes hashed at a time; files up to 4 blocks are also kept for their header
+_KEEP = 4 * _BLOCK
+
+
+class _NotRegular(Exception):
+    pass
+
+
+def _hash_regular(path: Path) -> tuple[str, int, bytes, Any]:
+    """(sha256, size, the first :data:`_KEEP` bytes, ``same()``) of ``path`` if it is a
+    regular file (symlinks followed), else :class:`_NotRegular` naming its type. Opened with
+    ``O_NONBLOCK`` so that opening a FIFO does not wait for a writer; ``same()`` says whether
+    ``path`` is still the file that was hashed (same device and inode)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        mode = st.st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO" if stat.S_ISFIFO(mode)
+                else "a folder" if stat.S_ISDIR(mode)
+                else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a file"
+            )  # fmt: skip
+            raise _NotRegular(kind)
+        digest = hashlib.sha256()
+        head = bytearray()
+        total = 0
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            while block := fh.read(_BLOCK):
+                digest.update(block)
+                total += len(block)
+                if len(head) < _KEEP:
+                    head += block[: _KEEP - len(head)]
+    finally:
+        os.close(fd)
+
+    def same() -> bool:
+        try:
+            now = os.stat(path)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) and stat.S_ISREG(now.st_mode)
+
+    return digest.hexdigest(), total, bytes(head), same
 
 
 def image_id(model: str, prompt_id: str, index: int, sha256: str) -> str:
@@ -534,6 +614,7 @@ def import_images(
             "`pst_prompts` in a PST study) before importing images"
         )
     matched = resolve_entries([e for s in read for e in s.entries], prompts)
+    _refuse_generated_names(study, matched)
     by_source: dict[Path, list[Item]] = {}
     for item in matched:
         by_source.setdefault(item.entry.source, []).append(item)
@@ -575,6 +656,20 @@ def import_images(
     if run.rows_out == 0:
         run.skipped = True
     return run
+
+
+def _refuse_generated_names(study: Study, items: Sequence[Item]) -> None:
+    """An imported model named like one of ``generate.models`` (case aside) would be pooled
+    with the images the study generates: refused, one line naming the model and the entry."""
+    generated = {m.casefold(): m for m in study.config.generate.models}
+    for item in items:
+        clash = generated.get(item.model.casefold())
+        if clash is not None:
+            raise ManifestError(
+                f"{item.entry.where}: model {printable(item.model)!r} is the name of "
+                f"generate.models entry {printable(clash)!r}: its images would be pooled with "
+                "the generated ones; give the import another name (--model NAME)"
+            )
 
 
 def _known_files(study: Study, files: set[str]) -> dict[str, list[tuple[str, str]]]:

@@ -68,6 +68,16 @@ VARIANT_NAME = re.compile(r"[a-z0-9_]{1,40}")  # caption variant names (variants
 # Bounds of the counts a user sets (docs/reliability.md, "Bounds of the counts you set"): a
 # count past them would take the machine down rather than give a better answer.
 MAX_RESAMPLES = 100_000  # analysis.bootstrap, variants.replicates, battles import --rounds
+#: texts per pair (``llm.n``, ``llm.max_texts``): the requests of a round are planned before
+#: the first is sent (issue 33: ``llm.n = 1e9`` allocated 4 GB first)
+MAX_LLM_TEXTS = 100_000
+#: the name of an API key variable (docs/reliability.md, "Secrets"): a study may name only
+#: such variables, so it cannot send AWS_SECRET_ACCESS_KEY or HOME to a server
+API_KEY_NAME = re.compile(r"[A-Z][A-Z0-9_]*(_API_KEY|_TOKEN)")
+_KEY_NAME_RULE = Rule(
+    lambda v: not v or API_KEY_NAME.fullmatch(v) is not None,
+    "must be empty or a variable name ending in _API_KEY or _TOKEN (docs/reliability.md)",
+)
 #: the stages whose workers load a model (engine.workers may name them)
 WORKER_STAGES = ("indicators", "neighbors", "label", "generate", "recaption", "llm_texts")
 MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style steps)
@@ -75,6 +85,8 @@ MAX_THREADS = 1024  # engine.threads (DuckDB threads, workers of the map-style s
 COUNT = Range(ge=1)  # a count of at least one
 NOT_NEGATIVE = Range(ge=0)
 POSITIVE = Range(gt=0)
+FINITE_POSITIVE = Range(gt=0, finite=True)  # durations, sizes: > 0, never NaN or infinite
+FINITE_NOT_NEGATIVE = Range(ge=0, finite=True)
 UNIT = Range(ge=0, le=1)  # a share or a probability
 VARIANT = Rule(
     lambda v: bool(VARIANT_NAME.fullmatch(v)), "is not a variant name (1-40 of a-z, 0-9, _)"
@@ -547,9 +559,14 @@ class GenerateSection(Section):
             '"openai:<model>" entries of models (docs/generate.md)'
         ),
     ] = "https://api.openai.com/v1"
-    api_key_env: Annotated[str, Help("environment variable holding the key (never stored)")] = (
-        "OPENAI_API_KEY"
-    )
+    api_key_env: Annotated[
+        str,
+        _KEY_NAME_RULE,
+        Help(
+            "environment variable holding the key (never stored; its name ends in _API_KEY or "
+            "_TOKEN; sent only to hosts you allow: docs/reliability.md)"
+        ),
+    ] = "OPENAI_API_KEY"
     api_size: Annotated[str, Help("image size sent with each request, e.g. 1024x1792")] = (
         "1024x1024"
     )
@@ -561,18 +578,23 @@ class GenerateSection(Section):
     ] = ""
     api_concurrency: Annotated[int, COUNT, Help("requests in flight at once")] = 4
     api_timeout: Annotated[
-        float, POSITIVE, Help("seconds to wait for one answer before retrying")
+        float,
+        FINITE_POSITIVE,
+        Help("seconds one request may take in all (connect, wait, whole answer) before a retry"),
     ] = 120.0
+    api_max_body_mb: Annotated[
+        float, FINITE_POSITIVE, Help("largest answer body read, in MB (larger: the request fails)")
+    ] = 64.0
     api_max_attempts: Annotated[
         int, COUNT, Help("attempts per image (429, 5xx, timeouts are retried)")
     ] = 6
     api_backoff: Annotated[
         float,
-        NOT_NEGATIVE,
+        FINITE_NOT_NEGATIVE,
         Help("seconds: first retry delay bound, doubled each attempt (jittered)"),
     ] = 1.0
     api_max_backoff: Annotated[
-        float, NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
+        float, FINITE_NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
     ] = 60.0
     api_prices: Annotated[
         dict[str, Annotated[float, NOT_NEGATIVE]],
@@ -847,14 +869,19 @@ class LlmSection(Section):
         ),
     ] = field(default_factory=lambda: ["female", "male", "non_binary"])
     n: Annotated[
-        int, COUNT, Help("texts per specified pair; per side (women, men) for unspecified prompts")
+        int,
+        COUNT,
+        Cap(MAX_LLM_TEXTS, "texts planned per pair"),
+        Help("texts per specified pair; per side (women, men) for unspecified prompts"),
     ] = 100
     abandon_below: Annotated[
         float, UNIT, Help("abandon an unspecified pair below this share of n a side, [0, 1]")
     ] = 0.1
-    max_texts: Annotated[int, Help("cap of texts per unspecified (occupation, prompt), >= n")] = (
-        2000
-    )
+    max_texts: Annotated[
+        int,
+        Cap(MAX_LLM_TEXTS, "texts planned per pair"),
+        Help("cap of texts per unspecified (occupation, prompt), >= n"),
+    ] = 2000
     temperature: Annotated[
         float, NOT_NEGATIVE, Help("sampling temperature, >= 0 (the paper: the API default, 1)")
     ] = 1.0
@@ -867,6 +894,7 @@ class LlmSection(Section):
     send_seed: Annotated[bool, Help("send each request's seed to backends that take one")] = True
     api_base: Annotated[
         str,
+        Rule(lambda v: v.startswith(("http://", "https://")), "must start with http(s)://"),
         Help(
             "openai: the server, e.g. http://localhost:8000/v1 (vLLM), "
             "http://localhost:11434/v1 (Ollama)"
@@ -874,10 +902,12 @@ class LlmSection(Section):
     ] = "https://api.openai.com/v1"
     api_key_env: Annotated[
         str,
+        _KEY_NAME_RULE,
         Help(
-            "openai: the NAME of the environment variable holding the API key (the key itself"
-            " is never written to study.toml, the database or the output); unset or empty: no"
-            " key sent"
+            "openai: the NAME of the environment variable holding the API key, ending in"
+            " _API_KEY or _TOKEN (the key itself is never written to study.toml, the database"
+            " or the output, and is sent only to hosts you allow: docs/reliability.md); unset"
+            " or empty: no key sent"
         ),
     ] = "OPENAI_API_KEY"
     n_per_request: Annotated[
@@ -885,16 +915,25 @@ class LlmSection(Section):
     ] = 100
     concurrency: Annotated[int, COUNT, Help("openai: HTTP requests in flight")] = 8
     timeout_s: Annotated[
-        float, POSITIVE, Help("openai: seconds per HTTP request before it is retried")
+        float,
+        FINITE_POSITIVE,
+        Help("openai: seconds one HTTP request may take in all (the whole answer) before a retry"),
     ] = 120.0
+    max_body_mb: Annotated[
+        float,
+        FINITE_POSITIVE,
+        Help("openai: largest answer body read, in MB (larger: the request fails)"),
+    ] = 64.0
     max_retries: Annotated[
         int, NOT_NEGATIVE, Help("openai: retries of a request (429, 5xx, timeouts), >= 0")
     ] = 6
     backoff_s: Annotated[
-        float, NOT_NEGATIVE, Help("openai: first backoff in seconds (doubled per retry, jittered)")
+        float,
+        FINITE_NOT_NEGATIVE,
+        Help("openai: first backoff in seconds (doubled per retry, jittered)"),
     ] = 1.0
     max_backoff_s: Annotated[
-        float, NOT_NEGATIVE, Help("openai: longest backoff without a Retry-After")
+        float, FINITE_NOT_NEGATIVE, Help("openai: longest wait between attempts (Retry-After too)")
     ] = 60.0
     batch_size: Annotated[int, COUNT, Help("transformers: sequences per generate() call")] = 16
     dtype: Annotated[

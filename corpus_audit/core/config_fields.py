@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -77,12 +78,14 @@ def _bound(inclusive: str, at: float | None, exclusive: str, past: float | None)
 @dataclass(frozen=True)
 class Range(Constraint):
     """A number in a range: ``ge``/``gt`` lower bound (inclusive/exclusive), ``le``/``lt``
-    upper bound. ``Range(ge=1)``: ``must be >= 1``; ``Range(ge=0, le=1)``: ``is not in [0, 1]``."""
+    upper bound. ``Range(ge=1)``: ``must be >= 1``; ``Range(ge=0, le=1)``: ``is not in [0, 1]``.
+    ``finite``: NaN and the infinities are refused (``must be a finite number``)."""
 
     ge: float | None = None
     gt: float | None = None
     le: float | None = None
     lt: float | None = None
+    finite: bool = False
 
     def text(self) -> str:
         """``>= 1``, ``> 0`` or ``in [0, 1]`` / ``in (0, 1]``."""
@@ -97,6 +100,8 @@ class Range(Constraint):
         return low or high
 
     def check(self, key: str, value: Any) -> None:
+        if self.finite and isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}: {value} must be a finite number")
         ok = (
             (self.ge is None or value >= self.ge)
             and (self.gt is None or value > self.gt)

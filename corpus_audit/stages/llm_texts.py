@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -133,7 +134,9 @@ def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
         engine = _EngineOnce(study, run, stack)
         drawn = 0
         for model in cfg.models:
-            drawn += _run_model(study, model, pairs, counter, engine, progress=progress)
+            drawn += _run_model(
+                study, model, pairs, counter, engine, progress=progress, messages=run.messages
+            )
         run.rows_in = len(pairs) * len(cfg.models)
         run.rows_out = study.count("llm_texts")
         run.skipped = drawn == 0
@@ -167,8 +170,11 @@ def _run_model(
     engine: Callable[[], Any],
     *,
     progress: bool,
+    messages: list[str] | None = None,
 ) -> int:
-    """Draw ``model``'s open pairs round by round until none is open; texts drawn."""
+    """Draw ``model``'s open pairs round by round until none is open; texts drawn. The
+    generator's server checks (``warnings()``: an API server that ignores ``n`` or ``seed``)
+    are added to ``messages`` and printed to stderr."""
     rule = rule_of(study)
     counts = _stored_counts(study, model)
     generator = None
@@ -203,6 +209,10 @@ def _run_model(
                 drawn += len(completions)
     finally:
         if generator is not None:
+            for line in getattr(generator, "warnings", list)():
+                print(f"warning: {line}", file=sys.stderr)
+                if messages is not None:
+                    messages.append(line)
             generator.close()
     return drawn
 
@@ -235,6 +245,7 @@ def _load(study: Study, model: str, engine: Callable[[], Any]) -> Any:
         max_retries=cfg.max_retries,
         backoff_s=cfg.backoff_s,
         max_backoff_s=cfg.max_backoff_s,
+        max_body_mb=cfg.max_body_mb,
     )
 
 

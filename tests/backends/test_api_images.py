@@ -31,7 +31,7 @@ from corpus_audit.cli import main
 from corpus_audit.core.errors import ApiError
 from corpus_audit.core.pipeline import init_study, stage_function
 
-KEY_ENV = "CORPUS_AUDIT_TEST_IMAGES_KEY"
+KEY_ENV = "CORPUS_AUDIT_TEST_IMAGES_API_KEY"
 KEY = "sk-test-0123456789-do-not-store"
 REPO = Path(__file__).resolve().parents[2]
 

@@ -32,7 +32,7 @@ def echo(prompt: str, n: int, seed: int | None, model: str) -> list[str]:
 
 
 def client(server: ChatServer, **options):
-    defaults = dict(api_base=server.url, api_key_env="CA_TEST_KEY", backoff_s=0.01)
+    defaults = dict(api_base=server.url, api_key_env="CA_TEST_API_KEY", backoff_s=0.01)
     defaults.update(options)
     settings = options.pop("settings", SamplingSettings(max_tokens=50))
     defaults.pop("settings", None)
@@ -71,11 +71,37 @@ def test_n_is_split_per_request_and_answers_come_in_order():
         assert all(c.finish_reason == "stop" and c.refusal is None for o in out for c in o)
 
 
-def test_a_server_that_ignores_n_is_asked_again_for_the_rest():
+def test_a_server_that_ignores_n_is_asked_again_with_new_seeds():
+    """Issue 33 (High 1): llama.cpp / Ollama answer one choice per request but honour seed. Each
+    re-ask for the rest carries a seed never used before for the request, so every stored text
+    is a new sample (on the base commit all four were 'one answer 9'), and the server's
+    ignoring of n is reported."""
     with ChatServer(lambda p, n, s, m: [f"one answer {s}"]) as server:  # Ollama-like: 1 choice
-        out = generate_all(client(server, n_per_request=100), [TextRequest("x", 4, 9)])
-        assert [c.text for c in out[0]] == ["one answer 9"] * 4
-        assert [r.body["n"] for r in server.log] == [4, 3, 2, 1]
+        gen = client(server, n_per_request=3)
+        out = generate_all(gen, [TextRequest("x", 7, 9), TextRequest("y", 2, 9)])
+        texts = [c.text for c in out[0]]
+        assert len(texts) == 7 and len(set(texts)) == 7
+        seeds = [c.seed for c in out[0]]
+        assert len(set(seeds)) == 7 and seeds[0] == 9 and seeds[3] == 10 and seeds[6] == 11
+        assert len({c.text for c in out[1]}) == 2
+        assert sorted(r.body["n"] for r in server.log if r.body["messages"][0]["content"] == "x") == [
+            1, 1, 1, 2, 2, 3, 3
+        ]  # fmt: skip
+        assert gen.checks == {"short_answers": 5, "repeated_texts": 0}
+        (line,) = gen.warnings()
+        assert "ignores n" in line and "llm.n_per_request = 1" in line
+
+
+def test_a_server_that_ignores_seed_is_reported():
+    """Issue 33 (High 1): a server that answers the same text whatever the seed (FastChat
+    ignores seed; a greedy server repeats itself) is reported, not stored without a word."""
+    with ChatServer(lambda p, n, s, m: ["the same biography"]) as server:
+        gen = client(server, n_per_request=1)
+        (got,) = generate_all(gen, [TextRequest("x", 4, 1)])
+        assert [c.seed for c in got] == [1, 2, 3, 4]
+        assert gen.checks["repeated_texts"] == 3
+        assert any("ignores seed" in w for w in gen.warnings())
+        assert gen.describe()["server_checks"]["repeated_texts"] == 3
 
 
 def test_tokens_are_shared_by_length_and_sum_to_the_usage():
@@ -106,7 +132,7 @@ def test_refusals_are_recorded():
 def test_429_waits_the_retry_after_and_500_backs_off():
     failures = {0: (429, {"Retry-After": "0.3"}), 2: (500, {}), 3: (503, {})}
     with ChatServer(echo, fail=lambda k, body: failures.get(k)) as server:
-        gen = client(server, concurrency=1, backoff_s=0.02, max_backoff_s=0.05)
+        gen = client(server, concurrency=1, backoff_s=0.02, max_backoff_s=0.5)
         (got,) = generate_all(gen, [TextRequest("x", 2, 1)])
         assert len(got) == 2 and [r.status for r in server.log] == [429, 200]
         assert server.log[1].at - server.log[0].at >= 0.3  # Retry-After honoured
@@ -128,7 +154,7 @@ def test_retry_after_as_an_http_date_and_garbage():
 
 
 def test_retries_are_bounded_and_errors_never_show_the_key(monkeypatch):
-    monkeypatch.setenv("CA_TEST_KEY", KEY)
+    monkeypatch.setenv("CA_TEST_API_KEY", KEY)
     with ChatServer(echo, fail=lambda k, body: (500, {})) as server:
         gen = client(server, max_retries=3, max_backoff_s=0.01)
         with pytest.raises(ModelError, match=r"gave up after 4 attempts \(HTTP 500") as err:
@@ -142,13 +168,13 @@ def test_retries_are_bounded_and_errors_never_show_the_key(monkeypatch):
         assert server.count == 1  # not retried
     for text in (str(err.value), str(err401.value), repr(gen), str(gen.describe())):
         assert KEY not in text
-    assert gen.describe()["api_key_env"] == "CA_TEST_KEY" and gen.describe()["key_sent"]
+    assert gen.describe()["api_key_env"] == "CA_TEST_API_KEY" and gen.describe()["key_sent"]
 
 
 def test_a_redirect_is_not_followed_with_the_key(monkeypatch):
     """A 302 would make urllib repeat the request elsewhere with the Authorization header:
     the client stops at the redirect with one line (the shared opener of api_client)."""
-    monkeypatch.setenv("CA_TEST_KEY", KEY)
+    monkeypatch.setenv("CA_TEST_API_KEY", KEY)
     with ChatServer(echo, fail=lambda k, body: (302, {"Location": "/v1/elsewhere"})) as server:
         with pytest.raises(ModelError, match="HTTP 302") as err:
             generate_all(client(server), [TextRequest("x", 1, 1)])
@@ -156,7 +182,7 @@ def test_a_redirect_is_not_followed_with_the_key(monkeypatch):
 
 
 def test_no_key_variable_sends_no_header(monkeypatch):
-    monkeypatch.delenv("CA_TEST_KEY", raising=False)
+    monkeypatch.delenv("CA_TEST_API_KEY", raising=False)
     with ChatServer(echo) as server:
         generate_all(client(server), [TextRequest("x", 1, 1)])
         assert server.log[0].authorization is None

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -28,6 +31,7 @@ from corpus_audit.commands.import_images import (
     resolve_entries,
     study_prompts,
 )
+from corpus_audit.core.errors import ManifestError
 from corpus_audit.core.pipeline import init_study, stage_function
 
 OCCUPATIONS = ["nurse", "doctor", "carpenter"]
@@ -538,3 +542,122 @@ def test_a_reordered_manifest_adds_nothing(study_root, tmp_path, capsys):
     after = _counts(study_root)
     assert (after[0], after[2]) == (before[0], before[2]) == (before[0], 3)
     capsys.readouterr()
+
+
+def _cli(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """The CLI in a subprocess, killed at ``timeout`` (a hang fails the test, bounded)."""
+    return subprocess.run(
+        [sys.executable, "-m", "corpus_audit.cli", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+
+
+def test_a_fifo_is_refused_by_its_type_before_any_read(study_root, tmp_path):
+    """Issue 33 (High 3): a FIFO named by a manifest, or put in place of an imported file,
+    blocked `import-images` and `--verify` forever (the bytes were read before the type was
+    checked). Now it is refused as 'not a regular file (a FIFO)' and the command ends."""
+    dalle, truth = _dalle_manifest(tmp_path / "dalle_out")
+    first, second = list(truth)[:2]
+    (dalle.parent / first).unlink()
+    os.mkfifo(dalle.parent / first)
+    done = _cli("import-images", str(study_root), str(dalle), timeout=7)
+    assert done.returncode == 0, done.stderr
+    assert "unreadable" in done.stdout and "not a regular file (a FIFO)" in done.stdout
+    assert _rows(study_root, "SELECT reason FROM import_skips") == [("unreadable",)]
+    (dalle.parent / second).unlink()
+    os.mkfifo(dalle.parent / second)  # an imported file replaced by a FIFO
+    done = _cli("import-images", str(study_root), "--verify", timeout=7)
+    assert done.returncode == 0, done.stderr
+    assert "dropped 1: unreadable" in done.stdout and "a FIFO" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("symlink_loop", "cannot be resolved"),
+        ("nul", "contains a NUL character"),
+        ("index_3e9", "index must be <= 2,147,483,647, got 3000000000"),
+        ("seed_1e20", "seed must be <= 9,223,372,036,854,775,807"),
+        ("deep_bafis", "nested too deeply"),
+        ("deep_jsonl", "nested too deeply"),
+        ("folder_symlink_out", "resolves outside the manifest's folder"),
+        ("folder_index_3e9", "index must be <= 2,147,483,647"),
+    ],
+)
+def test_hostile_sources_are_one_line_not_a_traceback(tmp_path, kind, words):
+    """Issue 33 (Medium): a symlink loop, a NUL in a path, an index of 3e9, a seed of 1e20, a
+    100k-deep JSON and (folder layout) a symlink out of the folder gave tracebacks or were
+    followed; each is now a ManifestError naming the source, raised by the pure readers."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    record = {"file": "a.png", "prompt": "A photo of a nurse.", "model": "m"}
+    source = folder / "m.jsonl"
+    if kind == "symlink_loop":
+        (folder / "loop.png").symlink_to(folder / "loop.png")
+        record["file"] = "loop.png"
+    elif kind == "nul":
+        record["file"] = "a\x00b.png"
+    elif kind == "index_3e9":
+        record["index"] = 3_000_000_000
+    elif kind == "seed_1e20":
+        record["seed"] = 10**20
+    if kind == "deep_bafis":
+        source = folder / "metadata.json"
+        source.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    elif kind == "deep_jsonl":
+        source.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    elif kind.startswith("folder_"):
+        source = folder
+        (folder / "A photo of a nurse.").mkdir()
+        outside = tmp_path / "outside.png"
+        _photo_file(outside, FEMALE, 0)
+        name = "0.png" if kind == "folder_symlink_out" else "3000000000.png"
+        (folder / "A photo of a nurse." / name).symlink_to(outside)
+        if kind == "folder_index_3e9":  # a real file inside, with a huge index
+            (folder / "A photo of a nurse." / name).unlink()
+            _photo_file(folder / "A photo of a nurse." / name, FEMALE, 0)
+    else:
+        source.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    with pytest.raises(ManifestError, match=words) as err:
+        read_source(source, "m" if kind.startswith("folder_") else None)
+    assert len(str(err.value).splitlines()) == 1 and str(folder) in str(err.value)
+
+
+def test_a_large_file_is_hashed_by_streaming(tmp_path):
+    """Issue 33 (Medium): each hashing thread read a whole file (a 1 GB file x 8 threads).
+    Python's allocations while checking a 96 MB file stay within a few blocks."""
+    import hashlib
+    import tracemalloc
+
+    from corpus_audit.commands.import_images import check_file
+
+    big = tmp_path / "big.png"
+    _photo_file(big, FEMALE, 0)
+    with big.open("ab") as fh:  # a real PNG header, then 96 MB of trailing bytes
+        for _ in range(96):
+            fh.write(bytes(2**20))
+    tracemalloc.start()
+    try:
+        checked = check_file(big, 89_478_485)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert checked.n_bytes == big.stat().st_size and checked.width == 256
+    assert checked.sha256 == hashlib.sha256(big.read_bytes()).hexdigest()
+    assert peak < 16 * 2**20, peak
+
+
+def test_an_import_named_like_a_generated_model_is_refused(study_root, tmp_path, capsys):
+    """Issue 33 (Medium): an imported model named like one of generate.models was pooled with
+    the generated images without a word."""
+    dalle, _truth = _dalle_manifest(tmp_path / "dalle_out")
+    assert main(["-q", "config", "set", str(study_root), "generate.models=['Dall-E-3']"]) == 0
+    before = _counts(study_root)
+    assert main(["-q", "import-images", str(study_root), str(dalle)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "generate.models entry 'Dall-E-3'" in err, err
+    assert _counts(study_root) == before
+    assert main(["-q", "import-images", str(study_root), str(dalle), "--model", "dalle3-ext"]) == 0

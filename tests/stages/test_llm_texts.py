@@ -33,7 +33,7 @@ from corpus_audit.methods.texts.sampling import PairCounts, Rule, decide
 REPO = Path(__file__).resolve().parents[1]
 N, MAX_TEXTS = 10, 60
 KEY = "sk-llm-test-5f1e2d3c-never-stored"
-KEY_ENV = "CA_LLM_TEST_KEY"
+KEY_ENV = "CA_LLM_TEST_API_KEY"
 # model -> occupation -> (share associated with women, with men) of each unspecified answer
 SHARES = {
     "model-a": {

@@ -10,7 +10,10 @@
   refusal (``message.refusal``, empty content, ``finish_reason`` ``content_filter``);
 - ``fail(request_number, body) -> (status, headers) | None``: an error answer instead (e.g.
   ``(429, {"Retry-After": "0.05"})`` or ``(500, {})``), before anything is generated;
-- ``delay_s``: seconds each answer takes (concurrency benchmarks).
+- ``delay_s``: seconds each answer takes (concurrency benchmarks);
+- ``raw(request_number, handler) -> bool``: a hostile server (issue 33): the hook writes
+  whatever it likes on ``handler.wfile`` (a body one byte a second, an endless chunked answer,
+  a JSON list) and returns True, or returns False to answer normally.
 
 Every request is logged (:attr:`ChatServer.log`: arrival time, status, body, whether an
 ``Authorization`` header came and its value) and counted; :meth:`ChatServer.wait_for`
@@ -29,6 +32,7 @@ from typing import Any
 
 Respond = Callable[[str, int, int | None, str], list[str]]  # (prompt, n, seed, model)
 Fail = Callable[[int, dict[str, Any]], tuple[int, dict[str, str]] | None]
+Raw = Callable[[int, BaseHTTPRequestHandler], bool]
 
 
 @dataclass
@@ -52,8 +56,10 @@ class ChatServer:
         fail: Fail | None = None,
         delay_s: float = 0.0,
         max_requests: int = 100_000,
+        raw: Raw | None = None,
     ) -> None:
         self.respond = respond
+        self.raw = raw
         self.fail = fail
         self.delay_s = delay_s
         self.max_requests = max_requests  # a runaway client is answered 503 past this
@@ -122,6 +128,16 @@ class ChatServer:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             body = {}
+        if self.raw is not None:
+            try:
+                wrote = self.raw(number, handler)
+            except OSError:  # the client went away mid-answer: what a hostile test expects
+                wrote = True
+            if wrote:
+                with self._lock:
+                    self.log.append(Logged(number, arrived, 0, body, auth))
+                handler.close_connection = True
+                return
         status, headers, payload = 200, {}, None
         if handler.path.rstrip("/") != "/v1/chat/completions":
             status, payload = 404, {"error": {"message": f"no route {handler.path}"}}

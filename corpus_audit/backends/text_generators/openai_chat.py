@@ -9,15 +9,33 @@ message. Standard library only (``urllib``, threads), so no client package is ne
   (``llm.api_key_env``), sent as ``Authorization: Bearer``; never stored, logged, printed,
   put in an error message or in :meth:`OpenAIChat.describe`. No variable (or an empty one):
   no header (local servers need none).
+- **key and host**: the key is sent only to a host the user allows outside the study
+  (:func:`corpus_audit.backends.api_client.key_for`; docs/reliability.md, "Secrets").
 - **n per request**: a request for ``n`` texts is sent as ``ceil(n / n_per_request)`` HTTP
-  requests of at most ``n_per_request`` choices (``1`` for servers that ignore ``n``); a
-  server that returns fewer choices than asked is asked again for the rest.
+  requests of at most ``n_per_request`` choices (``1`` for servers that ignore ``n``); part
+  ``k`` is sent with seed ``seed + k``. A server that returns fewer choices than asked
+  (llama.cpp's server, Ollama: one per request) is asked again for the rest, **each time with
+  a new seed** (``seed + parts + k * n_per_request + choices so far``: never one used before
+  for the same request), so a server that honours ``seed`` draws new samples instead of
+  repeating the first text (issue 33).
+- **server checks**: requests answered with fewer choices than asked (``n`` ignored) and texts
+  that repeat a text drawn with another seed (``seed`` ignored by a deterministic server, or
+  greedy sampling) are counted; :meth:`OpenAIChat.warnings` says so in one line each, and the
+  ``llm_texts`` stage reports it (the counts are in :meth:`OpenAIChat.describe`).
 - **concurrency**: ``concurrency`` HTTP requests in flight (threads).
-- **retries**: HTTP 408, 409, 429 and 5xx, connection errors and timeouts are retried up to
-  ``max_retries`` times; the wait is the server's ``Retry-After`` (seconds or an HTTP date)
-  when it sends one, else ``backoff_s * 2**attempt`` capped at ``max_backoff_s`` with jitter
-  (a uniform factor in [0.5, 1]). Any other status fails at once with the server's message.
-- **timeouts**: ``timeout_s`` per HTTP request (connect and each read).
+- **retries**: the one retry path of :class:`corpus_audit.backends.api_client.ApiClient`
+  (HTTP 408, 409, 429 and 5xx, connection errors and timeouts; up to ``max_retries`` retries;
+  ``Retry-After`` honoured but capped at ``max_backoff_s``; else ``backoff_s * 2**attempt``
+  capped at ``max_backoff_s`` with equal jitter). Any other status fails at once with the
+  server's message (OpenAI's and FastChat's error shapes are read; a 404 from a base without
+  ``/v1`` says so).
+- **timeouts and sizes**: ``timeout_s`` bounds each HTTP request in all (the whole answer),
+  ``max_body_mb`` its body; Ctrl-C or SIGTERM cancels the requests in flight and the waits.
+- **malformed answers**: a body that is not an object, ``choices`` that is not a list of
+  objects, a non-text ``content`` or non-integer token counts fail with one line (not a
+  traceback); unreadable token counts are recorded as unknown; a choice whose ``content`` is
+  null is recorded with the refusal ``no_content`` (counted with the refusals, not silently an
+  empty text).
 - **refusals**: ``message.refusal`` (OpenAI's structured refusal) or a ``content_filter``
   finish reason is recorded as the text's ``refusal``; its text is what the server sent
   (often empty).
@@ -25,24 +43,19 @@ message. Standard library only (``urllib``, threads), so no client package is ne
 
 from __future__ import annotations
 
-import http.client
-import json
 import math
-import os
-import random
 import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from corpus_audit.backends.api_client import (
-    RETRY_STATUSES,
-    error_fields,
-    opener,
+    DEFAULT_MAX_BODY_BYTES,
+    ApiClient,
+    ApiError,
+    ApiRefusal,
+    GaveUp,
+    RetryPolicy,
     parse_retry_after,
 )
 from corpus_audit.backends.text_generators.base import (
@@ -54,7 +67,12 @@ from corpus_audit.backends.text_generators.base import (
 )
 from corpus_audit.core.errors import ModelError, printable
 
+__all__ = ["DEFAULT_API_BASE", "OpenAIChat", "factory", "parse_retry_after", "split_tokens"]
+
 DEFAULT_API_BASE = "https://api.openai.com/v1"
+#: the ``refusal`` recorded for a choice whose ``content`` is null (or missing) without a
+#: refusal: a tool call, a reasoning-only answer, a server error in disguise (issue 33)
+NO_CONTENT = "no_content"
 
 
 def split_tokens(total: int | None, texts: Sequence[str]) -> list[int | None]:
@@ -92,12 +110,18 @@ class OpenAIChat:
         max_retries: int = 6,
         backoff_s: float = 1.0,
         max_backoff_s: float = 60.0,
+        max_body_mb: float = DEFAULT_MAX_BODY_BYTES / 2**20,
         environ: Any = None,
     ) -> None:
+        max_body_bytes = int(max_body_mb * 2**20) if math.isfinite(max_body_mb) else 0
+        if max_body_bytes < 1:
+            raise ValueError("max_body_mb must be a finite number > 0")
         if concurrency < 1 or n_per_request < 1 or max_retries < 0:
             raise ValueError("concurrency and n_per_request must be >= 1, max_retries >= 0")
-        if timeout_s <= 0 or backoff_s < 0 or max_backoff_s < 0:
-            raise ValueError("timeout_s must be > 0, backoff_s and max_backoff_s >= 0")
+        if not (timeout_s > 0 and backoff_s >= 0 and max_backoff_s >= 0) or not all(
+            math.isfinite(x) for x in (timeout_s, backoff_s, max_backoff_s)
+        ):
+            raise ValueError("timeout_s must be > 0, backoff_s and max_backoff_s >= 0, all finite")
         self.model = model
         self.name = f"{self.backend}:{model}"
         self.settings = settings
@@ -110,18 +134,35 @@ class OpenAIChat:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        env = os.environ if environ is None else environ
-        key = env.get(api_key_env, "") if api_key_env else ""
-        # kept only in the header dict, never in an attribute that describe() or repr shows
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if key:
-            self._headers["Authorization"] = f"Bearer {key}"
-        self._jitter = random.Random()
-        # redirects are not followed (they would carry the key elsewhere); a loopback server is
-        # reached directly, whatever proxy the environment names
-        self._opener = opener(self.api_base)
+        try:
+            # the key is kept only inside the client's header (never in describe() or repr);
+            # redirects are not followed; a loopback server is reached directly
+            self.client = ApiClient(
+                self.api_base,
+                key_env=api_key_env,
+                timeout=timeout_s,
+                policy=RetryPolicy(max_retries + 1, backoff_s, max_backoff_s),
+                concurrency=concurrency,
+                require_key=False,
+                max_body_bytes=max_body_bytes,
+                key_setting="llm.api_key_env",
+                timeout_setting="llm.timeout_s",
+                environ=environ,
+            )
+        except ApiError as exc:
+            raise ModelError(f"{self.name}: {exc}") from None
         self._lock = threading.Lock()
-        self.stats = {"http_requests": 0, "retries": 0, "retry_after_waits": 0}
+        self.checks = {"short_answers": 0, "repeated_texts": 0}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """HTTP requests sent, retries, and retries that waited a server's ``Retry-After``."""
+        c = self.client.stats
+        return {
+            "http_requests": c["requests"],
+            "retries": c["retries"],
+            "retry_after_waits": c["retry_after_waits"],
+        }
 
     def __repr__(self) -> str:
         return f"OpenAIChat({self.name!r}, api_base={self.api_base!r})"
@@ -141,90 +182,125 @@ class OpenAIChat:
             body["seed"] = seed
         return body
 
-    def backoff(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After`` when
-        given, else exponential backoff capped at ``max_backoff_s`` with jitter."""
-        if retry_after is not None:
-            return retry_after
-        base = min(self.max_backoff_s, self.backoff_s * 2**attempt)
-        with self._lock:
-            return base * (0.5 + 0.5 * self._jitter.random())
-
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST one chat-completions body, retried as the module docstring says."""
-        data = json.dumps(body).encode("utf-8")
-        for attempt in range(self.max_retries + 1):
-            retry_after = None
-            request = urllib.request.Request(self.url, data=data, headers=self._headers)
-            with self._lock:
-                self.stats["http_requests"] += 1
-            try:
-                with self._opener.open(request, timeout=self.timeout_s) as response:
-                    payload = response.read()
-                try:
-                    return json.loads(payload)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    reason = "the server's answer is not JSON"
-            except urllib.error.HTTPError as exc:
-                reason = f"HTTP {exc.code}: {_server_message(exc)}"
-                if exc.code not in RETRY_STATUSES:
-                    raise ModelError(f"{self.name} at {printable(self.url)}: {reason}") from None
-                retry_after = parse_retry_after(exc.headers.get("Retry-After"))
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                reason = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            except http.client.HTTPException as exc:
-                reason = f"{type(exc).__name__}: {exc}"
-            if attempt == self.max_retries:
-                raise ModelError(
-                    f"{self.name} at {printable(self.url)}: gave up after "
-                    f"{self.max_retries + 1} attempts ({printable(reason)})"
-                )
-            delay = self.backoff(attempt, retry_after)
-            with self._lock:
-                self.stats["retries"] += 1
-                self.stats["retry_after_waits"] += retry_after is not None
-            time.sleep(delay)
-        raise AssertionError("unreachable")
+        """POST one chat-completions body (the retries of :class:`ApiClient`); one-line
+        :class:`ModelError` for a final answer, retries run out or a body that is not an
+        object."""
+        where = f"{self.name} at {printable(self.url)}"
+        try:
+            answer = self.client.post_json("chat/completions", body).body
+        except ApiRefusal as exc:
+            hint = ""
+            if exc.status == 404 and not self.api_base.endswith("/v1"):
+                hint = " (an OpenAI-compatible api_base usually ends in /v1)"
+            message = printable(exc.message.strip()[:300]) or f"HTTP {exc.status}"
+            raise ModelError(f"{where}: HTTP {exc.status}: {message}{hint}") from None
+        except GaveUp as exc:
+            raise ModelError(
+                f"{where}: gave up after {exc.attempts} attempts ({printable(exc.last)})"
+            ) from None
+        except ApiError as exc:
+            raise ModelError(f"{self.name}: {printable(str(exc))}") from None
+        if not isinstance(answer, dict):
+            raise ModelError(
+                f"{where}: the answer is a JSON {type(answer).__name__}, not an object"
+            )
+        return answer
 
-    def _part(self, prompt: str, n: int, seed: int) -> list[Completion]:
+    def _part(self, prompt: str, n: int, seed: int, reask: int) -> list[Completion]:
         """``n`` completions of ``prompt`` in one HTTP request or more (a server may return
-        fewer choices than asked; at most ``n`` requests)."""
+        fewer choices than asked; at most ``n`` requests). The first request is sent with
+        ``seed``, a re-ask for the rest with ``reask + choices so far`` (module docstring)."""
         out: list[Completion] = []
         for _ in range(n):
             want = n - len(out)
             if want <= 0:
                 break
-            answer = self.post(self._body(prompt, want, seed))
-            got = self._completions(answer, seed)[:want]
+            ask = seed if not out else (reask + len(out)) % 2**31
+            answer = self.post(self._body(prompt, want, ask))
+            got = self._completions(answer, ask)[:want]
             if not got:
                 raise ModelError(f"{self.name} at {printable(self.url)}: an answer without choices")
+            if len(got) < want and want > 1:
+                with self._lock:
+                    self.checks["short_answers"] += 1
             out.extend(got)
         return out
 
     def _completions(self, answer: dict[str, Any], seed: int) -> list[Completion]:
-        choices = sorted(answer.get("choices") or [], key=lambda c: c.get("index", 0))
-        usage = answer.get("usage") or {}
+        where = f"{self.name} at {printable(self.url)}"
+        raw = answer.get("choices")
+        if raw is None:
+            raw = []
+        if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
+            raise ModelError(f"{where}: 'choices' is not a list of objects")
+        choices = sorted(raw, key=lambda c: _int(c.get("index")) or 0)
+        usage = answer.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         texts = []
         for choice in choices:
-            message = choice.get("message") or {}
-            texts.append(message.get("content") or "")
-        shares = split_tokens(usage.get("completion_tokens"), texts)
+            message = choice.get("message")
+            if message is None:
+                message = {}
+            if not isinstance(message, dict):
+                raise ModelError(f"{where}: a choice's 'message' is not an object")
+            content = message.get("content")
+            if content is not None and not isinstance(content, str):
+                raise ModelError(f"{where}: a message's 'content' is not text")
+            texts.append(content or "")
+        shares = split_tokens(_int(usage.get("completion_tokens")), texts)
+        prompt_tokens = _int(usage.get("prompt_tokens"))
         out = []
         for i, (choice, text, tokens) in enumerate(zip(choices, texts, shares, strict=True)):
             message = choice.get("message") or {}
-            finish = str(choice.get("finish_reason") or "unknown")
-            refusal = message.get("refusal") or (
-                finish if finish in REFUSAL_FINISH_REASONS else None
-            )
+            finish = printable(str(choice.get("finish_reason") or "unknown"))[:100]
+            refusal = message.get("refusal")
+            refusal = printable(str(refusal)) if refusal else None
+            if refusal is None and finish in REFUSAL_FINISH_REASONS:
+                refusal = finish
+            if refusal is None and message.get("content") is None:
+                refusal = NO_CONTENT  # not an empty text the model wrote: say so
             out.append(
                 Completion(
                     text=text,
                     finish_reason=finish,
                     completion_tokens=tokens,
-                    prompt_tokens=usage.get("prompt_tokens") if i == 0 else 0,
+                    prompt_tokens=prompt_tokens if i == 0 else 0,
                     refusal=refusal,
                     seed=seed if self.settings.send_seed else None,
                 )
+            )
+        return out
+
+    def _check_repeats(self, completions: list[Completion]) -> None:
+        """Count texts that repeat a text drawn with another seed in the same request."""
+        seen: dict[str, int | None] = {}
+        repeats = 0
+        for c in completions:
+            if not c.text or c.refusal:
+                continue
+            if c.text in seen and seen[c.text] != c.seed:
+                repeats += 1
+            seen.setdefault(c.text, c.seed)
+        if repeats:
+            with self._lock:
+                self.checks["repeated_texts"] += repeats
+
+    def warnings(self) -> list[str]:
+        """One line per server check that failed (module docstring); [] when none."""
+        out = []
+        where = f"{self.name} at {printable(self.api_base)}"
+        if self.checks["short_answers"]:
+            out.append(
+                f"{where}: {self.checks['short_answers']} answers had fewer choices than asked "
+                "(the server ignores n): the rest was asked for with new seeds; set "
+                "llm.n_per_request = 1 for this server"
+            )
+        if self.checks["repeated_texts"]:
+            out.append(
+                f"{where}: {self.checks['repeated_texts']} texts repeat a text drawn with another "
+                "seed (the server ignores seed, or samples greedily): the copies are stored; "
+                "check the server and llm.temperature"
             )
         return out
 
@@ -243,6 +319,7 @@ class OpenAIChat:
         for i, req in enumerate(requests):
             if req.n == 0:
                 yield i, []
+        self.client.reset()  # a stream stopped early before cancelled the client
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm")
         pending: dict[Future, tuple[int, int]] = {}
         queue = iter(parts)
@@ -256,8 +333,12 @@ class OpenAIChat:
                     left[index] -= 1
                     if left[index] == 0:
                         ordered = [c for _, got in sorted(results.pop(index).items()) for c in got]
+                        self._check_repeats(ordered)
                         yield index, ordered
                 self._fill(pool, pending, queue, requests)
+        except BaseException:
+            self.client.cancel()  # Ctrl-C, SIGTERM, a failure: end the requests in flight now
+            raise
         finally:
             for future in pending:
                 future.cancel()
@@ -276,8 +357,11 @@ class OpenAIChat:
             if item is None:
                 return
             index, k, n = item
-            seed = (requests[index].seed + k) % 2**31
-            pending[pool.submit(self._part, requests[index].prompt, n, seed)] = (index, k)
+            req = requests[index]
+            pieces = math.ceil(req.n / self.n_per_request)
+            seed = (req.seed + k) % 2**31
+            reask = req.seed + pieces + k * self.n_per_request
+            pending[pool.submit(self._part, req.prompt, n, seed, reask)] = (index, k)
 
     def describe(self) -> dict[str, Any]:
         """Provenance (no key: only the *name* of its environment variable)."""
@@ -286,22 +370,24 @@ class OpenAIChat:
             "model": self.model,
             "api_base": self.api_base,
             "api_key_env": self.api_key_env,
-            "key_sent": "Authorization" in self._headers,
+            "key_sent": self.client.sends_key,
             "settings": self.settings.as_dict(),
             "n_per_request": self.n_per_request,
             "concurrency": self.concurrency,
             "timeout_s": self.timeout_s,
             "max_retries": self.max_retries,
+            "max_backoff_s": self.max_backoff_s,
+            "max_body_bytes": self.client.max_body_bytes,
+            "server_checks": dict(self.checks),
         }
 
     def close(self) -> None:
         return None
 
 
-def _server_message(exc: urllib.error.HTTPError) -> str:
-    """The error message of a server's answer, shortened (``error.message`` when JSON)."""
-    _, message = error_fields(exc)
-    return printable(message.strip()[:300]) if message.strip() else str(exc.reason or "")
+def _int(value: Any) -> int | None:
+    """A token count or index as the server sent it: an int (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def factory(model: str, settings: SamplingSettings, **options: Any) -> OpenAIChat:
