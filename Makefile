@@ -24,8 +24,8 @@ browser:
 	  else echo "error: the report tests need Chromium: sudo apt-get install chromium"; exit 1; fi; }
 
 lint: install
-	$(VENV)/bin/ruff check corpus_audit tests benchmarks
-	$(VENV)/bin/ruff format --check corpus_audit tests benchmarks
+	$(VENV)/bin/ruff check corpus_audit tests benchmarks examples scripts
+	$(VENV)/bin/ruff format --check corpus_audit tests benchmarks examples scripts
 
 bench: install
 	$(PY) benchmarks/run_all.py
