@@ -207,6 +207,8 @@ def _run_model(
                     study, model, pair, batch, completions, before, counter, sampling
                 )
                 drawn += len(completions)
+        if generator is not None:  # again, with the server checks of this run's requests
+            _record_model(study, model, generator.describe())
     finally:
         if generator is not None:
             for line in getattr(generator, "warnings", list)():

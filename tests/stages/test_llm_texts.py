@@ -458,3 +458,18 @@ def test_init_kind_llm_and_run_do_the_whole_study(tmp_path, capsys):
     assert "[llm_texts] skipped" in capsys.readouterr().out
     config.llm.models = []
     write_config(config)
+
+
+def test_the_server_checks_of_a_run_are_recorded(tmp_path, monkeypatch, capsys):
+    """Issue 33: a server answering one choice per request (it ignores ``n``) is warned about
+    and its counts land in ``llm_models.description`` (before, the row was written once,
+    before the first batch, so the stored counts stayed 0)."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with ChatServer(lambda p, n, s, m: [f"She is a {p} number {s}."]) as server:
+        root = llm_study(tmp_path / "study", server, models=("model-a",))
+        assert main(["llm_texts", str(root), "-q"]) == 0
+    assert "ignores n" in capsys.readouterr().err
+    with Study.open(root) as study:
+        ((description,),) = study.con.execute("SELECT description FROM llm_models").fetchall()
+    checks = json.loads(description)["server_checks"]
+    assert checks["short_answers"] > 0 and checks["repeated_texts"] == 0
