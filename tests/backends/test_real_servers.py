@@ -51,6 +51,39 @@ def texts(out) -> list[list[str]]:
     return [[c.text for c in request] for request in out]
 
 
+def llm_study(root: Path, models: list[str], base: str) -> Path:
+    """An LLM study at ``root``: ``models`` at ``base``, the nurse only, N = 2 (2 prompts x 4
+    genders = 8 pairs; gibberish names no gender, so the unspecified pairs are abandoned after
+    their first batch: one batch of 2 per pair), short texts, one request at a time."""
+    from corpus_audit.core.pipeline import init_study
+
+    init_study(
+        root,
+        [],
+        overrides={
+            "llm": {
+                "enabled": True,
+                "models": models,
+                "only_occupations": ["nurse"],
+                "n": 2,
+                "max_texts": 4,
+                "max_tokens": MAX_TOKENS,
+                "api_base": base,
+                "api_key_env": NO_KEY,
+                "n_per_request": 2,
+                "concurrency": 1,
+                "timeout_s": 30.0,
+                "backoff_s": 0.01,
+                "max_backoff_s": 0.05,
+                "max_retries": 1,
+            },
+            "texts": {"source": "llm", "srbs": False},
+            "lexicon": {"labor_stats": "builtin:more_of_the_same/occupations_en.csv"},
+        },
+    ).close()
+    return root
+
+
 # -- transformers serve ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def served_models(tmp_path_factory) -> dict[str, Path]:
@@ -158,35 +191,11 @@ def test_llm_texts_over_transformers_serve_stores_distinct_texts_and_reports_the
     re-asks carry new seeds) and the stage says the server ignores n; the greedy model's
     copies are stored and reported."""
     from corpus_audit.cli import main
-    from corpus_audit.core.pipeline import init_study
     from corpus_audit.core.store import Study
 
     sampling, greedy = (f"openai:{served_models[k]}" for k in ("sampling", "greedy"))
     root = tmp_path / "study"
-    init_study(
-        root,
-        [],
-        overrides={
-            "llm": {
-                "enabled": True,
-                "models": [sampling, greedy],
-                "only_occupations": ["nurse"],
-                "n": 2,
-                "max_texts": 4,
-                "max_tokens": MAX_TOKENS,
-                "api_base": transformers_serve,
-                "api_key_env": NO_KEY,
-                "n_per_request": 2,
-                "concurrency": 1,
-                "timeout_s": 30.0,
-                "backoff_s": 0.01,
-                "max_backoff_s": 0.05,
-                "max_retries": 1,
-            },
-            "texts": {"source": "llm", "srbs": False},
-            "lexicon": {"labor_stats": "builtin:more_of_the_same/occupations_en.csv"},
-        },
-    ).close()
+    llm_study(root, [sampling, greedy], transformers_serve)
     assert main(["llm_texts", str(root), "-q"]) == 0
     err = capsys.readouterr().err
     with Study.open(root) as study:
@@ -301,6 +310,33 @@ def test_fastchat_honours_n_ignores_seed_and_sums_prompt_tokens(fastchat):
     assert gen.checks == {"short_answers": 0, "repeated_texts": 0} and gen.warnings() == []
     with pytest.raises(ModelError, match=r"HTTP 400: Only tiny-llama allowed now, your model"):
         generate_all(client(base, "no-such-model"), [TextRequest("x", 1, 1)])
+
+
+@pytest.mark.timeout(180)
+def test_llm_texts_over_fastchat_needs_no_reask_and_stores_its_prompt_tokens(
+    fastchat, tmp_path, capsys
+):
+    """The stage over FastChat: each batch is one request (n honoured: no warning) of distinct
+    texts; each batch's first text carries FastChat's prompt_tokens, n times the prompt's."""
+    from corpus_audit.cli import main
+    from corpus_audit.core.store import Study
+
+    base, name = fastchat
+    root = llm_study(tmp_path / "study", [f"openai:{name}"], base)
+    assert main(["llm_texts", str(root), "-q"]) == 0
+    assert "warning:" not in capsys.readouterr().err
+    with Study.open(root) as study:
+        batches = study.con.execute(
+            "SELECT prompt, list(text ORDER BY position), list(prompt_tokens ORDER BY position), "
+            "count(DISTINCT seed) FROM llm_texts GROUP BY occupation, prompt_id, gender, batch, "
+            "prompt ORDER BY prompt"
+        ).fetchall()
+    assert len(batches) == 8
+    gen = client(base, name)
+    for prompt, got, tokens, seeds in batches:
+        assert len(got) == len(set(got)) == 2 and seeds == 1  # one request, one seed
+        single = gen.post(gen._body(prompt, 1, 1))["usage"]["prompt_tokens"]
+        assert tokens == [2 * single, 0]
 
 
 # -- the error shapes seen above, on the loopback fake (no real server needed) --------------
