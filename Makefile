@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export CORPUS_AUDIT_MODEL_DIR := $(CURDIR)/$(MODELS)
 
-.PHONY: demo test lint bench install browser clean gpu-kit
+.PHONY: demo test lint bench install browser clean gpu-kit fastchat-venv
 
 demo: install
 	$(VENV)/bin/corpus-audit demo demo_study
@@ -34,6 +34,11 @@ bench: install
 # size; refuses a part over 60 MiB. Needs only Python and pip (docs/gpu.md).
 gpu-kit:
 	$(if $(wildcard $(PY)),$(PY),python3) benchmarks/gpu/kit.py
+
+# FastChat in its own environment (transformers 4.x; torch read from .venv) for the opt-in test
+# of tests/backends/test_real_servers.py: CORPUS_AUDIT_FASTCHAT_PYTHON=.cache/fastchat-venv/bin/python
+fastchat-venv: install
+	$(PY) scripts/fastchat_venv.py .cache/fastchat-venv
 
 install: $(STAMP) $(FACE_MODEL)
 

@@ -446,8 +446,11 @@ class ApiClient:
         with self._rng_lock:
             return self.policy.delay(attempt, retry_after, self._rng)
 
-    def _exchange(self, request: urllib.request.Request) -> tuple[int, dict[str, str], bytes]:
-        """One attempt: (status, headers, body) of the answer, an error status included.
+    def _exchange(
+        self, request: urllib.request.Request, limit: int | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One attempt: (status, headers, body) of the answer (at most ``limit`` bytes, by
+        default ``max_body_bytes``), an error status included.
         Raises :class:`TimeoutError` past ``timeout`` (the whole exchange), :class:`Stopped`
         when cancelled, :class:`_TooLarge`, or the transport's error."""
         watch = _Watch()
@@ -468,7 +471,7 @@ class ApiClient:
                     status, raw = exc.code, body
                 else:
                     with answer:
-                        raw = read_capped(answer, self.max_body_bytes)
+                        raw = read_capped(answer, limit or self.max_body_bytes)
                         headers = {k.lower(): v for k, v in answer.headers.items()}
                         status = answer.status
             except (OSError, http.client.HTTPException, ValueError):
@@ -549,6 +552,22 @@ class ApiClient:
                 self._sleep(self._delay(attempt, retry_after))
         raise GaveUp(url, self.policy.max_attempts, last)
 
+    def get_json(self, path: str, *, max_bytes: int = ERROR_BODY_BYTES) -> Any:
+        """GET ``<base_url>/<path>`` once (no retry; the key as for a POST): the parsed JSON of
+        a 2xx answer of at most ``max_bytes`` bytes, else None. For hints after a failure
+        (the models a server lists), never for results; not counted in :attr:`stats`."""
+        request = urllib.request.Request(f"{self.base_url}/{path.lstrip('/')}", method="GET")
+        request.add_header("Accept", "application/json")
+        if self._key:
+            request.add_header("Authorization", f"Bearer {self._key}")
+        try:
+            status, _, raw = self._exchange(request, max_bytes)
+            return json.loads(raw.decode("utf-8")) if 200 <= status < 300 else None
+        except (Stopped, _TooLarge, TimeoutError, OSError, http.client.HTTPException):
+            return None
+        except (ValueError, RecursionError):  # not UTF-8, not JSON
+            return None
+
     def map(
         self,
         fn: Callable[[T], R],
@@ -601,14 +620,18 @@ def _read_error(exc: urllib.error.HTTPError) -> str:
 
 
 def _error_fields(text: str) -> tuple[str, str]:
-    """The OpenAI error shape ``{"error": {"code", "message", "type"}}``, or FastChat's
-    ``{"object": "error", "message", "code"}``: (code, message)."""
+    """The OpenAI error shape ``{"error": {"code", "message", "type"}}``, FastChat's
+    ``{"object": "error", "message", "code"}`` or FastAPI's ``{"detail": "..."}`` (``transformers
+    serve``; a list of ``{"loc", "msg"}`` for a request that fails validation): (code,
+    message)."""
     try:
         body = json.loads(text)
     except (json.JSONDecodeError, ValueError, RecursionError):
         return "", text.strip()[:500]
     if isinstance(body, dict) and body.get("object") == "error" and "error" not in body:
         return str(body.get("code") or body.get("type") or ""), str(body.get("message") or "")
+    if isinstance(body, dict) and "detail" in body and "error" not in body:
+        return "", _detail(body["detail"]) or text.strip()[:500]
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         code = error.get("code") or error.get("type") or ""
@@ -616,6 +639,22 @@ def _error_fields(text: str) -> tuple[str, str]:
     if isinstance(error, str):
         return "", error
     return "", text.strip()[:500]
+
+
+def _detail(detail: Any) -> str:
+    """FastAPI's ``detail``: its text, or a validation error list as ``loc: msg; ...``."""
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):
+        parts = []
+        for item in detail[:10]:
+            if isinstance(item, dict):
+                loc = item.get("loc")
+                where = ".".join(str(x) for x in loc) if isinstance(loc, list) else ""
+                msg = str(item.get("msg") or "")
+                parts.append(f"{where}: {msg}" if where else msg)
+        return "; ".join(p for p in parts if p)
+    return ""
 
 
 def utcnow() -> datetime:

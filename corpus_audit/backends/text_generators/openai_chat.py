@@ -27,8 +27,9 @@ message. Standard library only (``urllib``, threads), so no client package is ne
   (HTTP 408, 409, 429 and 5xx, connection errors and timeouts; up to ``max_retries`` retries;
   ``Retry-After`` honoured but capped at ``max_backoff_s``; else ``backoff_s * 2**attempt``
   capped at ``max_backoff_s`` with equal jitter). Any other status fails at once with the
-  server's message (OpenAI's and FastChat's error shapes are read; a 404 from a base without
-  ``/v1`` says so).
+  server's message (OpenAI's, FastChat's and FastAPI's error shapes are read; a 404 from a
+  base without ``/v1`` says so; 5xx answers to the end, with a model the server's
+  ``GET /models`` does not list, say so: ``transformers serve`` answers an unknown model 500).
 - **timeouts and sizes**: ``timeout_s`` bounds each HTTP request in all (the whole answer),
   ``max_body_mb`` its body; Ctrl-C or SIGTERM cancels the requests in flight and the waits.
 - **malformed answers**: a body that is not an object, ``choices`` that is not a list of
@@ -196,8 +197,9 @@ class OpenAIChat:
             message = printable(exc.message.strip()[:300]) or f"HTTP {exc.status}"
             raise ModelError(f"{where}: HTTP {exc.status}: {message}{hint}") from None
         except GaveUp as exc:
+            hint = self._unlisted_model_hint() if exc.last.startswith("HTTP 5") else ""
             raise ModelError(
-                f"{where}: gave up after {exc.attempts} attempts ({printable(exc.last)})"
+                f"{where}: gave up after {exc.attempts} attempts ({printable(exc.last)}){hint}"
             ) from None
         except ApiError as exc:
             raise ModelError(f"{self.name}: {printable(str(exc))}") from None
@@ -206,6 +208,20 @@ class OpenAIChat:
                 f"{where}: the answer is a JSON {type(answer).__name__}, not an object"
             )
         return answer
+
+    def _unlisted_model_hint(self) -> str:
+        """After 5xx answers to the end: ``""``, or a hint when the server's ``GET /models``
+        lists models but not this one (``transformers serve`` answers an unknown model with a
+        bare 500, retried like a passing failure)."""
+        listed = self.client.get_json("models")
+        data = listed.get("data") if isinstance(listed, dict) else None
+        if not isinstance(data, list):
+            return ""
+        ids = [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id") is not None]
+        if not ids or self.model in ids:
+            return ""
+        names = printable(", ".join(ids[:10]))[:300]
+        return f"; the server's /models does not list {printable(self.model)!r} (it lists: {names})"
 
     def _part(self, prompt: str, n: int, seed: int, reask: int) -> list[Completion]:
         """``n`` completions of ``prompt`` in one HTTP request or more (a server may return
