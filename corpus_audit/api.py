@@ -48,7 +48,6 @@ from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.pipeline import init_study, run_all, stage_function, status
 from corpus_audit.core.preset import load_preset, resolve
 from corpus_audit.core.registry import Plugin as Plugin
-from corpus_audit.core.slugs import slug
 from corpus_audit.core.store import StageRun
 from corpus_audit.core.store import Study as CoreStudy
 from corpus_audit.methods.preferences.leaderboard import leaderboard
@@ -294,6 +293,8 @@ class Study:
         """The who/how decile figures (``who_deciles_[<model>_]<labels>``), as the report."""
         import pandas as pd
 
+        from corpus_audit.report.who_how import decile_figure_name
+
         if "texts_deciles" not in self.tables(non_empty=True):
             return {}
         deciles = self.table("texts_deciles")
@@ -301,7 +302,7 @@ class Study:
         out = {}
         for (model, labels), frame in deciles.groupby(["model", "labels"], sort=True):
             what = "associated texts" if labels == "association" else "specified texts"
-            name = f"who_deciles_{slug(model) + '_' if model else ''}{labels}"
+            name = decile_figure_name(model, labels)
             frame = pd.DataFrame(frame).drop(columns="model").sort_values("decile")
             out[name] = decile_figure(frame, what)
         return out

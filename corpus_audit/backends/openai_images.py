@@ -21,6 +21,11 @@ message) and counted as a drop reason, and the run goes on; a rerun does not ask
 other final answer (401 bad key, 404 unknown model, another 400) or retries running out stops
 the run with one line: nothing more is asked for, the answers in flight are still kept.
 
+An answer's image is checked on its header before any pixel is decoded: at most 4 x the pixels
+of ``generate.api_size`` and, in the ``generate`` stage, at most ``images.max_pixels`` (the bound
+of every image the study decodes); a larger one stops the run with one line, nothing of it
+stored.
+
 These APIs take no seed: an image cannot be regenerated, and the report and ``status`` say so.
 """
 
@@ -151,8 +156,10 @@ class OpenAIImagesGenerator:
             body["style"] = self.options.style
         return body
 
-    def request(self, prompt: str) -> ApiImage:
-        """One image for ``prompt`` (raises :class:`ApiRefusal` for a refusal)."""
+    def request(self, prompt: str, *, max_pixels: int | None = None) -> ApiImage:
+        """One image for ``prompt`` (raises :class:`ApiRefusal` for a refusal). ``max_pixels``
+        (>= 1; the study's ``images.max_pixels``) bounds the answer's width x height on top
+        of :meth:`max_pixels`; both are checked on the header, before any pixel is decoded."""
         from PIL import Image
 
         answer = self.client.post_json("images/generations", self.payload(prompt))
@@ -162,6 +169,9 @@ class OpenAIImagesGenerator:
         if not items or not isinstance(items[0], dict) or not items[0].get("b64_json"):
             raise ApiError(f"{self.client.base_url}: an images answer without data[0].b64_json")
         limit = self.max_pixels()
+        bound = f"for size {self.options.size!r}"
+        if max_pixels is not None and max_pixels < limit:
+            limit, bound = int(max_pixels), "images.max_pixels"
         try:
             if not isinstance(items[0]["b64_json"], str):
                 raise ValueError("b64_json is not text")
@@ -172,7 +182,7 @@ class OpenAIImagesGenerator:
         except UnreadableImage as exc:
             raise ApiError(
                 f"{self.client.base_url}: the answer's image is refused: {exc.detail} "
-                f"(at most {limit:,} pixels for size {self.options.size!r})"
+                f"(at most {limit:,} pixels, {bound})"
             ) from None
         except (ValueError, OSError, Image.DecompressionBombError) as exc:  # binascii.Error too
             raise ApiError(
@@ -276,8 +286,11 @@ def generate_missing(
     failed: list[ApiError] = []  # the API gave up: ask for nothing more, keep what is in flight
     bar = tqdm(total=len(todo), desc=f"generate {model}", unit="img", file=sys.stderr,
                disable=not progress)  # fmt: skip
+    max_pixels = int(study.config.images.max_pixels)  # answers are bounded like every image
     requests = generator.client.map(
-        lambda j: generator.request(j.spec.text), todo, stop=lambda: bool(failed)
+        lambda j: generator.request(j.spec.text, max_pixels=max_pixels),
+        todo,
+        stop=lambda: bool(failed),
     )
     with bar:
         for job, future in requests:

@@ -26,11 +26,17 @@ Checks, all before anything is written: a bad source (not UTF-8, bad JSON, a mis
 prompt the study does not know, a path leaving the manifest's folder, the same file or the same
 (model, prompt, index) twice) is a :class:`~corpus_audit.core.errors.ManifestError` naming the file
 and line, and the study is left unchanged. A file that is missing, unreadable or not an image is
-a named drop reason (``import_skips``), not an error (``--strict`` makes it one). Every file is
+a named drop reason (``import_skips``), not an error (``--strict`` makes it one). Without
+``--strict`` only the header of a file is opened; ``--strict`` decodes every file in full, so
+one cut short (a valid header, the rest missing) is ``unreadable`` too. Every file is
 hashed: the image id is ``imp:<model-slug>:<prompt_id>:<index>:<sha256[:16]>``, so importing the same
 source again adds nothing, and a file whose bytes changed since it was imported is reported
-(``changed_since_import``) and left as it was, never silently relabelled. All rows of one
-run go in one transaction.
+(``changed_since_import``) and left as it was, never silently relabelled. Model names are kept
+as given (case-sensitive), but two names with one slug (``DALL-E-3`` and ``dall-e-3``, in one
+import or the study and a new import) are refused: their images would share ids. An image
+whose bytes are already those of an image of another prompt (the same file imported again for
+another prompt, or a copy) is imported and named (``same_image_other_prompt``, with the first
+image); ``--strict`` refuses it. All rows of one run go in one transaction.
 
 Imported images have no recipe the study can replay: ``regenerate`` and FairCritic refuse them
 with a message.
@@ -60,7 +66,7 @@ from typing import Any
 from corpus_audit.backends.generators import model_slug
 from corpus_audit.commands.import_remote import mirror_source
 from corpus_audit.core.errors import ManifestError, printable
-from corpus_audit.core.imagefile import UnreadableImage, image_size
+from corpus_audit.core.imagefile import DecodeBudget, UnreadableImage, check_whole, image_size
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.core.urls import is_url
 from corpus_audit.core.versions import package_versions
@@ -70,6 +76,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".ti
 BAFIS_METADATA = "metadata.json"
 KNOWN_COLUMNS = ("file", "prompt_id", "prompt", "model", "seed", "index")
 _HASHERS = max(1, min(8, (os.cpu_count() or 2)))
+SAME_IMAGE = "same_image_other_prompt"  # the note on an image whose bytes another prompt has
+SHOWN_TWINS = 10  # such notes printed one by one (then a count)
 
 
 @dataclass(frozen=True)
@@ -508,12 +516,19 @@ class Checked:
     detail: str | None
 
 
-def check_file(path: Path, max_pixels: int) -> Checked:
+def check_file(
+    path: Path, max_pixels: int, *, whole: bool = False, budget: DecodeBudget | None = None
+) -> Checked:
     """Hash (streaming) and open (header only) one image file. Anything but a regular file (a
     FIFO, a device, a socket, a folder) is refused by its type before a byte is read: it is
     opened without blocking and checked with ``fstat`` (a FIFO would block a read forever). The
     file is hashed in blocks of :data:`_BLOCK` bytes, so a 1 GB file costs one block of memory
-    per hashing thread, not 1 GB."""
+    per hashing thread, not 1 GB.
+
+    ``whole`` (``--strict``): every byte is checked too, by a decode of the whole image
+    (:func:`~corpus_audit.core.imagefile.check_whole`, full-size pixels bounded by ``budget``):
+    a file cut short keeps a valid header and passes the header check alone."""
+    size = functools.partial(check_whole, budget=budget) if whole else image_size
     try:
         sha, n_bytes, head, same = _hash_regular(path)
     except _NotRegular as exc:
@@ -524,9 +539,9 @@ def check_file(path: Path, max_pixels: int) -> Checked:
         return Checked(None, 0, None, None, "unreadable", f"cannot read: {exc.strerror or exc}")
     try:
         if n_bytes <= len(head):  # the whole file was kept: the header of exactly these bytes
-            width, height = image_size(head, max_pixels=max_pixels)
+            width, height = size(head, max_pixels=max_pixels)
         elif same():  # a larger file: its header read again, from the file just hashed
-            width, height = image_size(path, max_pixels=max_pixels)
+            width, height = size(path, max_pixels=max_pixels)
         else:
             return Checked(sha, n_bytes, None, None, "unreadable", "changed while it was read")
     except UnreadableImage as exc:
@@ -615,18 +630,26 @@ def import_images(
         )
     matched = resolve_entries([e for s in read for e in s.entries], prompts)
     _refuse_generated_names(study, matched)
+    _refuse_colliding_names(study, matched)
     by_source: dict[Path, list[Item]] = {}
     for item in matched:
         by_source.setdefault(item.entry.source, []).append(item)
     max_pixels = study.config.images.max_pixels
+    # --strict decodes every file: the threads share one budget of full-size pixels
+    budget = DecodeBudget(max_pixels) if strict else None
+
+    def check(item: Item) -> Checked:
+        return check_file(item.entry.file, max_pixels, whole=strict, budget=budget)
+
     with ThreadPoolExecutor(max_workers=_HASHERS) as pool:  # hashing releases the GIL
-        checked = list(pool.map(lambda it: check_file(it.entry.file, max_pixels), matched))
+        checked = list(pool.map(check, matched))
     results = dict(zip((id(i) for i in matched), checked, strict=True))
     known = _known_files(study, {str(i.entry.file) for i in matched})
+    first_of = _known_bytes(study, {c.sha256 for c in checked if c.sha256})
     plans = []
     for source in read:
         items = by_source.get(source.path, [])
-        plans.append(_plan(study, run, source, items, results, known, model))
+        plans.append(_plan(study, run, source, items, results, known, first_of, model))
     if strict:
         bad = [s for p in plans for s in p["skips"] if s[4] != "changed_since_import"]
         if bad:
@@ -634,6 +657,9 @@ def import_images(
             raise ManifestError(
                 f"{where}: {reason}: {file} ({detail}); nothing imported (--strict)"
             )
+        twins = [t for p in plans for t in p["twins"]]
+        if twins:
+            raise ManifestError(f"{twins[0]}; nothing imported (--strict)")
     now = datetime.now(UTC).replace(tzinfo=None)
     with study.transaction() as con:
         for p in plans:
@@ -648,6 +674,15 @@ def import_images(
             {"source": p["source"].path.name, "layout": p["source"].layout, "entries": p["n_items"],
              "added": len(p["images"]), "already_imported": p["n_present"], "dropped": len(p["skips"])}
         )  # fmt: skip
+    twins = [t for p in plans for t in p["twins"]]
+    if twins:
+        run.messages.append(
+            f"{len(twins)} imported image(s) have the bytes of an image of another prompt (one "
+            "picture counted for two prompts: check the manifest; --strict refuses them):"
+        )
+        run.messages += twins[:SHOWN_TWINS]
+        if len(twins) > SHOWN_TWINS:
+            run.messages.append(f"... and {len(twins) - SHOWN_TWINS} more")
     models = sorted({i.model for i in matched})
     run.messages.append(
         f"imported images are source = 'generated' rows of model(s) {', '.join(models)}; run "
@@ -672,6 +707,50 @@ def _refuse_generated_names(study: Study, items: Sequence[Item]) -> None:
             )
 
 
+def _refuse_colliding_names(study: Study, items: Sequence[Item]) -> None:
+    """Two model names with one id part (:func:`model_slug` lower-cases: ``DALL-E-3`` and
+    ``dall-e-3``) would give their images the same ids, so an image of the second would be
+    taken for one of the first and silently not imported: refused, one line naming the entry
+    and the name already used (in the study, else earlier in this import). Names are kept
+    case-sensitive as given; the first spelling is the one to use again."""
+    first: dict[str, tuple[str, str]] = {}  # model slug -> (model name, where it was seen)
+    rows = study.con.execute(
+        "SELECT DISTINCT model_id FROM images WHERE starts_with(image_id, 'imp:') "
+        "AND model_id IS NOT NULL ORDER BY model_id"
+    ).fetchall()
+    for (name,) in rows:
+        first.setdefault(model_slug(name), (name, "already in the study"))
+    for item in items:
+        seen = first.setdefault(model_slug(item.model), (item.model, f"at {item.entry.where}"))
+        if seen[0] != item.model:
+            how = (
+                "differs only in case from"
+                if seen[0].casefold() == item.model.casefold()
+                else ("has the same image id part as")
+            )
+            raise ManifestError(
+                f"{item.entry.where}: model {printable(item.model)!r} {how} model "
+                f"{printable(seen[0])!r} ({seen[1]}): their images would share ids "
+                f"(imp:{model_slug(item.model)}:...); write it {printable(seen[0])!r}, or give "
+                "another name (--model NAME)"
+            )
+
+
+def _known_bytes(study: Study, shas: set[str]) -> dict[str, tuple[str, str, str]]:
+    """Imported already: sha256 -> (prompt_id, image_id, file) of its first image."""
+    if not shas:
+        return {}
+    rows = study.con.execute(
+        "SELECT m.sha256, i.prompt_id, m.image_id, m.file FROM imported_images m "
+        "JOIN images i USING (image_id) ORDER BY m.image_id"
+    ).fetchall()
+    out: dict[str, tuple[str, str, str]] = {}
+    for sha, prompt_id, iid, file in rows:
+        if sha in shas:
+            out.setdefault(sha, (prompt_id, iid, file))
+    return out
+
+
 def _known_files(study: Study, files: set[str]) -> dict[str, list[tuple[str, str]]]:
     """Already imported: file -> [(image_id, sha256)]."""
     if not files:
@@ -692,12 +771,16 @@ def _plan(
     items: Sequence[Item],
     results: dict[int, Checked],
     known: dict[str, list[tuple[str, str]]],
+    first_of: dict[str, tuple[str, str, str]],
     model: str | None,
 ) -> dict[str, Any]:
-    """The rows one source adds: images, imported_images, import_skips, image_imports."""
+    """The rows one source adds: images, imported_images, import_skips, image_imports.
+    ``first_of`` (sha256 -> prompt, image id and file of the first image with these bytes)
+    is shared by the sources of one run and updated with the images this one adds."""
     import_id = uuid.uuid4().hex[:16]
     present_ids = _present_ids(study, items, results)
     images, imported, skips = [], [], []
+    twins: list[str] = []  # images whose bytes are an image of another prompt
     n_present = 0
     for item in items:
         e, c = item.entry, results[id(item)]
@@ -724,6 +807,12 @@ def _plan(
         if iid in present_ids or same_file:
             n_present += 1
             continue
+        first = first_of.setdefault(c.sha256, (item.prompt.prompt_id, iid, file))
+        if first[0] != item.prompt.prompt_id:  # one picture counted for two prompts: said
+            twins.append(
+                f"{e.where}: {SAME_IMAGE}: {file} has the bytes (sha256 {c.sha256[:12]}...) of "
+                f"image {first[1]} of prompt {first[0]} ({first[2]})"
+            )
         present_ids.add(iid)
         rel = _study_path(study, e.file)
         images.append(
@@ -743,6 +832,7 @@ def _plan(
         "images": images,
         "imported": imported,
         "skips": skips,
+        "twins": twins,
     }
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "DecodeBudget",
     "Decoded",
     "UnreadableImage",
+    "check_whole",
     "decode",
     "image_size",
     "large_pillow_blocks",
@@ -333,6 +334,36 @@ def decode(
     finally:
         image.close()
     return Decoded(array, width, height)
+
+
+def check_whole(
+    source: ImageSource,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_side: int = 1024,
+    budget: DecodeBudget | None = None,
+) -> tuple[int, int]:
+    """``(width, height)`` of ``source`` once every byte of it has been checked: a PNG's chunk
+    checksums up to its end chunk (Pillow's ``verify``), then a decode of the whole image
+    (:func:`decode`, at most ``max_side`` pixels on the long side, so a JPEG is decoded reduced
+    and only other formats at full size, under ``budget``). A file cut short keeps a valid
+    header, so :func:`image_size` passes it; this raises :class:`UnreadableImage`
+    (``truncated image data ...``) for it. Costs a full decode: for ``import-images --strict``.
+    """
+    image = _open(source, max_pixels)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            if image.format == "PNG":
+                image.verify()  # every chunk's CRC, the end chunk included; no pixel decoded
+    except Exception as exc:  # OSError, SyntaxError from a cut or broken chunk
+        text = str(exc)
+        word = "truncated image data" if "truncated" in text.lower() else "broken image data"
+        raise UnreadableImage(f"{word} ({text})", _describe(source)) from None
+    finally:
+        image.close()
+    decoded = decode(source, max_pixels=max_pixels, max_side=max_side, budget=budget)
+    return decoded.width, decoded.height
 
 
 def read_rgb(

@@ -114,6 +114,7 @@ def report_fingerprint(study: Study) -> str:
             "leaderboard_page.py",
             "render.py",
             "variants_section.py",
+            "visible.py",
         )
     ]
     # column headers and arrows: metrics.py and its columns file

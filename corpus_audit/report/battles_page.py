@@ -22,6 +22,7 @@ from corpus_audit.core.errors import BattleError
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.methods.preferences.battles import ASPECT_TEXT, ASPECTS, write_pairs
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
+from corpus_audit.report.visible import finalize
 
 TEMPLATE = "battles.html.j2"
 THUMBNAIL_PX = 384
@@ -87,6 +88,7 @@ def render_page(
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("corpus_audit.report", "templates"),
         autoescape=True,  # prompts and ids are data
+        finalize=finalize,  # control characters in them shown as escapes
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

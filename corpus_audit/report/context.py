@@ -21,6 +21,7 @@ from corpus_audit.core.catalogue import STAGE_NAMES
 from corpus_audit.core.config import dump_toml
 from corpus_audit.core.metrics import METRICS
 from corpus_audit.core.preset import paper_differences
+from corpus_audit.core.slugs import cut_bytes
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.amplification import strategy_sort_key
 from corpus_audit.report import figures as figs
@@ -438,9 +439,17 @@ def draw_figure(kind: str, args: Any, ctx: dict[str, Any]) -> tuple[Any, str, st
     return fig, name, title
 
 
+#: the most UTF-8 bytes of a model (or language, aspect) name in a figure's file name: with
+#: the longest prefix (``scatter_corrected_``) and ``.png``, far below the 255 of a file system
+FILE_NAME_BYTES = 80
+
+
 def _file_name(text: str) -> str:
+    """``text`` (a model id, language or aspect) as part of a figure's file name: letters and
+    digits of any script, ``-``, ``_`` and ``.`` kept, the rest ``_``; longer than
+    :data:`FILE_NAME_BYTES` bytes, cut with a hash of the whole text (stable, unique)."""
     keep = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
-    return keep.strip("._")[:80] or "model"
+    return cut_bytes(keep.strip("._") or "model", FILE_NAME_BYTES, whole=text)
 
 
 # -- per occupation -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from corpus_audit.methods.amplification import PARITY, strategy_sort_key
+from corpus_audit.report.visible import make_visible
 
 AMP_COLOR = "#d62728"
 DEAMP_COLOR = "#1f77b4"
@@ -53,7 +54,10 @@ def new_figure(width: float, height: float, *, layout: str | None = "constrained
 def save(
     fig: Any, name: str, title: str, caption: str, out_dir: Path | None = None
 ) -> RenderedFigure:
-    """Render ``fig`` to PNG (and write PNG + SVG to ``out_dir`` when given)."""
+    """Render ``fig`` to PNG (and write PNG + SVG to ``out_dir`` when given). Its texts are
+    made :func:`~corpus_audit.report.visible.visible` first (control characters as escapes,
+    ``$`` as written): names from a corpus or a manifest cannot break the SVG's XML."""
+    make_visible(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     png = buf.getvalue()

@@ -1,5 +1,8 @@
 """The one renderer of the package: Jinja2 over ``report/templates`` with autoescape on.
 
+Every printed value also goes through :func:`corpus_audit.report.visible.finalize`: control
+characters and bidi overrides in names and corpus text are shown as escapes (``\\x1b``).
+
 The report stage, the amplify page, the who-and-how page and the battles voting page all render
 through :func:`render`; sections build plain data (dicts and lists) and never HTML.
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from corpus_audit.core.metrics import arrow_legend, format_value, header
+from corpus_audit.report.visible import finalize
 
 TEMPLATE = "report.html.j2"
 
@@ -20,6 +24,7 @@ def render(ctx: dict[str, Any], template: str = TEMPLATE) -> str:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("corpus_audit.report", "templates"),
         autoescape=True,  # captions, prompts and paths are untrusted text
+        finalize=finalize,  # ... and may hold control characters: shown as escapes
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

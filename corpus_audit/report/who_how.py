@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from corpus_audit import __version__
-from corpus_audit.core.slugs import slug
+from corpus_audit.core.slugs import cut_bytes, slug
 from corpus_audit.core.store import Study, sql_text
 from corpus_audit.report.figures import save
 from corpus_audit.report.render import render
@@ -79,6 +79,17 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
     }
 
 
+def model_file_name(model: str) -> str:
+    """An LLM's name as part of a figure's file name: its slug, cut to 80 bytes with a hash of
+    the whole name when longer (a file name is bounded in bytes)."""
+    return cut_bytes(slug(model), 80, whole=model)
+
+
+def decile_figure_name(model: str, labels: str) -> str:
+    """``who_deciles_[<model>_]<labels>``: the name of a decile figure (report and API)."""
+    return f"who_deciles_{model_file_name(model) + '_' if model else ''}{labels}"
+
+
 def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     """The decile figure for each kind of label that places an occupation."""
     out = []
@@ -91,7 +102,7 @@ def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
         of = f"{model}, " if model else ""  # LLM texts: one figure per model
         rendered = save(
             decile_figure(pd.DataFrame(frame).drop(columns="model"), what),
-            f"who_deciles_{slug(model) + '_' if model else ''}{labels}",
+            decile_figure_name(model, labels),
             f"Occupations per decile of % women ({of}{what})",
             "Occupations with enough labelled texts, split by the side of 50 % their labour "
             "statistic lies on.",
@@ -119,7 +130,7 @@ def _who_scatters(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     for model, frame in who.groupby("model", sort=True):
         rendered = save(
             who_scatter(frame, 1, f"texts of {model}"),
-            f"who_vs_labour_{slug(model)}",
+            f"who_vs_labour_{model_file_name(model)}",
             f"% women vs labour statistics ({model})",
             "Per occupation: % women among the texts of prompts without a gender that the rule "
             "associates with a gender (Wilson interval), against the labour statistic; the "

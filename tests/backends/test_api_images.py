@@ -323,3 +323,28 @@ def test_pst_study_on_the_api_runs_to_the_report(tmp_path, key, capsys):
     ]
     assert _rows(root, "SELECT count(*) FROM pst_rounds")[0][0] >= 1
     assert (root / "report" / "pst.html").is_file()
+
+
+def test_an_answer_over_images_max_pixels_is_refused_before_decoding(tmp_path, key, capsys):
+    """Issue 33 (round 4, open): API answers were bounded by 4 x the pixels of
+    ``generate.api_size`` only (Pillow's guard when the size is not WxH), never by
+    ``images.max_pixels``: a 9000 x 9000 PNG (10 KB on the wire) was decoded in full. Its header
+    is now checked against ``images.max_pixels`` first; the run stops with one line and
+    nothing of the answer is stored."""
+    buf = io.BytesIO()
+    Image.new("1", (9000, 9000)).save(buf, format="PNG")  # 81 M pixels, ~10 KB
+    big = buf.getvalue()
+    with ImagesServer(lambda prompt: big, expected_key=key) as server:
+        root = _study(tmp_path / "study", server, api_size="auto", api_concurrency=1)
+        assert main(["-q", "config", "set", str(root), "images.max_pixels=4000000"]) == 0
+        capsys.readouterr()
+        start = time.monotonic()
+        assert main(["-q", "generate", str(root)]) == 2
+        seconds = time.monotonic() - start
+        assert len(server.requests) == 1  # a bad answer is not asked for again
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "9000x9000 = 81000000 > max_pixels 4000000" in err and "images.max_pixels" in err, err
+    assert _rows(root, "SELECT count(*) FROM images")[0][0] == 0
+    assert _rows(root, "SELECT count(*) FROM api_images")[0][0] == 0
+    assert seconds < 30

@@ -661,3 +661,115 @@ def test_an_import_named_like_a_generated_model_is_refused(study_root, tmp_path,
     assert len(err.splitlines()) == 1 and "generate.models entry 'Dall-E-3'" in err, err
     assert _counts(study_root) == before
     assert main(["-q", "import-images", str(study_root), str(dalle), "--model", "dalle3-ext"]) == 0
+
+
+def _jsonl(folder: Path, name: str, records: list[dict]) -> Path:
+    manifest = folder / name
+    manifest.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    return manifest
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_a_truncated_photo_is_caught_by_strict(study_root, tmp_path, capsys, fmt):
+    """Issue 33 (round 4, open): a JPEG or PNG cut in half keeps a valid header, so the header
+    check passed it, even under --strict; --strict now decodes every file in full."""
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    suffix = ".jpg" if fmt == "JPEG" else ".png"
+    for i, name in enumerate([FEMALE, MALE]):
+        Image.fromarray(photo(name)).save(folder / f"{i}{suffix}", format=fmt)
+    whole = (folder / f"1{suffix}").read_bytes()
+    (folder / f"1{suffix}").write_bytes(whole[: len(whole) // 2])  # the test truncates it
+    manifest = _jsonl(
+        folder,
+        "m.jsonl",
+        [{"file": f"{i}{suffix}", "prompt": "A photo of a nurse.", "model": "m"} for i in (0, 1)],
+    )
+    before = _counts(study_root)
+    assert main(["-q", "import-images", str(study_root), str(manifest), "--strict"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"m.jsonl:2: unreadable: {folder / f'1{suffix}'}" in err and "truncated" in err, err
+    assert _counts(study_root) == before  # nothing written
+    (folder / f"1{suffix}").write_bytes(whole)  # the whole file imports under --strict
+    assert main(["-q", "import-images", str(study_root), str(manifest), "--strict"]) == 0
+    assert _counts(study_root)[0] == before[0] + 2
+
+
+def test_model_names_differing_only_in_case_are_refused(study_root, tmp_path, capsys):
+    """Issue 33 (round 4, open): image ids lower-case the model name, so 'DALL-E-3' and
+    'dall-e-3' shared ids: the second model's image of the same bytes was taken for the first
+    one's and silently not imported. Names whose ids would collide are refused, one line."""
+    folder = tmp_path / "case"
+    _photo_file(folder / "a.png", FEMALE, 0)
+    _photo_file(folder / "b.png", FEMALE, 0)  # the same bytes in two files: two images
+    both = _jsonl(folder, "both.jsonl", [
+        {"file": "a.png", "prompt": "A photo of a nurse.", "model": "DALL-E-3"},
+        {"file": "b.png", "prompt": "A photo of a nurse.", "model": "dall-e-3"},
+    ])  # fmt: skip
+    before = _counts(study_root)
+    assert main(["-q", "import-images", str(study_root), str(both)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "both.jsonl:2" in err, err
+    assert "'dall-e-3'" in err and "'DALL-E-3'" in err and "only in case" in err, err
+    assert _counts(study_root) == before
+    # across two imports: the study's own model name is the one to use
+    one = _jsonl(folder, "one.jsonl", [{"file": "a.png", "prompt": "A photo of a nurse."}])
+    assert main(["-q", "import-images", str(study_root), str(one), "--model", "DALL-E-3"]) == 0
+    middle = _counts(study_root)
+    two = _jsonl(
+        folder, "two.jsonl", [{"file": "b.png", "prompt": "A photo of a nurse.", "index": 1}]
+    )
+    assert main(["-q", "import-images", str(study_root), str(two), "--model", "dall-e-3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "two.jsonl:1" in err and "'DALL-E-3'" in err, err
+    assert _counts(study_root) == middle
+    assert main(["-q", "import-images", str(study_root), str(two), "--model", "DALL-E-3"]) == 0
+    ids = _rows(study_root, "SELECT image_id FROM images WHERE model_id = 'DALL-E-3'")
+    assert len(ids) == 2  # the same bytes twice under one prompt: two images
+
+
+def test_the_same_image_under_two_prompts_is_said_and_refused_by_strict(
+    study_root, tmp_path, capsys
+):
+    """Issue 33 (round 4, open): a file imported for one prompt was accepted again for another
+    prompt by a later import (and a copy of its bytes too) without a word: one picture counted
+    for two occupations. Such an image is named (``same_image_other_prompt``, with the first
+    image), and --strict refuses it. (Imported without --strict: a fixture or a provider's
+    placeholder may well repeat a picture, and the label stage sees it anyway.)"""
+    folder = tmp_path / "dup"
+    _photo_file(folder / "a.png", FEMALE, 0)
+    _photo_file(folder / "other.png", MALE, 1)
+    first = _jsonl(folder, "first.jsonl", [
+        {"file": "a.png", "prompt": "A photo of a nurse.", "model": "m"}
+    ])  # fmt: skip
+    assert main(["-q", "import-images", str(study_root), str(first)]) == 0
+    (folder / "copy.png").write_bytes((folder / "a.png").read_bytes())
+    second = _jsonl(folder, "second.jsonl", [
+        {"file": "a.png", "prompt": "A photo of a doctor.", "model": "m"},
+        {"file": "copy.png", "prompt": "A photo of a carpenter.", "model": "m"},
+        {"file": "other.png", "prompt": "A photo of a doctor.", "model": "m"},
+    ])  # fmt: skip
+    before = _counts(study_root)
+    assert main(["-q", "import-images", str(study_root), str(second), "--strict"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "second.jsonl:1: same_image_other_prompt" in err, err
+    assert "prompt bafis/direct/en:1:nurse" in err and "--strict" in err, err
+    assert _counts(study_root) == before
+    capsys.readouterr()
+    assert main(["-q", "import-images", str(study_root), str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "2 imported image(s) have the bytes of an image of another prompt" in out, out
+    assert "second.jsonl:1: same_image_other_prompt" in out, out
+    assert "second.jsonl:2: same_image_other_prompt" in out, out
+    assert "second.jsonl:3" not in out
+    # within one import too: the second prompt's copy is named
+    _photo_file(folder / "x.png", MALE, 7)
+    (folder / "y.png").write_bytes((folder / "x.png").read_bytes())
+    third = _jsonl(folder, "third.jsonl", [
+        {"file": "x.png", "prompt": "A photo of a doctor.", "model": "n"},
+        {"file": "y.png", "prompt": "A photo of a nurse.", "model": "n"},
+    ])  # fmt: skip
+    assert main(["-q", "import-images", str(study_root), str(third), "--strict"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "third.jsonl:2: same_image_other_prompt" in err and "x.png" in err, err
