@@ -41,6 +41,7 @@ from corpus_audit.core.pipeline import init_study, run_all
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.context import neighbor_groups
 from corpus_audit.report.leaderboard_page import write_leaderboard_page
+from corpus_audit.report.visible import finalize
 from corpus_audit.stages.indicators import indicator_summary
 
 DEMO_FILES = (
@@ -256,6 +257,7 @@ def _render(template: str, **context: Any) -> str:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("corpus_audit.report", "templates"),
         autoescape=True,  # captions are scraped web text
+        finalize=finalize,  # control characters in them shown as escapes
         undefined=jinja2.StrictUndefined,
     )
     env.globals["col"] = header  # column headers from corpus_audit.core.metrics
