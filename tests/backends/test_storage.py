@@ -189,9 +189,16 @@ def test_select_and_indicators_over_s3_equal_local(s3, make_study, shared_data, 
         f"s3://{BUCKET}/coco_val2017_captions.parquet",
         f"s3://{BUCKET}/laion400m_sample_10k.parquet",
     ]
-    # the credentials the store read from the environment are nowhere in the study
+    # the credentials the store read from the environment are nowhere in the study, its
+    # rendered report (HTML, figures) included
+    from corpus_audit.report import report
+
+    page = Path(report(there, progress=False).outputs["report"])
+    assert page.is_file() and f"s3://{BUCKET}/" in page.read_text(encoding="utf-8")
     there.con.execute("CHECKPOINT")
-    blobs = [p.read_bytes() for p in there.root.rglob("*") if p.is_file()]
+    files = [p for p in there.root.rglob("*") if p.is_file()]
+    assert any(p.parent.name == "report" for p in files)
+    blobs = [p.read_bytes() for p in files]
     for value in creds.values():
         assert not any(value.encode() in blob for blob in blobs)
 
