@@ -115,7 +115,8 @@ def s3(shared_data: Path):
     mp.delenv("AWS_ENDPOINT_URL", raising=False)
     with MotoServer() as server:
         fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
-        fs.mkdir(BUCKET)
+        if not fs.exists(BUCKET):  # moto's objects are per process: another module's server
+            fs.mkdir(BUCKET)
         for name in ("laion400m_sample_10k.parquet", "coco_val2017_captions.parquet"):
             fs.put_file(str(shared_data / name), f"{BUCKET}/{name}")
         yield server, creds
