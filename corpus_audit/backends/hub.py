@@ -34,6 +34,10 @@ _HUB_TYPES = {"datasets": "dataset", "spaces": "space", "models": "model"}
 _TYPE_PREFIX = {v: k for k, v in _HUB_TYPES.items()}
 
 
+class NotCached(CorpusError):
+    """A repository (at a revision) that the local Hub cache does not hold, offline."""
+
+
 @dataclass(frozen=True)
 class HubRef:
     """A parsed ``hf://`` URL: repository type and id, revision ("" = the default branch)
@@ -106,12 +110,16 @@ def snapshot(ref: HubRef, url: str, revision: str | None = None) -> str:
             )
         )
     except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError, IncompleteSnapshotError
-        first = str(exc).split(". ")[0].splitlines()[0][:300] if str(exc) else ""
         at = f" (revision {rev})" if rev else ""
-        raise CorpusError(
+        if type(exc).__name__ == "IncompleteSnapshotError":  # names the missing files
+            from corpus_audit.backends.storage import redact
+
+            detail = " ".join(redact(str(exc)).split()).split(" Outgoing traffic")[0][:400]
+            raise CorpusError(f"{printable(url)}: {detail}") from None
+        raise NotCached(
             f"{printable(url)}: {ref.repo_id}{at} is not in the local Hub cache and "
-            f"HF_HUB_OFFLINE is set ({type(exc).__name__}: {first}); download it once online "
-            "or unset HF_HUB_OFFLINE"
+            f"HF_HUB_OFFLINE is set ({type(exc).__name__}); download it once online or unset "
+            "HF_HUB_OFFLINE"
         ) from None
 
 
@@ -202,10 +210,7 @@ def _listed_files(ref: HubRef, revision: str, exts: tuple[str, ...]) -> list[str
     from corpus_audit.backends import storage
 
     root = ref.url(revision, "")
-    try:
-        found = storage.list_files(root)
-    except CorpusError:
-        return []
+    found = storage.list_files(root)
     cut = len(root) + 1
     return sorted(u[cut:] for u in found if u.lower().endswith(exts))
 
@@ -221,6 +226,7 @@ def data_files(
     ref = parse(url)
     revisions = [ref.revision] if ref.revision else ["", PARQUET_EXPORT]
     reasons: list[str] = []
+    uncached: list[str] = []
     for rev in revisions:
         where = f"{ref.repo_id}@{rev or 'main'}"
         try:
@@ -228,10 +234,10 @@ def data_files(
                 rels = _cached_files(ref, url, rev, exts)
             else:
                 rels = _listed_files(ref, rev, exts)
-        except CorpusError as exc:
-            if rev == revisions[-1] and not reasons:
+        except NotCached:
+            if len(revisions) == 1:
                 raise
-            reasons.append(str(exc).split(": ", 1)[-1])
+            uncached.append(rev or "main")
             continue
         if ref.path:
             prefix = ref.path.rstrip("/") + "/"
@@ -249,4 +255,12 @@ def data_files(
                 _check_present(url, folder, p)
             return paths
         return [ref.url(rev, r) for r in picked]
+    if uncached and not reasons:
+        raise NotCached(
+            f"{printable(url)}: {ref.repo_id} is not in the local Hub cache (revisions "
+            f"{' and '.join(uncached)}) and HF_HUB_OFFLINE is set; download it once online or "
+            "unset HF_HUB_OFFLINE"
+        )
+    if uncached:
+        reasons.append(f"{' and '.join(uncached)} not in the local Hub cache")
     raise CorpusError(f"{printable(url)}: {'; '.join(reasons)}")

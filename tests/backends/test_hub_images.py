@@ -144,6 +144,8 @@ def test_hf_source_split_config_and_a_missing_file_named(hub, make_study, laion_
     message = str(err.value)
     assert message.startswith("hf://datasets/org/split: data/train-00000-of-00001.parquet is ")
     assert "missing from the local Hub cache" in message and "\n" not in message
+    with pytest.raises(CorpusError, match=r"data/train-00000-of-00001.parquet is missing from"):
+        resolve_corpus(["hf://datasets/org/split/data/*.parquet"])  # the same resolver
     study.config.images.sources = [{"kind": "hf", "path": "hf://datasets/org/absent"}]
     with pytest.raises(ImageSourceError, match=r"org/absent is not in the local Hub cache"):
         images(study, progress=False)

@@ -98,8 +98,8 @@ def hub_units(url: str, options: HfOptions) -> list[Unit]:
         files = hub.data_files(url, split=options.split, config=options.config)
     except CorpusAuditError as exc:
         raise ImageSourceError(str(exc)) from None
-    bound = [f if scheme(f) else Path(f) for f in files]
-    return [Unit(f, lambda f=f: iter_hub_file(f, options)) for f in bound]
+    located = [f if scheme(f) else Path(f) for f in files]  # hf:// online, cached offline
+    return [Unit(f, lambda f=f: iter_hub_file(f, options)) for f in located]
 
 
 # -- a save_to_disk folder on a store ------------------------------------------------------------
