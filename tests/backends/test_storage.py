@@ -531,3 +531,22 @@ def test_import_images_of_a_manifest_on_s3(s3, make_study, laion_path, tmp_path)
         assert (there.root / path).is_file()
     with pytest.raises(Exception, match=r"s3://corpora/dalle/nope.csv: no such manifest"):
         import_images(there, [f"s3://{BUCKET}/dalle/nope.csv"])
+
+
+def test_a_bound_url_carries_its_options() -> None:
+    """``bind``: a URL with the options it is opened with; it is the plain URL otherwise
+    (equal, hashed, printed the same), survives pickling (a Ray task's argument) and an
+    explicit ``options=`` wins over what it carries."""
+    import pickle
+
+    a = storage.StoreOptions("http://127.0.0.1:1", retries=0)
+    b = storage.StoreOptions("http://127.0.0.1:2", retries=0)
+    url = storage.bind("s3://bucket/key.parquet", a)
+    assert url == "s3://bucket/key.parquet" and hash(url) == hash("s3://bucket/key.parquet")
+    assert f"{url}" == "s3://bucket/key.parquet" and type(f"{url}") is str
+    assert pickle.loads(pickle.dumps(url)).options == a
+    assert storage.options_of(url) == a and storage.options_of(url, b) == b
+    assert storage.options_of("s3://bucket/key.parquet") == storage.StoreOptions()
+    assert storage.bind("s3://x", None) == "s3://x" and not hasattr(
+        storage.bind("s3://x", None), "options"
+    )
