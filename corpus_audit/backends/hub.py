@@ -20,6 +20,7 @@ the URL and what is missing (a snapshot's link whose blob is gone names that fil
 
 from __future__ import annotations
 
+import fnmatch
 import glob as globlib
 import os
 import re
@@ -219,7 +220,7 @@ def data_files(
     url: str, split: str = "", config: str = "", exts: tuple[str, ...] = (".parquet",)
 ) -> list[str]:
     """The data files of the dataset ``url`` names (``hf://datasets/<org>/<name>[@rev]
-    [/<folder>]``) whose names end in ``exts``, of ``config`` / ``split`` ("" = all), sorted:
+    [/<file, folder or glob>]``) whose names end in ``exts``, of ``config`` / ``split`` ("" = all), sorted:
     local paths in the Hub's cache offline, ``hf://`` URLs online. When the revision holds
     no such file (and no revision was asked for), the parquet export's files
     (:data:`PARQUET_EXPORT`). CorpusError naming what is missing."""
@@ -239,9 +240,12 @@ def data_files(
                 raise
             uncached.append(rev or "main")
             continue
-        if ref.path:
-            prefix = ref.path.rstrip("/") + "/"
-            rels = [r for r in rels if r.startswith(prefix)]
+        if ref.path:  # a file, a folder or a glob inside the repository
+            pat = ref.path.rstrip("/")
+            if any(c in pat for c in "*?["):
+                rels = [r for r in rels if fnmatch.fnmatchcase(r, pat)]
+            else:
+                rels = [r for r in rels if r == pat or r.startswith(pat + "/")]
         if not rels:
             reasons.append(f"no {'/'.join(exts)} files in {where}")
             continue

@@ -134,7 +134,13 @@ def test_hf_source_split_config_and_a_missing_file_named(hub, make_study, laion_
     assert images(study, progress=False).rows_out == 2
     got = {r[0] for r in study.con.execute("SELECT caption_id FROM images").fetchall()}
     assert got == {c for c, _, _ in seeded[3:5]}
-    study.config.images.sources[0]["split"] = "validation"
+    study.config.images.sources = [
+        {"kind": "hf", "path": "hf://datasets/org/split/data/train-*.parquet"}  # a glob in it
+    ]
+    assert images(study, progress=False).rows_out == 3
+    study.config.images.sources = [
+        {"kind": "hf", "path": "hf://datasets/org/split", "split": "validation"}
+    ]
     with pytest.raises(ImageSourceError, match=r"no split 'validation' in org/split@main"):
         images(study, progress=False)
     drop_blob(snap, "data/train-00000-of-00001.parquet")
