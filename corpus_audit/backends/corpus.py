@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_audit.backends import storage
+from corpus_audit.backends import hub, storage
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusError, NotTextError, printable
 from corpus_audit.core.registry import Registry
@@ -70,10 +70,13 @@ class CorpusFile:
     store: StoreOptions | None = None
 
 
-def source(path: str | Path) -> Path | str:
-    """What a reader is given: a :class:`~pathlib.Path` for a local file, the URL string
-    itself for an object in a store (a ``Path`` would fold ``s3://`` into ``s3:/``)."""
-    return path if isinstance(path, str) and is_url(path) else Path(path)
+def source(path: str | Path, store: StoreOptions | None = None) -> Path | str:
+    """What a reader is given: a :class:`~pathlib.Path` for a local file; for an object in
+    a store, the URL string itself (a ``Path`` would fold ``s3://`` into ``s3:/``) carrying
+    the ``store`` options it is opened with (:func:`~corpus_audit.backends.storage.bind`)."""
+    if isinstance(path, str) and is_url(path):
+        return storage.bind(path, store)
+    return Path(path)
 
 
 def _remote(path: Path | str) -> bool:
@@ -377,7 +380,7 @@ class ParquetReader:
 def _open_bytes(path: Path | str) -> Any:
     """A buffered binary stream of the file, decompressed by name (.gz, .bz2, .zst, ...)."""
     if _remote(path):
-        return storage.open_input(str(path), compression="infer", stream=True)
+        return storage.open_input(path, compression="infer", stream=True)
     return io.BufferedReader(pa.input_stream(str(path), compression="detect"))
 
 
@@ -671,28 +674,39 @@ def _expand_dir(root: Path, fmt: str) -> list[tuple[Path, str]]:
     return out
 
 
-def _expand_url(spec: str, fmt: str) -> list[tuple[str, str]]:
+def _expand_url(spec: str, fmt: str, store: StoreOptions) -> list[tuple[str, str]]:
     """``(URL, format)`` of every corpus file a URL, a glob on URLs or a store "directory"
-    (a prefix, searched recursively) names."""
+    (a prefix, searched recursively) names, listed with the ``store`` options."""
     items: list[tuple[str, str]] = []
-    for url, is_dir in storage.expand(spec):
+    for url, is_dir in storage.expand(spec, store):
         if not is_dir:
             if fmt == "hf":
                 raise CorpusError(f"{url}: format 'hf' needs a local save_to_disk directory")
-            items.append((url, fmt if fmt != "auto" else detect_format(url)))
+            items.append((str(url), fmt if fmt != "auto" else detect_format(url)))
             continue
         before = len(items)
         for member in storage.list_files(url):
             if fmt != "auto":
-                items.append((member, fmt))
+                items.append((str(member), fmt))
                 continue
             try:
-                items.append((member, detect_format(member)))
+                items.append((str(member), detect_format(member)))
             except CorpusError:
                 continue  # README, checksums... beside the corpus files
         if len(items) == before:
             raise CorpusError(f"{url}: the prefix holds no corpus file of format {fmt}")
     return items
+
+
+def _hub_specs(spec: str, fmt: str) -> list[str]:
+    """What an ``hf://`` corpus path reads (:mod:`corpus_audit.backends.hub`): a dataset by
+    name (no path) is its corpus files, else its parquet export's; a path is itself. Local
+    paths in the Hub's cache with ``HF_HUB_OFFLINE`` set, ``hf://`` URLs otherwise."""
+    if hub.parse(spec).path:
+        return [hub.resolve(spec)]
+    readers = [get_reader(fmt)] if fmt not in ("auto", "hf") else [r for _, r in READERS.items()]
+    exts = tuple(e for r in readers for e in r.extensions)
+    return hub.data_files(spec, exts=exts or (".parquet",))
 
 
 def resolve_corpus(
@@ -712,17 +726,20 @@ def resolve_corpus(
     """
     if fmt != "auto":
         get_reader(fmt)
-    storage.configure(store)
+    store = store or StoreOptions()
     found: dict[str, str] = {}
     remote = False
+    specs: list[tuple[str, bool]] = []
     for spec in paths:
         spec = local_path(spec)
-        in_hub_cache = scheme(spec) == "hf" and storage.hub_offline()
-        if in_hub_cache:  # the Hub's local cache: snapshot names are links to blobs
-            spec = storage.hub_cache_path(spec)
+        if scheme(spec) == "hf":  # offline: the Hub's local cache (links to blobs)
+            specs += [(s, hub.offline()) for s in _hub_specs(spec, fmt)]
+        else:
+            specs.append((spec, False))
+    for spec, in_hub_cache in specs:
         if is_url(spec):
             remote = True
-            for url, f in _expand_url(spec, fmt):
+            for url, f in _expand_url(spec, fmt, store):
                 found.setdefault(url, f)
             continue
         p = Path(spec).expanduser()
@@ -751,7 +768,7 @@ def resolve_corpus(
                 found.setdefault(name, f)
     if not found:
         raise CorpusError("corpus: no corpus files configured (corpus.paths is empty)")
-    opts = (store or StoreOptions()) if remote else None
+    opts = store if remote else None
     return [CorpusFile(i, path, found[path], opts) for i, path in enumerate(sorted(found))]
 
 
@@ -759,8 +776,8 @@ def fingerprint_entry(file: CorpusFile) -> dict[str, Any]:
     """Path, format, size and mtime of one file (of every data file for ``hf``); for a URL,
     its size and the store's ETag / version (:func:`~corpus_audit.backends.storage.identity`)."""
     if is_url(file.path):
-        storage.configure(file.store)
-        return {"path": file.path, "format": file.format, "object": storage.identity(file.path)}
+        obj = storage.identity(file.path, file.store)
+        return {"path": file.path, "format": file.format, "object": obj}
     p = Path(file.path)
     targets = HfDiskReader.data_files(p) + [p / "state.json"] if file.format == "hf" else [p]
     stats = []
@@ -783,8 +800,7 @@ def iter_clean_batches(
     """Read one unit of ``file`` as :class:`CleanBatch` es (errors name the file); ``keep``
     as in :func:`clean_batch`."""
     reader = get_reader(file.format)
-    storage.configure(file.store)  # a worker opens the file itself (Ray task, thread)
-    path = source(file.path)
+    path = source(file.path, file.store)  # a worker opens the file itself (Ray task, thread)
     try:
         for batch, rows in reader.read(path, unit, columns, batch_rows):
             yield clean_batch(batch, rows, columns, keep)
@@ -805,8 +821,7 @@ def read_file(
 ) -> Iterator[CleanBatch]:
     """Every clean batch of one whole file, in row order (convenience for tests and tools)."""
     reader = get_reader(file.format)
-    storage.configure(file.store)
-    info = reader.inspect(source(file.path))
+    info = reader.inspect(source(file.path, file.store))
     if info.empty:
         return
     columns = resolve_columns(file.path, info.columns, text_column, url_column, key_column)

@@ -17,8 +17,14 @@
 
 The store packages are optional extras: ``s3`` (s3fs), ``gcs`` (gcsfs), ``hf``
 (huggingface_hub); a URL whose package is missing is a CorpusError saying which extra to
-install. Workers (threads, Ray tasks) call :func:`configure` with the options that travel
-with each corpus file, then open their own objects: nothing is read through the driver.
+install.
+
+No process-wide state: every function takes the options explicitly (``options=``), or from
+the URL itself when it is a :class:`StoreUrl` (:func:`bind`: a URL carrying its study's
+``[storage]`` options, as a scan unit or an image shard hands it to a worker), else the
+defaults. Two studies with different endpoints in one process never see each other's
+settings. Workers (threads, Ray tasks) open their own objects: nothing is read through the
+driver.
 """
 
 from __future__ import annotations
@@ -85,15 +91,35 @@ class StoreOptions:
         )
 
 
-_OPTIONS = StoreOptions()
+class StoreUrl(str):
+    """A store's URL together with the :class:`StoreOptions` to open it with. It compares,
+    hashes, prints and pickles (with its options) as the plain URL does; a string built from
+    it (an f-string, a concatenation) is a plain ``str`` again, so derived URLs are bound
+    with :func:`bind` where they are made."""
+
+    options: StoreOptions
+
+    def __new__(cls, url: str, options: StoreOptions) -> StoreUrl:
+        self = super().__new__(cls, url)
+        self.options = options
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StoreUrl, (str(self), self.options))
 
 
-def configure(options: StoreOptions | None) -> None:
-    """Use ``options`` for the file systems this process builds from now on (a worker calls it
-    with the options its unit carries; the same for every file of one study)."""
-    global _OPTIONS
+def bind(url: str, options: StoreOptions | None) -> str:
+    """``url`` carrying ``options`` (a :class:`StoreUrl`); ``url`` unchanged for None."""
+    return StoreUrl(str(url), options) if options is not None else url
+
+
+def options_of(url: str, options: StoreOptions | None = None) -> StoreOptions:
+    """The options to open ``url`` with: ``options`` if given, else those ``url`` carries
+    (:class:`StoreUrl`), else the defaults (AWS, signed requests, 5 retries)."""
     if options is not None:
-        _OPTIONS = options
+        return options
+    carried = getattr(url, "options", None)
+    return carried if isinstance(carried, StoreOptions) else StoreOptions()
 
 
 def redact(text: str) -> str:
@@ -105,10 +131,40 @@ def redact(text: str) -> str:
     return text
 
 
-def store_error(url: str, exc: BaseException, doing: str = "cannot read") -> CorpusError:
-    """One line naming ``url`` and what the store answered (missing, denied, unreachable)."""
+def _unreachable(exc: BaseException) -> BaseException | None:
+    """The connection failure in ``exc``'s chain (refused, no route, DNS, botocore's
+    ``EndpointConnectionError``, aiohttp's ``ClientConnectorError``), else None; fsspec's HTTP
+    file system turns a refused connection into ``FileNotFoundError`` *from* it."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionError) or "Connect" in type(cur).__name__:
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+def _host_of(url: str, options: StoreOptions | None) -> str:
+    """Where a request for ``url`` goes: the S3 endpoint, else the URL's scheme and host."""
+    if scheme(url) in ("s3", "s3a") and options is not None and options.endpoint_url:
+        return options.endpoint_url
+    head, _, rest = str(url).partition("://")
+    return f"{head}://{rest.split('/', 1)[0]}"
+
+
+def store_error(
+    url: str, exc: BaseException, doing: str = "cannot read", options: StoreOptions | None = None
+) -> CorpusError:
+    """One line naming ``url`` and what the store answered (missing, denied, unreachable:
+    ``cannot connect to <endpoint or host>``)."""
     if isinstance(exc, CorpusError):
         return exc
+    down = _unreachable(exc)
+    if down is not None:
+        detail = " ".join(redact(f"{type(down).__name__}: {down}").split())[:200]
+        where = _host_of(url, options_of(url, options))
+        return CorpusError(f"{printable(url)}: cannot connect to {printable(where)} ({detail})")
     if isinstance(exc, FileNotFoundError):
         problem = "no such object or bucket"
     elif isinstance(exc, PermissionError):
@@ -162,12 +218,12 @@ def filesystem(url: str, options: StoreOptions | None = None) -> tuple[Any, str]
         )
     protocol, package, extra = SCHEMES[s]
     try:
-        fs = _filesystem(protocol, options or _OPTIONS)
+        fs = _filesystem(protocol, options_of(url, options))
     except ImportError:
         hint = f"pip install 'corpus_audit[{extra}]'" if extra else f"pip install {package}"
         raise CorpusError(f"{printable(url)}: reading {s}:// needs {package} ({hint})") from None
     except (ValueError, TypeError, OSError) as exc:
-        raise store_error(url, exc, "cannot open the store") from None
+        raise store_error(url, exc, "cannot open the store", options) from None
     path = url.split("://", 1)[1]
     if protocol in ("http", "https"):
         path = url
@@ -176,55 +232,59 @@ def filesystem(url: str, options: StoreOptions | None = None) -> tuple[Any, str]
     return fs, path
 
 
-def _unstrip(url: str, path: str) -> str:
-    """The URL of ``path`` (a listing's name) in the store of ``url``."""
+def _unstrip(url: str, path: str, options: StoreOptions | None) -> str:
+    """The URL of ``path`` (a listing's name) in the store of ``url``, carrying ``options``."""
     if scheme(url) in ("http", "https"):
-        return path
-    return f"{url.split('://', 1)[0]}://{path.lstrip('/')}"
+        return bind(path, options)
+    return bind(f"{url.split('://', 1)[0]}://{path.lstrip('/')}", options)
 
 
-def expand(url: str) -> list[tuple[str, bool]]:
+def expand(url: str, options: StoreOptions | None = None) -> list[tuple[str, bool]]:
     """``[(URL, is_directory)]`` that ``url`` names: itself, or the matches of a glob
-    (``*``, ``?``, ``[``; ``**`` recursive), sorted; CorpusError when nothing matches."""
-    fs, path = filesystem(url)
+    (``*``, ``?``, ``[``; ``**`` recursive), sorted; CorpusError when nothing matches. The
+    URLs carry the options (:class:`StoreUrl`)."""
+    options = options_of(url, options)
+    fs, path = filesystem(url, options)
     try:
         if any(ch in path for ch in "*?["):
             names = sorted(fs.glob(path))
             if not names:
                 raise CorpusError(f"{printable(url)}: the glob matches no object")
-            return [(_unstrip(url, n), fs.isdir(n)) for n in names]
+            return [(_unstrip(url, n, options), fs.isdir(n)) for n in names]
         info = fs.info(path)
     except CorpusError:
         raise
     except Exception as exc:  # noqa: BLE001 - any store failure is reported naming the URL
-        raise store_error(url, exc, "cannot list") from None
-    return [(url, info.get("type") == "directory")]
+        raise store_error(url, exc, "cannot list", options) from None
+    return [(bind(str(url), options), info.get("type") == "directory")]
 
 
-def list_files(url: str) -> list[str]:
-    """Every object under the "directory" ``url`` (recursive), sorted, as URLs; names whose
-    part below ``url`` starts with ``.`` or ``_`` are skipped (like local corpus folders)."""
-    fs, path = filesystem(url)
+def list_files(url: str, options: StoreOptions | None = None) -> list[str]:
+    """Every object under the "directory" ``url`` (recursive), sorted, as URLs carrying the
+    options; names whose part below ``url`` starts with ``.`` or ``_`` are skipped (like
+    local corpus folders)."""
+    options = options_of(url, options)
+    fs, path = filesystem(url, options)
     try:
         names = sorted(fs.find(path))
     except Exception as exc:  # noqa: BLE001
-        raise store_error(url, exc, "cannot list") from None
+        raise store_error(url, exc, "cannot list", options) from None
     root = path.rstrip("/") + "/"
     out = []
     for n in names:
         rel = n[len(root) :] if n.startswith(root) else n.rsplit("/", 1)[-1]
         if not any(p.startswith((".", "_")) for p in rel.split("/")):
-            out.append(_unstrip(url, n))
+            out.append(_unstrip(url, n, options))
     return out
 
 
-def matching(url: str, patterns: tuple[str, ...]) -> list[str]:
+def matching(url: str, patterns: tuple[str, ...], options: StoreOptions | None = None) -> list[str]:
     """The objects a URL, a glob on URLs or a prefix names whose file name matches one of
-    ``patterns`` (``*.tar``), sorted; [] when none."""
+    ``patterns`` (``*.tar``), sorted, carrying the options; [] when none."""
     import fnmatch
 
     out: list[str] = []
-    for found, is_dir in expand(url):
+    for found, is_dir in expand(url, options):
         for member in list_files(found) if is_dir else [found]:
             name = member.rstrip("/").rsplit("/", 1)[-1]
             if is_dir and not any(fnmatch.fnmatch(name, p) for p in patterns):
@@ -233,70 +293,15 @@ def matching(url: str, patterns: tuple[str, ...]) -> list[str]:
     return out
 
 
-_HUB_TYPES = {"datasets": "dataset", "spaces": "space", "models": "model"}
-
-
-def hub_offline() -> bool:
-    """Whether the Hugging Face Hub must not be asked (``HF_HUB_OFFLINE`` set true)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def hub_cache_path(url: str) -> str:
-    """The local path in the Hub's cache (``HF_HUB_CACHE``) that an ``hf://`` URL names
-    (``hf://datasets/<org>/<name>[@<revision>]/<path or glob>``), for offline runs; a
-    CorpusError naming the URL when the repository or the file is not cached."""
-    import glob as globlib
-
-    parts = url.split("://", 1)[1].strip("/").split("/")
-    repo_type = "model"
-    if parts and parts[0] in _HUB_TYPES:
-        repo_type = _HUB_TYPES[parts.pop(0)]
-    if len(parts) < 2:
-        raise CorpusError(f"{printable(url)}: not hf://datasets/<org>/<name>/<path>")
-    name, _, revision = parts[1].partition("@")
-    repo_id, rest = f"{parts[0]}/{name}", "/".join(parts[2:])
-    try:
-        from huggingface_hub import snapshot_download
-
-        folder = snapshot_download(
-            repo_id,
-            repo_type=repo_type,
-            revision=revision or None,
-            cache_dir=os.environ.get("HF_HUB_CACHE") or None,
-            local_files_only=True,
-        )
-    except ImportError:
-        raise CorpusError(
-            f"{printable(url)}: reading hf:// needs huggingface_hub (pip install "
-            "'corpus_audit[hf]')"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError and kin
-        raise CorpusError(
-            f"{printable(url)}: {repo_id} is not in the local Hub cache and HF_HUB_OFFLINE is "
-            f"set ({type(exc).__name__}); download it once online or unset HF_HUB_OFFLINE"
-        ) from None
-    local = os.path.join(folder, rest) if rest else folder
-    if not (
-        globlib.glob(local, recursive=True)
-        if any(c in rest for c in "*?[")
-        else os.path.exists(local)
-    ):
-        raise CorpusError(
-            f"{printable(url)}: not in the local Hub cache ({printable(folder)}) and "
-            "HF_HUB_OFFLINE is set"
-        )
-    return local
-
-
-def identity(url: str) -> dict[str, Any]:
+def identity(url: str, options: StoreOptions | None = None) -> dict[str, Any]:
     """What a remote file's fingerprint holds: its size and the store's content markers
     (ETag, version id, generation, ...), never a modification time alone."""
-    fs, path = filesystem(url)
+    fs, path = filesystem(url, options)
     try:
         fs.invalidate_cache(path)
         info = fs.info(path)
     except Exception as exc:  # noqa: BLE001
-        raise store_error(url, exc) from None
+        raise store_error(url, exc, options=options) from None
     out: dict[str, Any] = {"size": info.get("size")}
     for key in _IDENTITY_KEYS:
         if info.get(key) not in (None, ""):
@@ -304,32 +309,41 @@ def identity(url: str) -> dict[str, Any]:
     return out
 
 
-def size_or_none(url: str) -> int | None:
+def size_or_none(url: str, options: StoreOptions | None = None) -> int | None:
     """The object's size in bytes; None when there is no such object (any other failure,
-    access denied included, is the store's one-line CorpusError)."""
-    fs, path = filesystem(url)
+    access denied or an unreachable store included, is the store's one-line CorpusError)."""
+    fs, path = filesystem(url, options)
     try:
         return int(fs.info(path).get("size") or 0)
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        if _unreachable(exc) is not None:
+            raise store_error(url, exc, options=options) from None
         return None
     except Exception as exc:  # noqa: BLE001
-        raise store_error(url, exc) from None
+        raise store_error(url, exc, options=options) from None
 
 
-def size(url: str) -> int:
+def size(url: str, options: StoreOptions | None = None) -> int:
     """The object's size in bytes."""
-    return int(identity(url)["size"] or 0)
+    return int(identity(url, options)["size"] or 0)
 
 
 STREAM_BLOCK_BYTES = 8 * 1024 * 1024  # one range request per 8 MiB when streaming
 
 
-def open_input(url: str, *, compression: str | None = None, stream: bool = False) -> Any:
+def open_input(
+    url: str,
+    *,
+    compression: str | None = None,
+    stream: bool = False,
+    options: StoreOptions | None = None,
+) -> Any:
     """A binary file object reading ``url`` by range requests: with no read-ahead (each read
     asks for exactly its bytes: parquet footers and column chunks), or with ``stream`` in
     blocks of :data:`STREAM_BLOCK_BYTES` (tar shards, CSV: many small sequential reads);
-    ``compression="infer"`` decompresses by the name (.gz, .zst)."""
-    fs, path = filesystem(url)
+    ``compression="infer"`` decompresses by the name (.gz, .zst). ``options``: as in
+    :func:`options_of`."""
+    fs, path = filesystem(url, options)
     cache = (
         {"cache_type": "readahead", "block_size": STREAM_BLOCK_BYTES}
         if stream
@@ -338,4 +352,4 @@ def open_input(url: str, *, compression: str | None = None, stream: bool = False
     try:
         return fs.open(path, "rb", compression=compression, **cache)
     except Exception as exc:  # noqa: BLE001
-        raise store_error(url, exc) from None
+        raise store_error(url, exc, options=options) from None

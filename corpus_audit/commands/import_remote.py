@@ -25,17 +25,17 @@ from corpus_audit.core.errors import CorpusAuditError, ManifestError, printable
 MANIFEST_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
 
 
-def _copy(url: str, dest: Path) -> bool:
+def _copy(url: str, dest: Path, options: StoreOptions) -> bool:
     """Copy one object to ``dest`` (kept when its size is the store's); False if missing
     (the import then records it as ``missing_file``); any other store failure is an error."""
-    size = storage.size_or_none(url)
+    size = storage.size_or_none(url, options)
     if size is None:
         return False
     if dest.is_file() and dest.stat().st_size == size:
         return True
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
-    with storage.open_input(url, stream=True) as src, tmp.open("wb") as out:
+    with storage.open_input(url, stream=True, options=options) as src, tmp.open("wb") as out:
         shutil.copyfileobj(src, out, length=1 << 20)
     tmp.replace(dest)
     return True
@@ -44,7 +44,7 @@ def _copy(url: str, dest: Path) -> bool:
 def mirror_source(study: Any, url: str, read_source: Any, model: str | None) -> Path:
     """The local mirror of the manifest at ``url`` and of the files it names (see the module
     docstring); ``read_source`` parses the mirrored manifest (the command's own reader)."""
-    storage.configure(StoreOptions.from_config(study.config.storage))
+    options = StoreOptions.from_config(study.config.storage)
     name = url.rstrip("/").rsplit("/", 1)[-1]
     if not name.lower().endswith(MANIFEST_SUFFIXES):
         raise ManifestError(
@@ -56,11 +56,11 @@ def mirror_source(study: Any, url: str, read_source: Any, model: str | None) -> 
     base = url.rstrip("/").rsplit("/", 1)[0]
     root = folder.resolve()
     try:
-        if not _copy(url, manifest):
+        if not _copy(url, manifest, options):
             raise ManifestError(f"{printable(url)}: no such manifest on the store")
         for entry in read_source(manifest, model).entries:
             rel = Path(entry.file).relative_to(root).as_posix()  # the reader kept it inside
-            _copy(f"{base}/{rel}", root / rel)
+            _copy(f"{base}/{rel}", root / rel, options)
     except ManifestError:
         raise
     except CorpusAuditError as exc:  # the store's one-line error naming the URL

@@ -60,8 +60,6 @@ from corpus_audit.backends.image_sources.base import (
     Unit,
     as_int,
 )
-from corpus_audit.backends.storage import StoreOptions
-from corpus_audit.backends.storage import configure as configure_storage
 from corpus_audit.core.errors import ImageSourceError, StageOrderError
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
@@ -323,8 +321,6 @@ def images(study: Study, *, progress: bool = True) -> StageRun:
                 "are not registered"
             )
         wanted = _wanted_or_fail(study, cfg.scope)
-        # sources given as URLs (s3://...) are read with the [storage] options (docs/storage.md)
-        configure_storage(StoreOptions.from_config(study.config.storage))
         entries = [parse_source(i, spec) for i, spec in enumerate(cfg.sources)]
         writer = ImageWriter(study, wanted)
         run.rows_in = 0

@@ -129,3 +129,38 @@ class FaultProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class MotoProcess:
+    """moto's S3 server in its own process on 127.0.0.1: its objects are its own (every
+    :class:`MotoServer` of one process shares moto's in-process backend)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.proc: object = None
+
+    def __enter__(self) -> MotoProcess:
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", HOST, "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((HOST, self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError(f"moto server on port {self.port} did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        proc = self.proc
+        if proc is not None:
+            proc.terminate()  # type: ignore[attr-defined]
+            proc.wait(timeout=TIMEOUT_S)  # type: ignore[attr-defined]

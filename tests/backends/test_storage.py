@@ -115,7 +115,8 @@ def s3(shared_data: Path):
     mp.delenv("AWS_ENDPOINT_URL", raising=False)
     with MotoServer() as server:
         fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
-        fs.mkdir(BUCKET)
+        if not fs.exists(BUCKET):  # moto's objects are per process: another module's server
+            fs.mkdir(BUCKET)
         for name in ("laion400m_sample_10k.parquet", "coco_val2017_captions.parquet"):
             fs.put_file(str(shared_data / name), f"{BUCKET}/{name}")
         yield server, creds
@@ -189,9 +190,16 @@ def test_select_and_indicators_over_s3_equal_local(s3, make_study, shared_data, 
         f"s3://{BUCKET}/coco_val2017_captions.parquet",
         f"s3://{BUCKET}/laion400m_sample_10k.parquet",
     ]
-    # the credentials the store read from the environment are nowhere in the study
+    # the credentials the store read from the environment are nowhere in the study, its
+    # rendered report (HTML, figures) included
+    from corpus_audit.report import report
+
+    page = Path(report(there, progress=False).outputs["report"])
+    assert page.is_file() and f"s3://{BUCKET}/" in page.read_text(encoding="utf-8")
     there.con.execute("CHECKPOINT")
-    blobs = [p.read_bytes() for p in there.root.rglob("*") if p.is_file()]
+    files = [p for p in there.root.rglob("*") if p.is_file()]
+    assert any(p.parent.name == "report" for p in files)
+    blobs = [p.read_bytes() for p in files]
     for value in creds.values():
         assert not any(value.encode() in blob for blob in blobs)
 
@@ -523,3 +531,22 @@ def test_import_images_of_a_manifest_on_s3(s3, make_study, laion_path, tmp_path)
         assert (there.root / path).is_file()
     with pytest.raises(Exception, match=r"s3://corpora/dalle/nope.csv: no such manifest"):
         import_images(there, [f"s3://{BUCKET}/dalle/nope.csv"])
+
+
+def test_a_bound_url_carries_its_options() -> None:
+    """``bind``: a URL with the options it is opened with; it is the plain URL otherwise
+    (equal, hashed, printed the same), survives pickling (a Ray task's argument) and an
+    explicit ``options=`` wins over what it carries."""
+    import pickle
+
+    a = storage.StoreOptions("http://127.0.0.1:1", retries=0)
+    b = storage.StoreOptions("http://127.0.0.1:2", retries=0)
+    url = storage.bind("s3://bucket/key.parquet", a)
+    assert url == "s3://bucket/key.parquet" and hash(url) == hash("s3://bucket/key.parquet")
+    assert f"{url}" == "s3://bucket/key.parquet" and type(f"{url}") is str
+    assert pickle.loads(pickle.dumps(url)).options == a
+    assert storage.options_of(url) == a and storage.options_of(url, b) == b
+    assert storage.options_of("s3://bucket/key.parquet") == storage.StoreOptions()
+    assert storage.bind("s3://x", None) == "s3://x" and not hasattr(
+        storage.bind("s3://x", None), "options"
+    )

@@ -103,9 +103,22 @@ class SourceContext:
     index: int
     wanted: dict[int, tuple[str | None, str | None]]
 
+    @property
+    def store(self) -> Any:
+        """The study's ``[storage]`` options (a
+        :class:`~corpus_audit.backends.storage.StoreOptions`) that its URLs are read with."""
+        from corpus_audit.backends.storage import StoreOptions
+
+        return StoreOptions.from_config(self.study.config.storage)
+
     def resolve(self, path: str) -> Path | str:
-        """A local path resolved against the study directory; a store's URL as written."""
-        return path if is_url(path) else self.study.config.resolve(local_path(path))
+        """A local path resolved against the study directory; a store's URL as written,
+        carrying the study's ``[storage]`` options (docs/storage.md)."""
+        if is_url(path):
+            from corpus_audit.backends.storage import bind
+
+            return bind(path, self.store)
+        return self.study.config.resolve(local_path(path))
 
 
 class ImageSource(Protocol):

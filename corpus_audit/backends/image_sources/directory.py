@@ -1,6 +1,9 @@
 """``kind = "dir"``: a folder of image files named by key (``<key>.jpg``), searched
 recursively; an img2dataset-style ``<key>.json`` beside a file is read for url / caption_id.
-Files are referenced where they are (not copied). A folder is one unit, rescanned each run."""
+Local files are referenced where they are (not copied); a folder on a store (a prefix URL,
+``s3://bucket/photos/``, or a glob on one) is listed and each object read whole (one GET,
+at most :data:`~corpus_audit.backends.image_sources.base.MAX_MEMBER_BYTES`). A folder is one
+unit, rescanned each run."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Any
 
 from corpus_audit.backends.image_sources.base import (
     IMAGE_EXTS,
+    MAX_MEMBER_BYTES,
     PlainSource,
     Record,
     Skip,
@@ -17,10 +21,16 @@ from corpus_audit.backends.image_sources.base import (
     SourceOptions,
     Unit,
     existing_target,
+    expand,
     load_meta,
     meta_fields,
+    short_error,
 )
-from corpus_audit.core.errors import ImageSourceError
+from corpus_audit.core.errors import CorpusAuditError, ImageSourceError
+
+_PATTERNS = tuple(f"*{e}" for e in sorted(IMAGE_EXTS)) + tuple(
+    f"*{e.upper()}" for e in sorted(IMAGE_EXTS)
+)
 
 
 def iter_dir(root: Path) -> Iterator[Record | Skip]:
@@ -49,6 +59,58 @@ def iter_dir(root: Path) -> Iterator[Record | Skip]:
         )
 
 
+def storage_bind(name: str, like: str) -> str:
+    """``name`` carrying the store options of the URL ``like``."""
+    from corpus_audit.backends import storage
+
+    return storage.bind(name, getattr(like, "options", None))
+
+
+def _read_object(url: str) -> bytes:
+    """An object's bytes (at most ``MAX_MEMBER_BYTES + 1``: more is too large)."""
+    from corpus_audit.backends import storage
+
+    with storage.open_input(url, stream=True) as fh:
+        return fh.read(MAX_MEMBER_BYTES + 1)
+
+
+def iter_store_dir(target: str) -> Iterator[Record | Skip]:
+    """Image objects under a store's prefix or glob (sorted); ``<key>.json`` beside them."""
+    try:
+        urls = list(expand(target, _PATTERNS + ("*.json",)))
+    except CorpusAuditError as exc:
+        raise ImageSourceError(str(exc)) from None
+    names = set(urls)
+    for url in urls:
+        stem, dot, ext = url.rpartition(".")
+        if not dot or f".{ext.lower()}" not in IMAGE_EXTS:
+            continue
+        try:
+            data = _read_object(url)
+        except CorpusAuditError as exc:
+            yield Skip(str(url), "unreadable_file", short_error(exc))
+            continue
+        if len(data) > MAX_MEMBER_BYTES:
+            yield Skip(str(url), "too_large", f"over {MAX_MEMBER_BYTES} bytes")
+            continue
+        meta: dict[str, Any] = {}
+        sidecar = f"{stem}.json"
+        if sidecar in names:
+            try:
+                meta = load_meta(_read_object(storage_bind(sidecar, url)))
+            except (ValueError, CorpusAuditError) as exc:
+                yield Skip(str(sidecar), "bad_metadata", str(exc)[:200])
+        caption_id, url_meta, key = meta_fields(meta)
+        yield Record(
+            origin=str(url),
+            ext=f".{ext.lower()}",
+            data=data,
+            key=key or stem.rsplit("/", 1)[-1],
+            url=url_meta,
+            caption_id=caption_id,
+        )
+
+
 def folder_unit(path: Path) -> Unit:
     return Unit(path, lambda: iter_dir(path), resumable=False)
 
@@ -59,6 +121,8 @@ class DirSource(PlainSource):
 
     def units(self, ctx: SourceContext, options: SourceOptions) -> list[Unit]:
         target = existing_target(ctx, options)
+        if isinstance(target, str):  # a prefix or glob on a store
+            return [Unit(target, lambda: iter_store_dir(target), resumable=False)]  # type: ignore[arg-type]
         if not target.is_dir():
             raise ImageSourceError(f"{target}: a dir source must be a folder")
         return [folder_unit(target)]

@@ -1,16 +1,31 @@
-"""``kind = "hf"``: a Hugging Face dataset saved with ``save_to_disk`` that has an ``Image``
-column (or ``image_column``). Options: ``split`` (a DatasetDict's split; default all),
-``image_column``, ``url_column``, ``key_column``. Images are read undecoded (their bytes, or
-the file an ``Image`` cell points to)."""
+"""``kind = "hf"``: a Hugging Face dataset with an ``Image`` column (or ``image_column``).
+
+``path`` is one of:
+
+- a Hub dataset by name, ``hf://datasets/<org>/<name>[@<revision>]``: its parquet files
+  (Image cells are ``{bytes, path}`` structs there), or those of the Hub's parquet export
+  (``refs/convert/parquet``) for a dataset stored in another format; with ``HF_HUB_OFFLINE``
+  set they are read from the local Hub cache (:mod:`corpus_audit.backends.hub`, the resolver
+  the corpus uses too). ``config`` and ``split`` choose among them; each file is one unit.
+- a folder saved with ``save_to_disk``: a local path (read with ``datasets``), or a store's
+  URL (``s3://bucket/ds``), whose arrow files are streamed by range requests.
+
+Options: ``split`` (default: every split), ``config`` (Hub datasets; default: all),
+``image_column`` (default: the first ``Image``-typed column of the features, else one named
+``image``), ``url_column``, ``key_column``. Images are read undecoded (their bytes, or the
+local file an ``Image`` cell points to)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from corpus_audit.backends.image_sources.base import (
+    IMAGE_COLUMNS,
     KEY_COLUMNS,
     URL_COLUMNS,
     ColumnOptions,
@@ -24,15 +39,153 @@ from corpus_audit.backends.image_sources.base import (
     image_payload,
     pick,
     row_links,
+    short_error,
 )
-from corpus_audit.core.errors import ImageSourceError
+from corpus_audit.backends.image_sources.parquet import iter_parquet, parquet_file
+from corpus_audit.core.errors import CorpusAuditError, ImageSourceError
+from corpus_audit.core.urls import scheme
 
 BATCH_ROWS = 256
 
 
 @dataclass
 class HfOptions(ColumnOptions):
-    split: str = ""  # a split of a saved DatasetDict; "" = every split
+    split: str = ""  # a split (of a saved DatasetDict, of a Hub dataset); "" = every split
+    config: str = ""  # a Hub dataset's config (hf:// paths); "" = every config
+
+
+def image_feature(features: dict[str, Any], names: list[str], wanted: str) -> str | None:
+    """The image column: ``wanted`` if set (and present), else the first column whose
+    ``datasets`` feature is an ``Image``, else ``image`` / the usual names; None if none."""
+    if wanted:
+        return wanted if wanted in names else None
+    for name, feature in features.items():
+        if isinstance(feature, dict) and feature.get("_type") == "Image" and name in names:
+            return name
+    return "image" if "image" in names else pick(names, None, IMAGE_COLUMNS)
+
+
+def _hf_features(schema: Any) -> dict[str, Any]:
+    """The ``datasets`` features written into a parquet / arrow schema's metadata."""
+    raw = (schema.metadata or {}).get(b"huggingface")
+    try:
+        features = json.loads(raw)["info"]["features"] if raw else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return features if isinstance(features, dict) else {}
+
+
+def iter_hub_file(path: Path | str, options: HfOptions) -> Iterator[Record | Skip]:
+    """Rows of one parquet file of a Hub dataset, its image column found by feature type."""
+    try:
+        schema = parquet_file(path).schema_arrow
+    except Exception as exc:
+        yield Skip(str(path), "unreadable_shard", short_error(exc))
+        return
+    column = image_feature(_hf_features(schema), schema.names, options.image_column)
+    if column is None:
+        raise ImageSourceError(
+            f"{path}: no Image column (columns: {', '.join(schema.names)}); set image_column"
+        )
+    yield from iter_parquet(path, dataclasses.replace(options, image_column=column))
+
+
+def hub_units(url: str, options: HfOptions) -> list[Unit]:
+    """One unit per parquet file of the Hub dataset ``url`` (of ``config`` / ``split``)."""
+    from corpus_audit.backends import hub
+
+    try:
+        files = hub.data_files(url, split=options.split, config=options.config)
+    except CorpusAuditError as exc:
+        raise ImageSourceError(str(exc)) from None
+    located = [f if scheme(f) else Path(f) for f in files]  # hf:// online, cached offline
+    return [Unit(f, lambda f=f: iter_hub_file(f, options)) for f in located]
+
+
+# -- a save_to_disk folder on a store ------------------------------------------------------------
+def _read_json(url: str) -> Any:
+    """A small JSON object on a store; None when there is no such object."""
+    from corpus_audit.backends import storage
+
+    if storage.size_or_none(url) is None:
+        return None
+    with storage.open_input(url) as fh:
+        return json.loads(fh.read().decode("utf-8"))
+
+
+def _child(url: str, name: str) -> str:
+    """``url/name``, carrying ``url``'s store options."""
+    from corpus_audit.backends import storage
+
+    return storage.bind(f"{str(url).rstrip('/')}/{name}", getattr(url, "options", None))
+
+
+def saved_splits(url: str, options: HfOptions) -> list[tuple[str, str]]:
+    """``(split name, folder URL)`` of a ``save_to_disk`` folder on a store."""
+    try:
+        dd = _read_json(_child(url, "dataset_dict.json"))
+        if dd is None:
+            if _read_json(_child(url, "state.json")) is None:
+                raise ImageSourceError(f"{url}: not a dataset saved with save_to_disk")
+            return [("", url)]
+    except CorpusAuditError as exc:
+        raise ImageSourceError(str(exc)) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ImageSourceError(f"{url}: unreadable dataset_dict.json ({exc})") from None
+    splits = list(dd.get("splits", [])) if isinstance(dd, dict) else []
+    if options.split and options.split not in splits:
+        raise ImageSourceError(f"{url}: no split {options.split!r} (splits: {splits})")
+    return [(s, _child(url, s)) for s in splits if not options.split or s == options.split]
+
+
+def iter_saved_remote(folder: str, split: str, options: HfOptions) -> Iterator[Record | Skip]:
+    """Rows of one split of a ``save_to_disk`` folder on a store: its arrow stream files
+    (``state.json``), streamed; the image column from ``dataset_info.json``'s features."""
+    import pyarrow as pa
+
+    from corpus_audit.backends import storage
+
+    try:
+        state = _read_json(_child(folder, "state.json")) or {}
+        info = _read_json(_child(folder, "dataset_info.json")) or {}
+        files = [_child(folder, d["filename"]) for d in state["_data_files"]]
+    except (CorpusAuditError, ValueError, KeyError, TypeError) as exc:
+        yield Skip(str(folder), "unreadable_shard", short_error(exc))
+        return
+    features = info.get("features", {}) if isinstance(info, dict) else {}
+    prefix = f"{split}/" if split else ""
+    row = 0
+    for file in files:
+        try:
+            reader = pa.ipc.open_stream(storage.open_input(file, stream=True))
+            names = reader.schema.names
+            image_col = image_feature(features, names, options.image_column)
+            if image_col is None:
+                raise ImageSourceError(
+                    f"{folder}: no Image column (columns: {', '.join(names)}); set image_column"
+                )
+            cols = (
+                pick(names, options.url_column, URL_COLUMNS),
+                pick(names, options.key_column, KEY_COLUMNS),
+                "caption_id" if "caption_id" in names else None,
+            )
+            for batch in reader:
+                data = batch.to_pydict()
+                for i in range(batch.num_rows):
+                    blob, inner = image_payload(data[image_col][i])
+                    origin = f"{folder}#{prefix}row={row}"
+                    row += 1
+                    if blob is None:
+                        yield Skip(origin, "no_image_bytes", "")
+                        continue
+                    yield Record(
+                        origin=origin, ext=ext_of(inner), data=blob, **row_links(data, i, cols)
+                    )
+        except ImageSourceError:
+            raise
+        except (CorpusAuditError, pa.ArrowException, OSError) as exc:
+            yield Skip(f"{file}#row={row}", "unreadable_shard", short_error(exc))
+            return
 
 
 def _splits(path: Path, options: HfOptions) -> list[tuple[str, Any]]:
@@ -102,4 +255,14 @@ class HfSource(PlainSource):
 
     def units(self, ctx: SourceContext, options: HfOptions) -> list[Unit]:  # type: ignore[override]
         target = existing_target(ctx, options)
+        if isinstance(target, str) and scheme(target) == "hf":
+            return hub_units(target, options)
+        if isinstance(target, str):  # a save_to_disk folder on a store: one unit per split
+            return [
+                Unit(
+                    _child(url, "state.json"),
+                    lambda u=url, s=split: iter_saved_remote(u, s, options),
+                )
+                for split, url in saved_splits(target, options)
+            ]
         return [Unit(target, lambda: iter_hf(target, options))]

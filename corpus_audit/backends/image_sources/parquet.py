@@ -32,7 +32,7 @@ from corpus_audit.core.errors import ImageSourceError
 BATCH_ROWS = 256
 
 
-def _parquet_file(path: Path | str) -> Any:
+def parquet_file(path: Path | str) -> Any:
     """A ``pq.ParquetFile`` of a local path or of a store's URL (range requests)."""
     import pyarrow.parquet as pq
 
@@ -46,7 +46,7 @@ def _parquet_file(path: Path | str) -> Any:
 def iter_parquet(path: Path | str, options: ColumnOptions) -> Iterator[Record | Skip]:
     """Rows of a parquet file with an image bytes column (read in batches of 256 rows)."""
     try:
-        pf = _parquet_file(path)
+        pf = parquet_file(path)
     except Exception as exc:
         yield Skip(str(path), "unreadable_shard", short_error(exc))
         return
@@ -84,7 +84,7 @@ def has_image_column(path: Path | str, options: ColumnOptions) -> bool:
     """Whether a parquet file has an image column (img2dataset's parquet output does; its
     ``*_stats.parquet``-like side files do not). An unreadable schema counts as no."""
     try:
-        names = _parquet_file(path).schema_arrow.names
+        names = parquet_file(path).schema_arrow.names
     except Exception:
         names = []
     return any(c in names for c in IMAGE_COLUMNS) or options.image_column in names

@@ -6,7 +6,10 @@ The wanted captions that have a URL are written to ``<study>/downloads/urls.parq
 ``save_additional_columns=["caption_id"]`` in incremental mode (a rerun resumes). Options:
 ``image_size`` (512 px), ``resize_mode`` (keep_ratio), ``processes_count`` (2),
 ``thread_count`` (16), ``timeout`` (10 s), ``retries`` (0), ``number_sample_per_shard``
-(10000), ``output`` (``<study>/downloads/img2dataset``).
+(10000), ``output`` (``<study>/downloads/img2dataset``, or a store's URL such as
+``s3://bucket/downloads/``: img2dataset writes there through fsspec with the store's own
+environment (``AWS_ENDPOINT_URL`` for a non-AWS endpoint), and the shards are then read back
+from the store with the study's ``[storage]`` options).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from corpus_audit.backends.image_sources.base import (
 )
 from corpus_audit.core.errors import ConfigError, ImageSourceError
 from corpus_audit.core.store import sql_text
+from corpus_audit.core.urls import is_url
 
 
 @dataclass
@@ -35,7 +39,7 @@ class UrlOptions(SourceOptions):
     timeout: int = 10  # seconds per download
     retries: int = 0
     number_sample_per_shard: int = 10000
-    output: str = ""  # img2dataset's output folder; "" = <study>/downloads/img2dataset
+    output: str = ""  # img2dataset's output folder or a store's URL; "" = <study>/downloads/...
 
     def validate(self, key: str) -> None:
         if self.link not in LINK_MODES:
@@ -67,9 +71,10 @@ def export_url_list(study: Any, wanted: dict[int, tuple[str | None, str | None]]
     return path
 
 
-def download_urls(study: Any, index: int, options: UrlOptions, url_list: Path) -> Path:
+def download_urls(study: Any, index: int, options: UrlOptions, url_list: Path) -> Path | str:
     """Run img2dataset on ``url_list`` (resumable: incremental mode) and return its output
-    folder. Raises :class:`ImageSourceError` telling how to install it when it is missing."""
+    folder (a store's URL as written). Raises :class:`ImageSourceError` telling how to
+    install it when it is missing."""
     try:
         import img2dataset
     except ImportError:
@@ -79,12 +84,16 @@ def download_urls(study: Any, index: int, options: UrlOptions, url_list: Path) -
             "then rerun `corpus-audit images`), or "
             f"download {url_list} yourself and add a source with kind = 'img2dataset'"
         ) from None
-    output = (
-        study.config.resolve(options.output)
-        if options.output
-        else study.path("downloads", "img2dataset", "x").parent
-    )
-    output.mkdir(parents=True, exist_ok=True)
+    output: Path | str
+    if is_url(options.output):
+        output = options.output
+    else:
+        output = (
+            study.config.resolve(options.output)
+            if options.output
+            else study.path("downloads", "img2dataset", "x").parent
+        )
+        output.mkdir(parents=True, exist_ok=True)
     img2dataset.download(
         url_list=str(url_list),
         input_format="parquet",

@@ -45,7 +45,6 @@ from corpus_audit.backends.corpus import (
 )
 from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
-from corpus_audit.backends.storage import configure as configure_storage
 from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.matching import Matcher
 
@@ -220,8 +219,7 @@ def plan_units(
     """
     plan = UnitPlan([], {}, {})
     for f in files:
-        configure_storage(f.store)
-        info = get_reader(f.format).inspect(source(f.path))
+        info = get_reader(f.format).inspect(source(f.path, f.store))
         plan.known_rows[f.file_id] = info.rows
         plan.columns[f.file_id] = None
         if info.empty:
