@@ -18,8 +18,9 @@ Inside the config lock, ``config set`` also takes the run lock exclusively witho
 when a stage holds it, ``config set`` fails at once with one line naming the holder's pid
 (read from ``/proc/locks``, Linux; "pid unknown" elsewhere) rather than changing the settings
 a run is using. A stage waits up to :data:`LOCK_WAIT_S` for a ``config set`` to finish (it
-holds the lock for milliseconds). Where a lock cannot be opened (no such folder, a
-read-only file system) nothing is locked and the command goes on to its own error.
+holds the lock for milliseconds). Where a lock cannot be opened or taken (no such folder, a
+file system without ``flock``) nothing is locked and the command goes on (to its own error,
+if any).
 """
 
 from __future__ import annotations
@@ -46,11 +47,15 @@ def _open(path: Path, flags: int) -> int | None:
 
 
 def _try(fd: int, operation: int) -> bool:
-    """``flock(fd, operation | LOCK_NB)``: True when taken, False when another holds it."""
+    """``flock(fd, operation | LOCK_NB)``: True when taken (or when the file system cannot
+    lock at all: some network file systems refuse ``flock`` on a folder; then nothing is
+    locked), False when another process holds it."""
     try:
         fcntl.flock(fd, operation | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    except OSError:  # ENOLCK, EBADF, EINVAL: no locking here, as where the lock cannot open
+        return True
     return True
 
 
