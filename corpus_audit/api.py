@@ -50,6 +50,7 @@ from corpus_audit.core.preset import load_preset, resolve
 from corpus_audit.core.registry import Plugin as Plugin
 from corpus_audit.core.store import StageRun
 from corpus_audit.core.store import Study as CoreStudy
+from corpus_audit.core.study_lock import run_lock
 from corpus_audit.methods.preferences.leaderboard import leaderboard
 from corpus_audit.report import context
 from corpus_audit.report.figures import scatter_grid
@@ -220,7 +221,8 @@ class Study:
             for name in names:
                 if name not in STAGE_NAMES:
                     raise StudyError(f"unknown stage {name!r} (stages: {', '.join(STAGES)})")
-            runs = [stage_function(name)(self.core, progress=progress) for name in names]
+            with run_lock(self.core.root):  # no `config set` between two of the stages
+                runs = [stage_function(name)(self.core, progress=progress) for name in names]
         for run in runs:
             _log_run(run)
         return runs

@@ -51,12 +51,13 @@ import csv
 import functools
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
 import stat
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -257,10 +258,66 @@ def _str_or_none(value: Any) -> str | None:
     return text or None
 
 
+def unterminated_quote(text: str, delimiter: str) -> int | None:
+    """The line (1-based) where a quoted field that is never closed starts, or None.
+
+    :mod:`csv`'s reader (default dialect, ``strict`` off) takes such a field to the end of the
+    file without a word, which then shows as a baffling error on a later line. The field is
+    always in the file's last record, so the reader finds where that record starts (in C) and
+    :func:`_open_quote` follows only that record, character by character.
+    """
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    start = last = 1
+    try:
+        for _ in reader:
+            last, start = start, reader.line_num + 1
+    except csv.Error:
+        return None  # another fault: the reading itself reports it
+    lines = itertools.islice(io.StringIO(text, newline=""), last - 1, None)
+    return _open_quote(lines, last, delimiter)
+
+
+def _open_quote(lines: Iterable[str], first: int, delimiter: str) -> int | None:
+    """The line of a quoted field left open at the end of ``lines`` (numbered from ``first``,
+    starting at the start of a record), or None. As :mod:`csv` reads: a field is quoted when
+    its first character is ``"``; inside it ``""`` is a quote and line breaks are text; a
+    ``"`` not followed by another closes it (a character after that is text)."""
+    quoted_at: int | None = None  # the line of the open quoted field
+    state = "start"  # start of a field | in an unquoted "field" | "quoted" | "quote" seen
+    for number, line in enumerate(lines, start=first):
+        for ch in line:
+            if state == "start":
+                if ch == '"':
+                    state, quoted_at = "quoted", number
+                elif ch not in (delimiter, "\n", "\r"):
+                    state = "field"
+            elif state == "field":  # a quote in an unquoted field is text
+                if ch in (delimiter, "\n", "\r"):
+                    state = "start"
+            elif state == "quoted":
+                if ch == '"':
+                    state = "quote"
+            elif ch == '"':  # "" inside a quoted field
+                state = "quoted"
+            else:
+                quoted_at = None
+                state = "start" if ch in (delimiter, "\n", "\r") else "field"
+        if state == "field":
+            state = "start"  # csv ends the record at the end of the line
+    return quoted_at if state == "quoted" else None
+
+
 def read_csv(path: Path, model: str | None = None) -> Source:
-    """A CSV/TSV manifest (header row; comma or tab by the suffix)."""
+    """A CSV/TSV manifest (header row; comma or tab by the suffix). A quoted field without
+    its closing quote is an error naming the line where it starts."""
     text, sha = _text(path)
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    opened = unterminated_quote(text, delimiter)
+    if opened is not None:
+        raise ManifestError(
+            f"{path}:{opened}: unterminated quote: the quoted field that starts on this line "
+            'has no closing " (add it, or write a quote inside a field as "")'
+        )
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     if not reader.fieldnames:
         raise ManifestError(f"{path}:1: empty manifest (no header row)")

@@ -11,7 +11,10 @@ change; the user's comments, blank lines and key order are kept, and a key the f
 hold yet is added to its section (a section it does not hold, at the end). Every value is
 written escaped so that the reader gives it back unchanged (control characters, DEL, quotes,
 backslashes); the text written is read back with :mod:`tomllib` and validated before it
-replaces the file. Changing a setting marks the stages that read it as changed in
+replaces the file. The whole edit holds the study's config lock
+(:mod:`corpus_audit.core.study_lock`): concurrent ``config set`` calls queue and keep one
+another's keys, and one made while a stage of the study runs is refused at once. Changing a
+setting marks the stages that read it as changed in
 ``corpus-audit status``; nothing is rerun.
 """
 
@@ -36,6 +39,7 @@ from corpus_audit.core.config import (
 from corpus_audit.core.config_help import setting
 from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.fileio import write_text_atomic
+from corpus_audit.core.study_lock import config_lock
 
 
 def show_config(study_dir: Path | str) -> str:
@@ -89,9 +93,18 @@ def set_config(study_dir: Path | str, assignments: list[str]) -> list[tuple[str,
     """Apply ``assignments`` to ``<study_dir>/study.toml``; returns (key, old, new) for each.
 
     All or nothing: every assignment is parsed and the whole result validated (as written,
-    read back) before the file is replaced; on any error the file is unchanged.
+    read back) before the file is replaced; on any error the file is unchanged. Done under the
+    study's config lock (:mod:`corpus_audit.core.study_lock`): concurrent edits queue, each
+    keeping the others' keys, and a stage of the study running is a :class:`StudyError` at
+    once (nothing changes under a run).
     """
     root = Path(study_dir)
+    with config_lock(root, CONFIG_NAME):
+        return _set_config(root, assignments)
+
+
+def _set_config(root: Path, assignments: list[str]) -> list[tuple[str, Any, Any]]:
+    """:func:`set_config`'s work, done while the study's config lock is held."""
     path = root / CONFIG_NAME
     effective = load_config(root).to_dict()  # the file must be valid now, and exist
     try:

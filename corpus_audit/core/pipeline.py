@@ -18,6 +18,7 @@ from corpus_audit.core.config import StudyConfig
 from corpus_audit.core.registry import load
 from corpus_audit.core.stage_state import stage_state
 from corpus_audit.core.store import StageRun, Study, StudyError
+from corpus_audit.core.study_lock import run_lock
 from corpus_audit.core.urls import is_url, local_path
 
 
@@ -80,7 +81,8 @@ def run_all(study: Study, *, until: str | None = None, progress: bool = True) ->
                 f"(stages: {', '.join(dict.fromkeys(run_order))})"
             )
         order = run_order[: len(run_order) - run_order[::-1].index(until)]
-    return [stage_function(name)(study, progress=progress) for name in order]
+    with run_lock(study.root):  # held across the stages: no `config set` between two
+        return [stage_function(name)(study, progress=progress) for name in order]
 
 
 def study_kind(config: StudyConfig) -> str:

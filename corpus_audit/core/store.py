@@ -51,6 +51,7 @@ from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, pars
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.interrupts import shielded
 from corpus_audit.core.registry import plugin_use_mark, plugin_uses_since
+from corpus_audit.core.study_lock import run_lock
 from corpus_audit.core.versions import package_versions
 
 DB_NAME = "study.duckdb"
@@ -399,6 +400,16 @@ class Study:
     @contextmanager
     def stage(self, name: str, *config_sections: str) -> Iterator[StageRun]:
         """Run a stage body; on success record its counts and provenance in ``stage_runs``.
+
+        The study's run lock is held (shared) throughout, so ``config set`` cannot change
+        ``study.toml`` under the run (:mod:`corpus_audit.core.study_lock`); the rest is
+        :meth:`_stage`.
+        """
+        with run_lock(self.root):
+            yield from self._stage(name, *config_sections)
+
+    def _stage(self, name: str, *config_sections: str) -> Iterator[StageRun]:
+        """:meth:`stage`'s generator: record one run of stage ``name``.
 
         ``config_sections`` name the config sections (or single ``section.key`` settings) the
         stage depends on; by default those its declaration in ``stages.py`` lists. Their hash,

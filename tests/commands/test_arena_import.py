@@ -404,6 +404,67 @@ def test_bad_files_are_one_line_and_nothing_stored(small, tmp_path, capsys, text
     _rejected(small, path, expected, capsys)
 
 
+_DEEP = "[" * 100_000 + "]" * 100_000
+_BIG = "1" * 5000  # above Python's int-string limit (4,300 digits)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("votes.json", f"[{json.dumps(GOOD)}, {_DEEP}]", "record 2: JSON nested too deeply"),
+        ("votes.jsonl", f"{json.dumps(GOOD)}\n{_DEEP}\n", "record 2: JSON nested too deeply"),
+        (
+            "votes.json",
+            json.dumps([GOOD, {**GOOD, "extra": 7}]).replace(": 7}", f": {_BIG}}}"),
+            "record 2: holds an integer of more than 4,300 digits",
+        ),
+        (
+            "votes.jsonl",
+            json.dumps(GOOD)
+            + "\n"
+            + json.dumps({**GOOD, "createdAt": 7}).replace(": 7", f": {_BIG}"),
+            "record 2: holds an integer of more than 4,300 digits",
+        ),
+        (
+            "votes.json",
+            json.dumps([GOOD, {**GOOD, "prompt": "Ein \ud800 Foto."}]),
+            "record 2: 'prompt' holds a lone surrogate ('\\ud800'), not text",
+        ),
+        (
+            "votes.jsonl",
+            json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "\udfff": 1}),
+            "record 2: '\\udfff' holds a lone surrogate",
+        ),
+        (
+            "votes.json",
+            json.dumps([GOOD, {**GOOD, "createdAt": 10**400}]),
+            "record 2: createdAt 100000000000000... (401 digits) is not a Unix time",
+        ),
+        (
+            "battles.json",
+            json.dumps([{"model_a": "a", "model_b": "b", "winner": "tie", "tstamp": -(10**399)}]),
+            "record 1: tstamp -10000000000000... (400 digits) is not a Unix time",
+        ),
+    ],
+)
+def test_hostile_json_is_one_line_naming_the_record_and_nothing_stored(
+    small, tmp_path, capsys, name, text, expected
+):
+    """Issue 33: these were tracebacks (RecursionError, the int-string ValueError, a
+    UnicodeEncodeError writing the record, an OverflowError dividing the timestamp)."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    _rejected(small, path, expected, capsys)
+
+
+def test_a_list_broken_between_records_names_the_record(small, tmp_path, capsys):
+    path = tmp_path / "votes.json"
+    path.write_text(f"[{json.dumps(GOOD)} {json.dumps(GOOD)}]", encoding="utf-8")
+    _rejected(small, path, "record 1: not JSON (expected ',' or ']' after it, line 1)", capsys)
+    path.write_text(f"[{json.dumps(GOOD)}] []", encoding="utf-8")
+    _rejected(small, path, "not JSON (extra data after the list, line 1)", capsys)
+
+
 def test_a_later_bad_file_stores_nothing_of_the_good_one(small, tmp_path, capsys):
     good = tmp_path / "good.json"
     good.write_text(json.dumps([{**GOOD, "createdAt": GOOD["createdAt"] + 99}]), "utf-8")

@@ -30,6 +30,7 @@ from corpus_audit.commands.import_images import (
     read_source,
     resolve_entries,
     study_prompts,
+    unterminated_quote,
 )
 from corpus_audit.core.errors import ManifestError
 from corpus_audit.core.pipeline import init_study, stage_function
@@ -419,6 +420,49 @@ def test_bad_manifest_is_one_line_naming_file_and_line(study_root, tmp_path, cap
     assert len(err.splitlines()) == 1, err
     assert f"{manifest}:{line}" in err, err
     assert _counts(study_root) == before
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv"])
+def test_unterminated_quote_names_the_line_where_the_field_starts(
+    study_root, tmp_path, capsys, suffix
+):
+    """Issue 33: the csv reader took the open field to the end of the file, and the error
+    then named a later line and a wrong problem ("no 'model'")."""
+    folder = tmp_path / "open"
+    folder.mkdir()
+    for i, name in enumerate(("a.png", "b.png", "c.png")):
+        _photo_file(folder / name, FEMALE, i)
+    sep = "\t" if suffix == ".tsv" else ","
+    rows = [
+        ["file", "prompt", "model"],
+        ["a.png", '"A photo of a nurse."', "m"],
+        ["b.png", '"A photo of a nurse.', "m"],  # line 3: no closing quote
+        ["c.png", "A photo of a nurse.", "m"],
+    ]
+    manifest = folder / f"m{suffix}"
+    manifest.write_text("".join(sep.join(r) + "\n" for r in rows), encoding="utf-8")
+    before = _counts(study_root)
+    assert main(["-q", "import-images", str(study_root), str(manifest)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{manifest}:3: unterminated quote" in err, err
+    assert _counts(study_root) == before
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('a,b\n1,"x ""quoted"" y"\n2,"two\nlines"\n', None),  # closed, "" and a line break
+        ('a,b\n1,"x""\n2,3\n', 2),  # "" is a quote, not the end
+        ('a,b\n1,"two\nlines\n', 2),
+        ('a,b\n1,5" screen\n2,"x"y\n', None),  # a quote inside a field is text
+        ('a,b\n1,"x"', None),  # closed at the end of the file
+        ('a,b\n1,"', 2),
+        ('a,"b\r\n1,2\r\n', 1),
+    ],
+)
+def test_unterminated_quote_follows_the_csv_reader(text, line):
+    assert unterminated_quote(text, ",") == line
 
 
 def test_readers_are_pure_and_match_prompts(study_root, tmp_path):

@@ -35,12 +35,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
 
+from corpus_audit.backends.engines import ray_reaper
 from corpus_audit.backends.engines.base import (
     IN_FLIGHT_PER_WORKER,
     ONE_CPU,
@@ -139,6 +141,7 @@ class RayEngine(Engine):
         self.object_store_memory = object_store_memory
         self.runtime_env = runtime_env
         self._started = False  # True when this engine started (and so stops) the cluster
+        self._watcher: subprocess.Popen | None = None  # ray_reaper's, for a local cluster
 
     # -- cluster ---------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -168,6 +171,21 @@ class RayEngine(Engine):
                 f"engine.ray_address: cannot start or reach Ray at {where} ({exc})"
             ) from None
         self._started = not self.address
+        if self._started:
+            self._after_local_start()
+
+    def _after_local_start(self) -> None:
+        """A local cluster this engine started: a watcher kills what Ray would leave running
+        if this process is killed, and the session folders of earlier drivers that are gone
+        are removed (:mod:`corpus_audit.backends.engines.ray_reaper`)."""
+        self._watcher = ray_reaper.start_watcher()
+        try:
+            node = ray._private.worker.global_worker.node  # private: Ray has no public getter
+            session = Path(node.get_session_dir_path())
+        except (AttributeError, TypeError):
+            return
+        ray_reaper.mark_session(session)
+        ray_reaper.remove_stale_sessions(session.parent, keep=session)
 
     def parallelism(self, resources: Resources = ONE_CPU) -> int:
         self._connect()
@@ -242,6 +260,8 @@ class RayEngine(Engine):
         if self._started and ray.is_initialized():
             ray.shutdown()
         self._started = False
+        ray_reaper.stop_watcher(self._watcher)
+        self._watcher = None
 
 
 def _same_code_env() -> dict[str, Any]:

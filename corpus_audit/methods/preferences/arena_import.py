@@ -29,7 +29,11 @@ empty or non-text model, or a model against itself; a vote / winner outside the 
 (a boolean or text where BAFIS has a number, 2.5, ``"A"``); a missing, non-numeric,
 non-finite or out-of-range timestamp (before 2000 or from 2100 on), an ``updatedAt`` before
 ``createdAt``; a language or prompt that is not text; an LMSYS aspect outside
-:data:`ARENA_ASPECTS`. A file that is not JSON, or a list of no records, is rejected too.
+:data:`ARENA_ASPECTS`; a record nested too deeply for Python's JSON parser, holding an integer
+longer than Python converts (:func:`sys.get_int_max_str_digits`, 4,300 digits by default) or a
+text with a lone surrogate (``"\\ud800"``: JSON escapes allow it, UTF-8 cannot hold it). A
+file that is not JSON, or a list of no records, is rejected too. A JSON list is parsed record by
+record, so each of these names its record.
 
 **Identity** (what makes re-imports idempotent): ``record_sha256`` = sha256 of the record's
 canonical JSON (sorted keys, no whitespace), ``occurrence`` = how many identical records came
@@ -43,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,6 +100,66 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _unreadable(where: str, exc: Exception) -> ArenaImportError:
+    """The one-line error for JSON that Python cannot turn into values: nested too deeply for
+    the parser (:class:`RecursionError`), or an integer longer than Python converts
+    (:func:`sys.get_int_max_str_digits`, a :class:`ValueError`)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return ArenaImportError(
+            f"{where}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+        )
+    if isinstance(exc, RecursionError):
+        return ArenaImportError(f"{where}: JSON nested too deeply to read")
+    limit = sys.get_int_max_str_digits()
+    return ArenaImportError(f"{where}: holds an integer of more than {limit:,} digits")
+
+
+_JSON_ERRORS = (ValueError, RecursionError)  # JSONDecodeError is a ValueError
+
+
+def _list_records(path: Path, text: str) -> list[tuple[int, Any]]:
+    """The records of a JSON list, parsed one by one so that an error names its record."""
+    decoder = json.JSONDecoder()
+    end = len(text)
+
+    def skip(i: int) -> int:
+        while i < end and text[i] in " \t\n\r":
+            i += 1
+        return i
+
+    i = skip(0)
+    if text[i : i + 1] != "[":  # not a list: the whole text says what it is
+        try:
+            json.loads(text)
+        except _JSON_ERRORS as exc:
+            raise _unreadable(str(path), exc) from None
+        raise ArenaImportError(f"{path}: not a JSON list of battle records")
+    out: list[tuple[int, Any]] = []
+    i = skip(i + 1)
+    if text[i : i + 1] != "]":
+        while True:
+            number = len(out) + 1
+            try:
+                value, i = decoder.raw_decode(text, i)
+            except _JSON_ERRORS as exc:
+                raise _unreadable(f"{path}: record {number}", exc) from None
+            out.append((number, value))
+            i = skip(i)
+            if text[i : i + 1] == ",":
+                i = skip(i + 1)
+                continue
+            if text[i : i + 1] == "]":
+                break
+            line = text.count("\n", 0, i) + 1
+            raise ArenaImportError(
+                f"{path}: record {number}: not JSON (expected ',' or ']' after it, line {line})"
+            )
+    if skip(i + 1) != end:
+        line = text.count("\n", 0, skip(i + 1)) + 1
+        raise ArenaImportError(f"{path}: not JSON (extra data after the list, line {line})")
+    return out
+
+
 def _records(path: Path) -> list[tuple[int, Any]]:
     """``(record number, parsed value)`` of a JSON list or a JSON Lines file."""
     try:
@@ -103,26 +168,18 @@ def _records(path: Path) -> list[tuple[int, Any]]:
         raise ArenaImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ArenaImportError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    if path.suffix.lower() == ".jsonl":
-        out = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    out.append((number, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise ArenaImportError(
-                        f"{path}: record {number}: not JSON ({exc.msg})"
-                    ) from None
-        return out
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArenaImportError(
-            f"{path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
-        ) from None
-    if not isinstance(data, list):
-        raise ArenaImportError(f"{path}: not a JSON list of battle records")
-    return list(enumerate(data, start=1))
+    if path.suffix.lower() != ".jsonl":
+        return _list_records(path, text)
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append((number, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise ArenaImportError(f"{path}: record {number}: not JSON ({exc.msg})") from None
+            except _JSON_ERRORS as exc:
+                raise _unreadable(f"{path}: record {number}", exc) from None
+    return out
 
 
 def detect_format(path: Path, record: Any) -> str:
@@ -152,16 +209,27 @@ def _timestamp(where: str, key: str, value: Any, per_second: float) -> datetime:
     if isinstance(value, bool) or not isinstance(value, int | float):
         what = "missing" if value is None else f"{value!r} is not a number"
         raise ArenaImportError(f"{where}: {key} {what}")
-    seconds = value / per_second
+    try:
+        seconds = value / per_second
+    except OverflowError:  # an integer too large for a float (hundreds of digits)
+        seconds = math.inf
     if not math.isfinite(seconds) or not _EARLIEST <= seconds < _LATEST:
         raise ArenaImportError(
-            f"{where}: {key} {value!r} is not a Unix time between 2000 and 2100 "
+            f"{where}: {key} {_shown(value)} is not a Unix time between 2000 and 2100 "
             f"({'milliseconds' if per_second == 1000 else 'seconds'})"
         )
     micros = round(value * (1_000_000 / per_second))
     return datetime.fromtimestamp(micros // 1_000_000, UTC).replace(
         tzinfo=None, microsecond=micros % 1_000_000
     )
+
+
+def _shown(value: int | float) -> str:
+    """``value`` for a message: a long integer cut to its first digits and its length."""
+    text = repr(value)
+    if isinstance(value, int) and len(text) > 30:
+        return f"{text[:15]}... ({len(text.lstrip('-'))} digits)"
+    return text
 
 
 def _bafis_vote(where: str, key: str, value: Any) -> int | None:
@@ -183,9 +251,30 @@ def _models(where: str, record: dict) -> tuple[str, str]:
     return a, b
 
 
-def _canonical_sha(record: dict) -> str:
-    text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _canonical_sha(where: str, record: dict) -> str:
+    """sha256 of the record's canonical JSON; a text that is not Unicode text (a lone
+    surrogate such as ``"\\ud800"``, which JSON escapes allow and UTF-8 cannot hold) is an
+    error naming the key."""
+    try:
+        text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        data = text.encode("utf-8")
+    except RecursionError:
+        raise ArenaImportError(f"{where}: JSON nested too deeply to read") from None
+    except UnicodeEncodeError as exc:
+        bad = next((key for key in record if not _encodable({key: record[key]})), "a key")
+        raise ArenaImportError(
+            f"{where}: {bad!r} holds a lone surrogate ({exc.object[exc.start]!r}), not text"
+        ) from None
+    return hashlib.sha256(data).hexdigest()
+
+
+def _encodable(value: Any) -> bool:
+    """Whether ``value``'s JSON text can be written as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def read_arena_file(path: Path, *, fmt: str | None = None, aspect: str = OVERALL) -> Any:
@@ -215,7 +304,7 @@ def read_arena_file(path: Path, *, fmt: str | None = None, aspect: str = OVERALL
             raise ArenaImportError(f"{where}: not a JSON object")
         parse = _bafis_rows if fmt == BAFIS else _lmsys_rows
         parsed = parse(where, record, aspect)
-        sha = _canonical_sha(record)
+        sha = _canonical_sha(where, record)
         occurrence = seen.get(sha, 0)
         seen[sha] = occurrence + 1
         base = {
