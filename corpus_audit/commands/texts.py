@@ -17,6 +17,7 @@ from corpus_audit.core.config import CONFIG_NAME, write_config
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.pipeline import absolute_paths, init_study
 from corpus_audit.core.store import StageRun, Study
+from corpus_audit.core.study_lock import config_lock
 from corpus_audit.stages.who_how import who_how
 
 
@@ -55,7 +56,8 @@ def run_texts(
         for key, value in texts.items():
             setattr(study.config.texts, key, value)
         study.config.corpus.validate()
-        write_config(study.config)
+        with config_lock(out, CONFIG_NAME):  # not while a `config set` or a stage runs
+            write_config(study.config)
     else:
         study = init_study(out, files, overrides={"corpus": corpus, "texts": texts})
     try:

@@ -95,6 +95,24 @@ def test_failed_first_texts_run_in_an_existing_folder_keeps_only_what_was_there(
     assert (out / "study.toml").exists() and (out / "notes.txt").read_text() == "mine"
 
 
+def test_texts_does_not_rewrite_the_config_of_a_study_a_stage_is_running(tmp_path, capsys):
+    """``texts`` on an existing study rewrites its ``study.toml``: like ``config set``, it is
+    refused while a stage of the study holds the run lock (issue 33, H5), the file unchanged."""
+    from corpus_audit.core.study_lock import run_lock
+
+    corpus = _jsonl(tmp_path / "bios.jsonl", [{"occupation": "nurse", "text": "She works."}])
+    out = tmp_path / "out"
+    argv = ["-q", "texts", str(corpus), "--out", str(out), "--occupation-column", "occupation"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    before = (out / "study.toml").read_bytes()
+    with run_lock(out):  # a stage of this study running (another open file: flock conflicts)
+        code = main([*argv[:-1], "occ"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "run of this study is in progress" in err
+    assert (out / "study.toml").read_bytes() == before
+
+
 def test_out_of_memory_on_open_is_not_reported_as_a_lock(tmp_path):
     exc = duckdb.OutOfMemoryException(
         "Out of Memory Error: failed to allocate data of size 16.0 MiB (1.9 GiB/2.0 GiB used)"
