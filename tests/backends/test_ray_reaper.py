@@ -86,29 +86,34 @@ def _kill9(proc: subprocess.Popen) -> None:
 
 
 def test_the_watcher_kills_an_orphan_of_a_killed_driver() -> None:
-    """Without Ray: a grandchild that would outlive its parent's kill -9 (as Ray's agents
-    do) is killed by the watcher; a process outside the driver's tree is not."""
+    """Without Ray: a grandchild named like Ray's agents that would outlive its parent's
+    kill -9 (as they do) is killed by the watcher; the driver's other children (a user's
+    own process) and a process outside the driver's tree are not."""
     bystander = subprocess.Popen(["sleep", "120"])
     driver, line = _start(
         """
-        import subprocess, time
+        import subprocess, sys, time
         from corpus_audit.backends.engines import ray_reaper
-        orphan = subprocess.Popen(["sleep", "120"])
+        sleep, quiet = "import time; time.sleep(120)", subprocess.DEVNULL  # not the pipes
+        orphan = subprocess.Popen([sys.executable, "-c", sleep, "ray::DashboardAgent"],
+                                  stdout=quiet, stderr=quiet)
+        mine = subprocess.Popen([sys.executable, "-c", sleep, "the user's own"],
+                                stdout=quiet, stderr=quiet)
         watcher = ray_reaper.start_watcher()
         time.sleep(2 * ray_reaper.POLL_S + 1.0)  # the watcher has seen the orphan
-        print(orphan.pid, watcher.pid, flush=True)
+        print(orphan.pid, mine.pid, watcher.pid, flush=True)
         time.sleep(120)
         """
     )
-    orphan, watcher = map(int, line.split())
+    orphan, mine, watcher = map(int, line.split())
     try:
         _kill9(driver)
         assert _wait_gone({orphan, watcher}, 15.0) == set()
-        assert _alive({bystander.pid}) == {bystander.pid}
+        assert _alive({bystander.pid, mine}) == {bystander.pid, mine}
     finally:
         bystander.kill()
         bystander.wait()
-        for pid in _alive({orphan}):
+        for pid in _alive({orphan, mine}):
             os.kill(pid, signal.SIGKILL)
 
 

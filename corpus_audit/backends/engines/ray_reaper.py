@@ -9,8 +9,8 @@ the raylet's death and then hang on their way out. And every session leaves its 
 
 - :func:`start_watcher` starts a small process (``python -m
   corpus_audit.backends.engines.ray_reaper DRIVER_PID``, Linux only: it reads ``/proc``) that
-  notes every :data:`POLL_S` seconds which processes descend from the driver; when the driver
-  is gone it kills those still alive (the same pid *and* start time, so never a process that
+  notes every :data:`POLL_S` seconds which Ray processes descend from the driver; when the
+  driver is gone it kills those still alive (the same pid *and* start time, so never a process that
   reused a pid) and exits. After a clean :meth:`RayEngine.close` it finds nothing to kill.
 - :func:`mark_session` writes :data:`OWNER_FILE` (the driver's pid and start time) into the
   session folder of a cluster corpus_audit started; :func:`remove_stale_sessions`, run when the
@@ -71,6 +71,17 @@ def descendants(root: int) -> dict[int, int]:
     return out
 
 
+def is_ray(pid: int) -> bool:
+    """Whether process ``pid``'s command line names Ray (``ray::DashboardAgent``, the
+    ``gcs_server`` and ``raylet`` binaries under ``.../ray/core/``, ``ray/_private`` scripts):
+    the watcher kills only those, never another child of the driver (a notebook's own server,
+    a user's subprocess)."""
+    try:
+        return b"ray" in Path(f"/proc/{pid}/cmdline").read_bytes().lower()
+    except OSError:
+        return False
+
+
 def _alive(pid: int, started: int | None) -> bool:
     """Whether ``pid`` still runs as the process that started at ``started``."""
     now = start_time(pid)
@@ -78,15 +89,15 @@ def _alive(pid: int, started: int | None) -> bool:
 
 
 def watch(driver: int, poll_s: float = POLL_S) -> list[int]:
-    """Follow ``driver``'s descendants until it is gone, then kill the ones left; returns
-    the pids killed. The watcher's own pid is never among them."""
+    """Follow ``driver``'s descendants until it is gone, then kill the Ray ones left
+    (:func:`is_ray`); returns the pids killed. The watcher's own pid is never among them."""
     me = os.getpid()
     driver_started = start_time(driver)
     seen: dict[int, int] = {}
     while _alive(driver, driver_started):
         now = descendants(driver)
         now.pop(me, None)
-        seen.update(now)
+        seen.update({pid: st for pid, st in now.items() if pid not in seen and is_ray(pid)})
         seen = {pid: st for pid, st in seen.items() if _alive(pid, st)}
         time.sleep(poll_s)
     killed = []
