@@ -217,11 +217,11 @@ def _gcs_json_only(options: StoreOptions) -> bool:
 
 
 @functools.lru_cache(maxsize=32)
-def _filesystem(protocol: str, options: StoreOptions) -> Any:
+def _filesystem(protocol: str, options: StoreOptions, json_only: bool = False) -> Any:
     import fsspec
 
     kwargs = _store_kwargs(protocol, options)
-    if protocol == "gcs" and _gcs_json_only(options):
+    if protocol == "gcs" and json_only:
         from gcsfs.core import GCSFileSystem
 
         return GCSFileSystem(**kwargs)
@@ -242,7 +242,8 @@ def filesystem(url: str, options: StoreOptions | None = None) -> tuple[Any, str]
         )
     protocol, package, extra = SCHEMES[s]
     try:
-        fs = _filesystem(protocol, options_of(url, options))
+        opts = options_of(url, options)
+        fs = _filesystem(protocol, opts, protocol == "gcs" and _gcs_json_only(opts))
     except ImportError:
         hint = f"pip install 'corpus_audit[{extra}]'" if extra else f"pip install {package}"
         raise CorpusError(f"{printable(url)}: reading {s}:// needs {package} ({hint})") from None

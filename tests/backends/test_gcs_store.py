@@ -51,21 +51,40 @@ def gcs(shared_data: Path, tmp_path_factory):
     mp.undo()
 
 
-def test_the_endpoint_gets_gcsfs_json_api_client(gcs) -> None:
-    """With an endpoint, gcsfs's plain JSON-API file system (not its gRPC-probing default,
-    which waits 60 s per bucket on a server that has no gRPC), unsigned when anonymous, and
-    an object's identity holds the store's generation, ETag and size."""
+def test_the_endpoint_gets_gcsfs_json_api_client(gcs, monkeypatch) -> None:
+    """With an endpoint (the study's, or gcsfs's own ``STORAGE_EMULATOR_HOST``), gcsfs's plain
+    JSON-API file system (not its gRPC-probing default, which waits 60 s per bucket on a
+    server that has no gRPC), unsigned when anonymous; an object's identity holds the store's
+    generation, ETag and size."""
     from gcsfs.core import GCSFileSystem
 
-    fs, path = storage.filesystem(
-        f"{ROOT}/{CORPORA[0]}", storage.StoreOptions(gcs.url, anonymous=True)
-    )
+    url = f"{ROOT}/{CORPORA[0]}"
+    options = storage.StoreOptions(gcs.url, anonymous=True)
+    fs, path = storage.filesystem(url, options)
     assert type(fs) is GCSFileSystem and path == f"{BUCKET}/{CORPORA[0]}"
     assert fs._location == gcs.url and fs.credentials.token == "anon"
-    ident = storage.identity(
-        storage.bind(f"{ROOT}/{CORPORA[0]}", storage.StoreOptions(gcs.url, anonymous=True))
-    )
+    ident = storage.identity(storage.bind(url, options))
     assert ident["size"] > 0 and {"generation", "etag"} <= set(ident)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.url.removeprefix("http://"))
+    anonymous = storage.StoreOptions(anonymous=True, retries=2)  # no endpoint_url
+    fs = storage.filesystem(url, anonymous)[0]
+    assert type(fs) is GCSFileSystem and fs._location == gcs.url
+    assert storage.identity(url, anonymous) == ident
+
+
+def test_503s_are_retried(gcs, make_study) -> None:
+    """gcsfs retries a 503 itself (its own fixed schedule: 6 attempts, 1 s, 2 s, ... of
+    backoff; ``storage.retries`` does not change it), then the scan goes on."""
+    from s3_server import FaultProxy
+
+    from corpus_audit.stages.select import select
+
+    with FaultProxy(gcs.port) as proxy:
+        proxy.faults.slow_down = 2
+        url = f"{ROOT}/{CORPORA[1]}"
+        study = _study(make_study, [url], "r", proxy.url, anonymous=True)
+        run = select(study, progress=False)
+        assert proxy.faults.served_503 == 2 and run.rows_in > 0
 
 
 def test_select_and_indicators_over_gs_equal_local(gcs, make_study, shared_data, tmp_path):
