@@ -216,11 +216,26 @@ def _gcs_json_only(options: StoreOptions) -> bool:
     return bool(options.endpoint_url) or emulator not in ("", "default")
 
 
+def _quiet_library_logger(name: str) -> None:
+    """Give the library logger ``name`` a ``NullHandler`` (once), as a library should have:
+    gcsfs logs every request it gives up on with ``logger.exception``, which in a process
+    that configured no logging (the CLI) Python's last-resort handler prints to stderr as a
+    traceback beside the one-line error. Records still reach handlers the application set
+    up (they propagate)."""
+    import logging
+
+    logger = logging.getLogger(name)
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+
+
 @functools.lru_cache(maxsize=32)
 def _filesystem(protocol: str, options: StoreOptions, json_only: bool = False) -> Any:
     import fsspec
 
     kwargs = _store_kwargs(protocol, options)
+    if protocol == "gcs":
+        _quiet_library_logger("gcsfs")
     if protocol == "gcs" and json_only:
         from gcsfs.core import GCSFileSystem
 

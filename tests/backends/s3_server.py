@@ -43,11 +43,13 @@ class MotoServer:
 @dataclass
 class Faults:
     """What the proxy does: answer 503 SlowDown to the next ``slow_down`` GET requests, 403
-    AccessDenied to every request whose path contains ``deny`` (when set), and hold every
-    GET ``delay_s`` seconds before forwarding it (a slow store). ``gets`` counts GETs."""
+    AccessDenied to every request whose path contains ``deny`` (when set), 400 BadRequest to
+    every request whose path contains ``reject`` (when set), and hold every GET ``delay_s``
+    seconds before forwarding it (a slow store). ``gets`` counts GETs."""
 
     slow_down: int = 0
     deny: str = ""
+    reject: str = ""
     delay_s: float = 0.0
     served_503: int = 0
     requests: int = 0
@@ -58,6 +60,10 @@ class Faults:
 _SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
+)
+_BAD_REQUEST = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>BadRequest</Code>'
+    b"<Message>The request cannot be served.</Message></Error>"
 )
 _DENIED = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
@@ -90,6 +96,8 @@ class FaultProxy:
                     faults.requests += 1
                     if faults.deny and faults.deny in self.path:
                         return self._answer(403, _DENIED)
+                    if faults.reject and faults.reject in self.path:
+                        return self._answer(400, _BAD_REQUEST)
                     if faults.slow_down and self.command == "GET":
                         faults.slow_down -= 1
                         faults.served_503 += 1

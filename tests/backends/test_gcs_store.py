@@ -128,5 +128,35 @@ def test_missing_object_bucket_and_denied_object_exit_2_study_unchanged(gcs, mak
             assert _tables(reopened) == before
 
 
+def test_an_error_gcsfs_logs_is_still_one_line_in_a_fresh_process(gcs, make_study) -> None:
+    """gcsfs logs a request it gives up on (``logger.exception``: a traceback); in a process
+    that configured no logging (the CLI) that must not reach stderr beside the one-line
+    error. A fresh process, since pytest's own log handlers hide what Python's last-resort
+    handler would print."""
+    import os
+    import subprocess
+    import sys
+
+    from s3_server import FaultProxy
+
+    url = f"{ROOT}/{CORPORA[0]}"
+    with FaultProxy(gcs.port) as proxy:
+        proxy.faults.reject = "laion400m"  # a 400 gcsfs does not retry, but logs
+        study = _study(make_study, [url], "bad", proxy.url, anonymous=True)
+        root = study.root
+        study.close()
+        proc = subprocess.run(
+            [sys.executable, "-m", "corpus_audit.cli", "-q", "select", str(root)],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1, lines[:5]
+    assert lines[0].startswith(f"error: {url}: cannot list (HttpError: ") and "400" in lines[0]
+
+
 def test_images_from_shards_and_parquet_on_gs_equal_local(gcs, make_study, laion_path, tmp_path):
     images_equal_local(make_study, laion_path, tmp_path, ROOT, gcs.url, anonymous=True)
