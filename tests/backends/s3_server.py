@@ -1,6 +1,7 @@
 """A real S3-compatible server for the tests: moto's server mode on 127.0.0.1 (a free port),
-and a small fault-injecting HTTP proxy in front of it (503 SlowDown, 403 AccessDenied),
-both started and stopped by the test. Nothing here ever talks to another address."""
+and a small fault-injecting HTTP proxy in front of it (503 SlowDown, 403 AccessDenied, 400;
+also used in front of the GCS emulator of ``gcs_server``), both started and stopped by the
+test. Nothing here ever talks to another address."""
 
 from __future__ import annotations
 
@@ -71,8 +72,19 @@ _DENIED = (
 )
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server that says nothing when a client hangs up before its answer
+    is written (gcsfs cancels the losing one of two concurrent lookups)."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class FaultProxy:
-    """An HTTP proxy on 127.0.0.1 forwarding to ``target`` (the moto server) with
+    """An HTTP proxy on 127.0.0.1 forwarding to ``target`` (moto, or the GCS emulator) with
     :class:`Faults` injected; used as the study's ``storage.endpoint_url``."""
 
     def __init__(self, target_port: int) -> None:
@@ -126,7 +138,7 @@ class FaultProxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
-        self.server = ThreadingHTTPServer((HOST, free_port()), Handler)
+        self.server = _QuietServer((HOST, free_port()), Handler)
         self.url = f"http://{HOST}:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
