@@ -1,19 +1,22 @@
-"""Rows/s of the ``select`` stage reading the same parquet corpus from a loopback S3 server and
-from the local files, in the same run (issue 35: aim >= 0.7x).
+"""Rows/s of the ``select`` stage reading the same parquet corpus from a loopback object store
+(S3 or GCS) and from the local files, in the same run (issue 35: aim >= 0.7x).
 
 Usage::
 
-    python benchmarks/bench_remote_scan.py --rows 2000000 [--threads 2] [--repeats 2]
+    python benchmarks/bench_remote_scan.py --rows 2000000 [--store s3|gs] [--threads 2]
+        [--repeats 2]
 
 Writes (once, cached under ``--data-dir``) a synthetic LAION-like corpus with
-``benchmarks/synth_corpus.py``, starts moto's S3 server on 127.0.0.1 (a free port, its own
-process, pure Python: on a small machine its CPU is taken from the scan, which flatters the
-local side; a real store serves from other machines), uploads the files,
-then runs ``select`` end to end (reading, matching, writing, commit) on two studies that
-differ only in ``corpus.paths``: the local files, and ``s3://bench/*.parquet`` with
-``storage.endpoint_url`` set. Each is run ``--repeats`` times (fresh study each time),
-alternating; the best wall time counts. rows/s = corpus rows / wall seconds; the ratio is
-S3 / local. Both studies' ``captions`` row counts are compared as a check.
+``benchmarks/synth_corpus.py``, starts the store's server on 127.0.0.1 (a free port, its own
+process, pure Python: moto's S3 server for ``--store s3``, gcp-storage-emulator (objects in
+memory) for ``--store gs``; on a small machine its CPU is taken from the scan, which flatters
+the local side; a real store serves from other machines), uploads the files, then runs
+``select`` end to end (reading, matching, writing, commit) on two studies that differ only
+in ``corpus.paths``: the local files, and ``s3://bench/*.parquet`` (``gs://bench/...``) with
+``storage.endpoint_url`` set (and ``storage.anonymous`` for gs: the emulator checks no
+credentials). Each is run ``--repeats`` times (fresh study each time), alternating; the best
+wall time counts. rows/s = corpus rows / wall seconds; the ratio is store / local. Both
+studies' ``captions`` row counts are compared as a check.
 """
 
 from __future__ import annotations
@@ -51,14 +54,25 @@ def _wait_for(port: int, timeout_s: float = 30.0) -> None:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.1)
-    raise SystemExit(f"the moto server on 127.0.0.1:{port} did not start in {timeout_s} s")
+    raise SystemExit(f"the store's server on 127.0.0.1:{port} did not start in {timeout_s} s")
 
 
-def _run(root: Path, corpus: str, endpoint: str, threads: int) -> tuple[float, int, int]:
+# --store -> the command serving it on 127.0.0.1:<port>, and whether requests are unsigned
+SERVERS = {
+    "s3": (["-m", "moto.server", "-H", "127.0.0.1", "-p"], False),
+    "gs": (
+        ["-m", "gcp_storage_emulator", "start", "--no-store-on-disk", "-q", "--host", "127.0.0.1"]
+        + ["--port"],
+        True,
+    ),
+}
+
+
+def _run(root: Path, corpus: str, storage_section: dict, threads: int) -> tuple[float, int, int]:
     study = init_study(
         root,
         [corpus],
-        overrides={"engine": {"threads": threads}, "storage": {"endpoint_url": endpoint}},
+        overrides={"engine": {"threads": threads}, "storage": storage_section},
     )
     try:
         t0 = time.perf_counter()
@@ -76,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--store", choices=sorted(SERVERS), default="s3", help="default s3")
     ap.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "ca_bench")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args(argv)
@@ -86,28 +101,32 @@ def main(argv: list[str] | None = None) -> int:
     local = corpus_dir(args.data_dir, args.rows, args.seed)
     files = sorted(local.glob("*.parquet"))
     port = _free_port()
+    command, anonymous = SERVERS[args.store]
     server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, *command, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
-    _wait_for(port)
-    results: dict[str, list[float]] = {"local": [], "s3": []}
+    store = args.store
+    results: dict[str, list[float]] = {"local": [], store: []}
     counts: dict[str, tuple[int, int]] = {}
     try:
-        fs, _ = storage.filesystem("s3://bench", storage.StoreOptions(endpoint))
+        _wait_for(port)
+        options = storage.StoreOptions(endpoint, anonymous=anonymous)
+        fs, _ = storage.filesystem(f"{store}://bench", options)
         fs.mkdir("bench")
         for f in files:
             fs.put_file(str(f), f"bench/{f.name}")
+        remote = {"endpoint_url": endpoint, "anonymous": anonymous}
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.repeats):
-                for name, corpus, ep in (
-                    ("local", str(local / "*.parquet"), ""),
-                    ("s3", "s3://bench/*.parquet", endpoint),
+                for name, corpus, section in (
+                    ("local", str(local / "*.parquet"), {}),
+                    (store, f"{store}://bench/*.parquet", remote),
                 ):
                     seconds, rows, captions = _run(
-                        Path(tmp) / f"{name}{i}", corpus, ep, args.threads
+                        Path(tmp) / f"{name}{i}", corpus, section, args.threads
                     )
                     results[name].append(seconds)
                     counts[name] = (rows, captions)
@@ -115,18 +134,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    if counts["local"] != counts["s3"]:
-        print(f"MISMATCH: local {counts['local']} vs s3 {counts['s3']}", file=sys.stderr)
+    if counts["local"] != counts[store]:
+        print(f"MISMATCH: local {counts['local']} vs {store} {counts[store]}", file=sys.stderr)
         return 1
     rows = counts["local"][0]
     out = {
+        "store": store,
         "rows": rows,
         "files": len(files),
         "threads": args.threads,
         "local_rows_per_s": round(rows / min(results["local"])),
-        "s3_rows_per_s": round(rows / min(results["s3"])),
+        f"{store}_rows_per_s": round(rows / min(results[store])),
     }
-    out["ratio"] = round(out["s3_rows_per_s"] / out["local_rows_per_s"], 3)
+    out["ratio"] = round(out[f"{store}_rows_per_s"] / out["local_rows_per_s"], 3)
     print(json.dumps(out, indent=1))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")

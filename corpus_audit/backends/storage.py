@@ -145,9 +145,15 @@ def _unreachable(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _gcs_forbidden(exc: BaseException) -> bool:
+    """gcsfs's answer to a 403: a plain ``OSError("Forbidden: <path>\\n<message>")``."""
+    return type(exc) is OSError and str(exc).startswith("Forbidden: ")
+
+
 def _host_of(url: str, options: StoreOptions | None) -> str:
-    """Where a request for ``url`` goes: the S3 endpoint, else the URL's scheme and host."""
-    if scheme(url) in ("s3", "s3a") and options is not None and options.endpoint_url:
+    """Where a request for ``url`` goes: the S3 / GCS endpoint, else the URL's scheme and
+    host."""
+    if scheme(url) in ("s3", "s3a", "gs", "gcs") and options is not None and options.endpoint_url:
         return options.endpoint_url
     head, _, rest = str(url).partition("://")
     return f"{head}://{rest.split('/', 1)[0]}"
@@ -167,7 +173,7 @@ def store_error(
         return CorpusError(f"{printable(url)}: cannot connect to {printable(where)} ({detail})")
     if isinstance(exc, FileNotFoundError):
         problem = "no such object or bucket"
-    elif isinstance(exc, PermissionError):
+    elif isinstance(exc, PermissionError) or _gcs_forbidden(exc):
         problem = "access denied (check the store's credentials and permissions)"
     else:
         problem = f"{type(exc).__name__}: {exc}"
@@ -193,15 +199,48 @@ def _store_kwargs(protocol: str, options: StoreOptions) -> dict[str, Any]:
             kwargs["client_kwargs"] = {"region_name": options.region}
         return kwargs
     if protocol == "gcs":
-        return {"token": "anon"} if options.anonymous else {}
+        kwargs = {"token": "anon"} if options.anonymous else {}
+        if options.endpoint_url:  # a GCS-compatible server (an emulator), not Google's
+            kwargs["endpoint_url"] = options.endpoint_url
+        return kwargs
     return {}
 
 
+def _gcs_json_only(options: StoreOptions) -> bool:
+    """Whether ``gs://`` goes to a GCS-compatible server other than Google's (the study's
+    ``endpoint_url`` or gcsfs's own ``STORAGE_EMULATOR_HOST``): then gcsfs's plain JSON-API
+    file system is used. Its default one first asks the endpoint, over gRPC with TLS, for
+    each bucket's layout (zonal / hierarchical), which such a server does not answer: a 60 s
+    timeout per bucket and operation before falling back."""
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
+    return bool(options.endpoint_url) or emulator not in ("", "default")
+
+
+def _quiet_library_logger(name: str) -> None:
+    """Give the library logger ``name`` a ``NullHandler`` (once), as a library should have:
+    gcsfs logs every request it gives up on with ``logger.exception``, which in a process
+    that configured no logging (the CLI) Python's last-resort handler prints to stderr as a
+    traceback beside the one-line error. Records still reach handlers the application set
+    up (they propagate)."""
+    import logging
+
+    logger = logging.getLogger(name)
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+
+
 @functools.lru_cache(maxsize=32)
-def _filesystem(protocol: str, options: StoreOptions) -> Any:
+def _filesystem(protocol: str, options: StoreOptions, json_only: bool = False) -> Any:
     import fsspec
 
-    fs = fsspec.filesystem(protocol, **_store_kwargs(protocol, options))
+    kwargs = _store_kwargs(protocol, options)
+    if protocol == "gcs":
+        _quiet_library_logger("gcsfs")
+    if protocol == "gcs" and json_only:
+        from gcsfs.core import GCSFileSystem
+
+        return GCSFileSystem(**kwargs)
+    fs = fsspec.filesystem(protocol, **kwargs)
     if protocol == "s3":
         fs.retries = max(1, options.retries)  # s3fs's own loop over botocore's (bounded)
     return fs
@@ -218,7 +257,8 @@ def filesystem(url: str, options: StoreOptions | None = None) -> tuple[Any, str]
         )
     protocol, package, extra = SCHEMES[s]
     try:
-        fs = _filesystem(protocol, options_of(url, options))
+        opts = options_of(url, options)
+        fs = _filesystem(protocol, opts, protocol == "gcs" and _gcs_json_only(opts))
     except ImportError:
         hint = f"pip install 'corpus_audit[{extra}]'" if extra else f"pip install {package}"
         raise CorpusError(f"{printable(url)}: reading {s}:// needs {package} ({hint})") from None

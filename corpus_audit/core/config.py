@@ -200,8 +200,9 @@ class StorageSection(Section):
             "is not empty or an http(s):// URL",
         ),
         Help(
-            "s3 only: an S3-compatible endpoint (MinIO, Ceph, R2, a moto server), "
-            'http(s)://host:port; "" = AWS (or AWS_ENDPOINT_URL)'
+            "s3, gs: an S3- or GCS-compatible endpoint (MinIO, Ceph, R2, a moto server; "
+            'a GCS emulator), http(s)://host:port; "" = AWS / Google (or AWS_ENDPOINT_URL, '
+            "STORAGE_EMULATOR_HOST)"
         ),
     ] = ""
     region: Annotated[

@@ -1,6 +1,7 @@
 """A real S3-compatible server for the tests: moto's server mode on 127.0.0.1 (a free port),
-and a small fault-injecting HTTP proxy in front of it (503 SlowDown, 403 AccessDenied),
-both started and stopped by the test. Nothing here ever talks to another address."""
+and a small fault-injecting HTTP proxy in front of it (503 SlowDown, 403 AccessDenied, 400;
+also used in front of the GCS emulator of ``gcs_server``), both started and stopped by the
+test. Nothing here ever talks to another address."""
 
 from __future__ import annotations
 
@@ -43,11 +44,13 @@ class MotoServer:
 @dataclass
 class Faults:
     """What the proxy does: answer 503 SlowDown to the next ``slow_down`` GET requests, 403
-    AccessDenied to every request whose path contains ``deny`` (when set), and hold every
-    GET ``delay_s`` seconds before forwarding it (a slow store). ``gets`` counts GETs."""
+    AccessDenied to every request whose path contains ``deny`` (when set), 400 BadRequest to
+    every request whose path contains ``reject`` (when set), and hold every GET ``delay_s``
+    seconds before forwarding it (a slow store). ``gets`` counts GETs."""
 
     slow_down: int = 0
     deny: str = ""
+    reject: str = ""
     delay_s: float = 0.0
     served_503: int = 0
     requests: int = 0
@@ -59,14 +62,29 @@ _SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
 )
+_BAD_REQUEST = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>BadRequest</Code>'
+    b"<Message>The request cannot be served.</Message></Error>"
+)
 _DENIED = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
     b"<Message>Access Denied</Message></Error>"
 )
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server that says nothing when a client hangs up before its answer
+    is written (gcsfs cancels the losing one of two concurrent lookups)."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class FaultProxy:
-    """An HTTP proxy on 127.0.0.1 forwarding to ``target`` (the moto server) with
+    """An HTTP proxy on 127.0.0.1 forwarding to ``target`` (moto, or the GCS emulator) with
     :class:`Faults` injected; used as the study's ``storage.endpoint_url``."""
 
     def __init__(self, target_port: int) -> None:
@@ -90,6 +108,8 @@ class FaultProxy:
                     faults.requests += 1
                     if faults.deny and faults.deny in self.path:
                         return self._answer(403, _DENIED)
+                    if faults.reject and faults.reject in self.path:
+                        return self._answer(400, _BAD_REQUEST)
                     if faults.slow_down and self.command == "GET":
                         faults.slow_down -= 1
                         faults.served_503 += 1
@@ -118,7 +138,7 @@ class FaultProxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
-        self.server = ThreadingHTTPServer((HOST, free_port()), Handler)
+        self.server = _QuietServer((HOST, free_port()), Handler)
         self.url = f"http://{HOST}:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

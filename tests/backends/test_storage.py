@@ -23,6 +23,7 @@ from corpus_audit.backends.corpus import fingerprint_entry, read_file, resolve_c
 from corpus_audit.core.errors import CorpusError
 
 BUCKET = "corpora"
+CORPORA = ("laion400m_sample_10k.parquet", "coco_val2017_captions.parquet")  # ../shared/data
 
 
 # -- memory:// (fast) -------------------------------------------------------------------------
@@ -117,19 +118,27 @@ def s3(shared_data: Path):
         fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
         if not fs.exists(BUCKET):  # moto's objects are per process: another module's server
             fs.mkdir(BUCKET)
-        for name in ("laion400m_sample_10k.parquet", "coco_val2017_captions.parquet"):
+        for name in CORPORA:
             fs.put_file(str(shared_data / name), f"{BUCKET}/{name}")
         yield server, creds
     mp.undo()
 
 
-def _study(make_study, corpus: list[str], name: str, endpoint: str = "", retries: int = 3, **over):
+def _study(
+    make_study,
+    corpus: list[str],
+    name: str,
+    endpoint: str = "",
+    retries: int = 3,
+    anonymous: bool = False,
+    **over,
+):
     return make_study(
         corpus,
         name=name,
         select={"sample_size": 20},
         study={"seed": 5},
-        storage={"endpoint_url": endpoint, "retries": retries},
+        storage={"endpoint_url": endpoint, "retries": retries, "anonymous": anonymous},
         **over,
     )
 
@@ -164,32 +173,41 @@ def _tables(study, *prefixes: str) -> dict[str, list[tuple]]:
     return out
 
 
-def test_select_and_indicators_over_s3_equal_local(s3, make_study, shared_data, tmp_path):
+def select_and_indicators_equal_local(
+    make_study, shared_data: Path, tmp_path: Path, root: str, endpoint: str, **storage_over
+):
+    """``select`` + ``indicators`` over the real :data:`CORPORA` copied to a local folder
+    and over ``<root>/*.parquet`` (``root``: ``s3://corpora`` on a store holding them, reached
+    at ``endpoint``): every table equal but for the location. Returns the store's study."""
     from corpus_audit.stages.indicators import indicators
     from corpus_audit.stages.select import select
 
-    server, creds = s3
     local_dir = tmp_path / "local"
     local_dir.mkdir()
-    for name in ("laion400m_sample_10k.parquet", "coco_val2017_captions.parquet"):
+    for name in CORPORA:
         shutil.copy(shared_data / name, local_dir / name)
-    over = {"indicators": {"use_names": False}}
+    over = {"indicators": {"use_names": False}, **storage_over}
     here = _study(make_study, [str(local_dir / "*.parquet")], "here", **over)
-    there = _study(make_study, [f"s3://{BUCKET}/*.parquet"], "there", server.url, **over)
+    there = _study(make_study, [f"{root}/*.parquet"], "there", endpoint, **over)
     for study in (here, there):
         run = select(study, progress=False)
         assert run.rows_in == 35_014
         indicators(study, progress=False)
     a = _tables(here, f"{local_dir}/")
-    b = _tables(there, f"s3://{BUCKET}/")
+    b = _tables(there, f"{root}/")
     assert set(a) == set(b) and {"captions", "mentions", "samples", "indicators"} <= set(a)
     assert len(a["indicators"]) > 200 and len(a["samples"]) > 100
     assert [n for n in a if a[n] != b[n]] == []
     paths = [r[0] for r in there.con.execute("SELECT path FROM corpus_files ORDER BY 1").fetchall()]
-    assert paths == [
-        f"s3://{BUCKET}/coco_val2017_captions.parquet",
-        f"s3://{BUCKET}/laion400m_sample_10k.parquet",
-    ]
+    assert paths == [f"{root}/{name}" for name in sorted(CORPORA)]
+    return there
+
+
+def test_select_and_indicators_over_s3_equal_local(s3, make_study, shared_data, tmp_path):
+    server, creds = s3
+    there = select_and_indicators_equal_local(
+        make_study, shared_data, tmp_path, f"s3://{BUCKET}", server.url
+    )
     # the credentials the store read from the environment are nowhere in the study, its
     # rendered report (HTML, figures) included
     from corpus_audit.report import report
@@ -204,20 +222,30 @@ def test_select_and_indicators_over_s3_equal_local(s3, make_study, shared_data, 
         assert not any(value.encode() in blob for blob in blobs)
 
 
-def test_changed_object_makes_select_stale(s3, make_study, laion_path):
+def changed_object_makes_select_stale(
+    make_study, laion_path: Path, url: str, endpoint: str, **storage_over
+) -> None:
+    """``select`` over the object ``url`` (written from ``laion_path``) is skipped when run
+    again, and runs again once the object is rewritten (its size, ETag / generation change)."""
     from corpus_audit.stages.select import select
 
-    server, _ = s3
-    fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
-    fs.put_file(str(laion_path), f"{BUCKET}/changing/laion.parquet")
-    study = _study(make_study, [f"s3://{BUCKET}/changing/laion.parquet"], "stale", server.url)
+    options = storage.StoreOptions(endpoint, retries=1, **storage_over)
+    fs, path = storage.filesystem(url, options)
+    fs.put_file(str(laion_path), path)
+    study = _study(make_study, [url], "stale", endpoint, **storage_over)
     first = select(study, progress=False)
     assert not first.skipped and select(study, progress=False).skipped  # same object: skipped
     table = pq.read_table(laion_path).slice(0, 5000)  # a new version of the object
-    with fs.open(f"{BUCKET}/changing/laion.parquet", "wb") as fh:
+    with fs.open(path, "wb") as fh:
         pq.write_table(table, fh)
     again = select(study, progress=False)
     assert not again.skipped and again.rows_in == 5000
+
+
+def test_changed_object_makes_select_stale(s3, make_study, laion_path):
+    server, _ = s3
+    url = f"s3://{BUCKET}/changing/laion.parquet"
+    changed_object_makes_select_stale(make_study, laion_path, url, server.url)
 
 
 def _cli_select(root: Path, capsys) -> tuple[int, str]:
@@ -380,10 +408,13 @@ def test_truncated_object_is_one_line_naming_the_url(s3, make_study, laion_path)
     assert "\n" not in message and study.last_run("select") is None
 
 
-def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_path, tmp_path):
+def images_equal_local(
+    make_study, laion_path: Path, tmp_path: Path, root: str, endpoint: str, **storage_over
+):
     """img2dataset output (webdataset shards + ``*_stats.json``) and a parquet with image
-    bytes, on the store and on disk: the ``images`` stage registers the same images (same
-    bytes) and the same download stats, and ``label`` writes the same rows."""
+    bytes, on disk and uploaded under ``root`` (``s3://corpora``, a store reached at
+    ``endpoint``): the ``images`` stage registers the same images (same bytes) and the same
+    download stats; finished shards are not read again. Returns the two studies."""
     import io
     import json
     import tarfile
@@ -392,10 +423,10 @@ def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_
 
     from corpus_audit.stages.images import images
 
-    server, _ = s3
-    fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
+    options = storage.StoreOptions(endpoint, retries=1, **storage_over)
+    fs, base = storage.filesystem(root, options)
     here = _study(make_study, [str(laion_path)], "img_here")
-    there = _study(make_study, [str(laion_path)], "img_there", server.url)
+    there = _study(make_study, [str(laion_path)], "img_there", endpoint, **storage_over)
     seeded = seed_captions(here, laion_path, n=8)
     assert seed_captions(there, laion_path, n=8) == seeded
     local = tmp_path / "i2d"
@@ -421,27 +452,34 @@ def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_
         tmp_path / "bytes.parquet",
     )
     for f in ("00000.tar", "00000_stats.json"):
-        fs.put_file(str(local / f), f"{BUCKET}/i2d/{f}")
-    fs.put_file(str(tmp_path / "bytes.parquet"), f"{BUCKET}/pq/bytes.parquet")
+        fs.put_file(str(local / f), f"{base}/i2d/{f}")
+    fs.put_file(str(tmp_path / "bytes.parquet"), f"{base}/pq/bytes.parquet")
     here.config.images.sources = [
         {"kind": "img2dataset", "path": str(local)},
         {"kind": "parquet", "path": str(tmp_path / "bytes.parquet")},
     ]
     there.config.images.sources = [
-        {"kind": "img2dataset", "path": f"s3://{BUCKET}/i2d/"},
-        {"kind": "parquet", "path": f"s3://{BUCKET}/pq/*.parquet"},
+        {"kind": "img2dataset", "path": f"{root}/i2d/"},
+        {"kind": "parquet", "path": f"{root}/pq/*.parquet"},
     ]
     for study in (here, there):
         run = images(study, progress=False)
         assert run.rows_out == 6
     a = _tables(here, f"{local}/", f"{tmp_path}/")
-    b = _tables(there, f"s3://{BUCKET}/i2d/", f"s3://{BUCKET}/pq/")
+    b = _tables(there, f"{root}/i2d/", f"{root}/pq/")
     assert a["download_stats"] and a["images"]
     for n in a:
         assert a[n] == b[n], (n, a[n][:2], b[n][:2])
     for (path,) in here.con.execute("SELECT path FROM images").fetchall():
         assert (here.root / path).read_bytes() == (there.root / path).read_bytes()
     assert images(there, progress=False).skipped  # finished shards are not read again
+    return here, there
+
+
+def test_images_from_shards_and_parquet_on_s3_equal_local(s3, make_study, laion_path, tmp_path):
+    """:func:`images_equal_local` on S3, and ``label`` writes the same rows."""
+    server, _ = s3
+    here, there = images_equal_local(make_study, laion_path, tmp_path, f"s3://{BUCKET}", server.url)
     from corpus_audit.stages.label import label  # the real face detector and classifier
 
     for study in (here, there):
