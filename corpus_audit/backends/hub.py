@@ -119,8 +119,8 @@ def snapshot(ref: HubRef, url: str, revision: str | None = None) -> str:
             raise CorpusError(f"{printable(url)}: {detail}") from None
         raise NotCached(
             f"{printable(url)}: {ref.repo_id}{at} is not in the local Hub cache and "
-            f"HF_HUB_OFFLINE is set ({type(exc).__name__}); download it once online or unset "
-            "HF_HUB_OFFLINE"
+            f"HF_HUB_OFFLINE is set ({type(exc).__name__}); download it once online or set "
+            "HF_HUB_OFFLINE=0 to read it from the Hub"
         ) from None
 
 
@@ -263,7 +263,7 @@ def data_files(
         raise NotCached(
             f"{printable(url)}: {ref.repo_id} is not in the local Hub cache (revisions "
             f"{' and '.join(uncached)}) and HF_HUB_OFFLINE is set; download it once online or "
-            "unset HF_HUB_OFFLINE"
+            "set HF_HUB_OFFLINE=0 to read it from the Hub"
         )
     if uncached:
         reasons.append(f"{' and '.join(uncached)} not in the local Hub cache")

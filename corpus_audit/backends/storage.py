@@ -150,11 +150,44 @@ def _gcs_forbidden(exc: BaseException) -> bool:
     return type(exc) is OSError and str(exc).startswith("Forbidden: ")
 
 
+def _hub_problem(exc: BaseException) -> str | None:
+    """What huggingface_hub's failure in ``exc``'s chain means (``HfFileSystem`` raises
+    ``FileNotFoundError`` *from* the Hub's error for a missing repository or revision, and
+    the Hub's error itself for a file it refuses); None when it is none of these. A private
+    repository reads as a missing one to a client without its token, as the Hub answers."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        kinds = {c.__name__ for c in type(cur).__mro__}
+        status = getattr(getattr(cur, "response", None), "status_code", None)
+        if "GatedRepoError" in kinds:
+            return "access denied: a gated repository, accept its conditions and set HF_TOKEN"
+        if "RepositoryNotFoundError" in kinds:
+            return "no such repository on the Hub, or a private one: set HF_TOKEN"
+        if "RevisionNotFoundError" in kinds:
+            return "no such revision of the repository"
+        if "EntryNotFoundError" in kinds:
+            return "no such file in the repository"
+        if "HfHubHTTPError" in kinds and status in (401, 403):
+            return "access denied, check HF_TOKEN and the repository's permissions"
+        cur = cur.__cause__ or cur.__context__
+    if isinstance(exc, FileNotFoundError):
+        return "no such file in the repository"
+    return None
+
+
 def _host_of(url: str, options: StoreOptions | None) -> str:
-    """Where a request for ``url`` goes: the S3 / GCS endpoint, else the URL's scheme and
-    host."""
+    """Where a request for ``url`` goes: the S3 / GCS endpoint, the Hub's (``HF_ENDPOINT``,
+    as huggingface_hub read it), else the URL's scheme and host."""
     if scheme(url) in ("s3", "s3a", "gs", "gcs") and options is not None and options.endpoint_url:
         return options.endpoint_url
+    if scheme(url) == "hf":
+        try:
+            from huggingface_hub import constants
+        except ImportError:
+            return "https://huggingface.co"
+        return str(constants.ENDPOINT)
     head, _, rest = str(url).partition("://")
     return f"{head}://{rest.split('/', 1)[0]}"
 
@@ -171,6 +204,9 @@ def store_error(
         detail = " ".join(redact(f"{type(down).__name__}: {down}").split())[:200]
         where = _host_of(url, options_of(url, options))
         return CorpusError(f"{printable(url)}: cannot connect to {printable(where)} ({detail})")
+    hub = _hub_problem(exc) if scheme(url) == "hf" else None
+    if hub is not None:
+        return CorpusError(f"{printable(url)}: {doing} ({hub})")
     if isinstance(exc, FileNotFoundError):
         problem = "no such object or bucket"
     elif isinstance(exc, PermissionError) or _gcs_forbidden(exc):
