@@ -26,7 +26,8 @@ huggingface_hub writes them. Errors carry the Hub's ``X-Error-Code`` / ``X-Error
 a missing repository 404 ``RepoNotFound``, a missing revision 404 ``RevisionNotFound``, a
 missing file 404 ``EntryNotFound``, a file of a gated repository (:attr:`HubDouble.gated`)
 401 ``GatedRepo`` (what an unauthenticated client gets; its listing stays public, as on the
-Hub). Nothing is stored with Xet: listings hold no ``xetHash`` (so ``HfFileSystem`` never
+Hub), anything of a private repository (:attr:`HubDouble.private`) 401 ``RepoNotFound``. A
+commit stays readable by its id after its branch moves on. Nothing is stored with Xet: listings hold no ``xetHash`` (so ``HfFileSystem`` never
 hands a file to the ``hf_xet`` client) and the storage is plain HTTP. Every request is
 recorded (:class:`Seen`); a request for a route the double does not serve is answered 404
 and listed in :attr:`HubDouble.unknown`. Started and stopped by the test (a context manager); it never talks to another address.
@@ -112,8 +113,10 @@ class HubDouble:
     def __init__(self, page_size: int = 1000) -> None:
         self.page_size = page_size
         self.repos: dict[str, dict[str, Commit]] = {}  # "datasets/org/name" -> rev -> commit
+        self.history: dict[str, list[Commit]] = {}  # every commit, by repository
         self.blobs: dict[str, bytes] = {}  # sha256 -> bytes of the LFS files resolved
         self.gated: set[str] = set()  # "org/name" of gated dataset repositories
+        self.private: set[str] = set()  # "org/name" of private ones (no token is ever sent)
         self.seen = Seen()
         self.unknown: list[str] = []  # requests for routes the double does not serve
         self.lock = threading.Lock()
@@ -140,16 +143,20 @@ class HubDouble:
             now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
             sha = digest.hexdigest()
             self.repos.setdefault(key, {})[revision] = Commit(sha, files, now)
+            self.history.setdefault(key, []).append(self.repos[key][revision])
         return sha
 
     def _lookup(self, key: str, revision: str) -> tuple[Commit | None, tuple[int, str, str]]:
-        """The commit of ``revision`` (a branch or a commit id), else the Hub's error."""
+        """The commit of ``revision`` (a branch or any commit's id), else the Hub's error:
+        a private repository is, to a client without its token, 401 ``RepoNotFound``."""
+        if key.split("/", 1)[1] in self.private:
+            return None, (401, "RepoNotFound", "Invalid username or password.")
         with self.lock:
             revisions = self.repos.get(key)
             if revisions is None:
                 return None, (404, "RepoNotFound", "Repository not found")
             commit = revisions.get(revision) or next(
-                (c for c in revisions.values() if c.sha == revision), None
+                (c for c in self.history[key] if c.sha == revision), None
             )
         if commit is None:
             return None, (404, "RevisionNotFound", f"Invalid rev id: {revision}")

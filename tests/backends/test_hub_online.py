@@ -52,8 +52,8 @@ def hub():
     assert all(r.range for r in downloads)  # never a whole-file GET
 
 
-def _online(hub, verb: str, root: Path, home: Path) -> subprocess.CompletedProcess:
-    """``corpus-audit -q <verb> <root>`` in a fresh process reading the Hub double."""
+def _online(endpoint: str, verb: str, root: Path, home: Path) -> subprocess.CompletedProcess:
+    """``corpus-audit -q <verb> <root>`` in a fresh process reading the Hub at ``endpoint``."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -61,7 +61,7 @@ def _online(hub, verb: str, root: Path, home: Path) -> subprocess.CompletedProce
     }
     env.update(
         PYTHONPATH=os.pathsep.join(sys.path),
-        HF_ENDPOINT=hub.url,
+        HF_ENDPOINT=endpoint,
         HF_HUB_OFFLINE="0",
         HF_HOME=str(home),  # huggingface_hub's files (a token, a registry cache) in tmp
     )
@@ -128,7 +128,7 @@ def test_select_and_indicators_over_hf_equal_local(
     root = there.root
     there.close()
     for verb in ("select", "indicators"):
-        done = _online(hub, verb, root, tmp_path / "hf_home")
+        done = _online(hub.url, verb, root, tmp_path / "hf_home")
         assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
     assert _runs(root) == [("done", 35_014)]
 
@@ -182,7 +182,7 @@ def test_parquet_export_online_equals_local(hub, make_study, laion_path, tmp_pat
     there = _study(make_study, [url], "there")
     root = there.root
     there.close()
-    done = _online(hub, "select", root, tmp_path / "hf_home")
+    done = _online(hub.url, "select", root, tmp_path / "hf_home")
     assert done.returncode == 0, done.stderr[-2000:]
     assert _runs(root) == [("done", 8000)]
     export_url = "hf://datasets/org/scripted@refs%2Fconvert%2Fparquet/default/train/"
@@ -226,7 +226,7 @@ def test_hf_image_source_online_equals_a_local_folder(hub, make_study, laion_pat
     assert seed_captions(there, laion_path, n=6) == seeded
     root = there.root
     there.close()
-    done = _online(hub, "images", root, tmp_path / "hf_home")
+    done = _online(hub.url, "images", root, tmp_path / "hf_home")
     assert done.returncode == 0, done.stderr[-2000:]
     with Study.open(root) as again:
         assert _image_rows(here) == _image_rows(again) != []
@@ -235,7 +235,7 @@ def test_hf_image_source_online_equals_a_local_folder(hub, make_study, laion_pat
         assert reads and all(r.range and r.status == 206 for r in reads), shard.name
 
 
-def test_missing_repo_gated_repo_missing_file_exit_2_study_unchanged(
+def test_missing_private_gated_repo_missing_file_exit_2_study_unchanged(
     hub, make_study, laion_path, tmp_path
 ):
     """Each one line naming the URL and what the Hub answered, exit 2, nothing written."""
@@ -246,6 +246,8 @@ def test_missing_repo_gated_repo_missing_file_exit_2_study_unchanged(
     shutil.copy(laion_path, folder / "laion.parquet")
     hub.commit("org/gated", folder)
     hub.gated.add("org/gated")  # listed, but its files answer 401 GatedRepo
+    hub.commit("org/private", folder)
+    hub.private.add("org/private")  # 401 RepoNotFound to a client without its token
     local = (folder / "laion.parquet").resolve()  # as study.toml writes it
     study = _study(make_study, [str(local)], "errors")
     select(study, progress=False)
@@ -258,6 +260,9 @@ def test_missing_repo_gated_repo_missing_file_exit_2_study_unchanged(
         "hf://datasets/org/nowhere/*.parquet": (
             "cannot list (no such repository on the Hub, or a private one: set HF_TOKEN)"
         ),
+        "hf://datasets/org/private/laion.parquet": (
+            "cannot list (no such repository on the Hub, or a private one: set HF_TOKEN)"
+        ),
         "hf://datasets/org/gated/laion.parquet": (
             "cannot read (access denied: a gated repository, accept its conditions and set "
             "HF_TOKEN)"
@@ -267,7 +272,7 @@ def test_missing_repo_gated_repo_missing_file_exit_2_study_unchanged(
     for url, problem in cases.items():
         assert str(local) in text
         toml.write_text(text.replace(str(local), url))
-        done = _online(hub, "select", root, tmp_path / "hf_home")
+        done = _online(hub.url, "select", root, tmp_path / "hf_home")
         lines = (done.stdout + done.stderr).strip().splitlines()
         assert done.returncode == 2 and lines == [f"error: {url}: {problem}"], lines[:5]
     statuses = {r.status for r in hub.seen.requests if "/org/gated/resolve/" in r.path}
@@ -278,17 +283,38 @@ def test_missing_repo_gated_repo_missing_file_exit_2_study_unchanged(
 
 def test_a_new_commit_makes_select_stale(hub, make_study, laion_path, tmp_path):
     """``select`` is skipped while the file is unchanged; a commit that changes it (new blob
-    id, sha256 and size) makes it run again, reading the new bytes."""
+    id, sha256 and size) makes it run again, reading the new bytes. A study pinned to the
+    first commit (``@<commit id>``) still reads the old bytes."""
     folder = tmp_path / "changing"
     folder.mkdir()
     shutil.copy(laion_path, folder / "laion.parquet")
-    hub.commit("org/changing", folder)
+    first = hub.commit("org/changing", folder)
+    pinned = _study(make_study, [f"hf://datasets/org/changing@{first}/laion.parquet"], "pinned")
+    pinned_root = pinned.root
+    pinned.close()
     study = _study(make_study, ["hf://datasets/org/changing/laion.parquet"], "stale")
     root = study.root
     study.close()
     for _ in range(2):
-        assert _online(hub, "select", root, tmp_path / "hf_home").returncode == 0
+        assert _online(hub.url, "select", root, tmp_path / "hf_home").returncode == 0
     pq.write_table(pq.read_table(laion_path).slice(0, 5000), folder / "laion.parquet")
     hub.commit("org/changing", folder)
-    assert _online(hub, "select", root, tmp_path / "hf_home").returncode == 0
+    assert _online(hub.url, "select", root, tmp_path / "hf_home").returncode == 0
     assert _runs(root) == [("done", 10_000), ("skipped", 10_000), ("done", 5000)]
+    assert _online(hub.url, "select", pinned_root, tmp_path / "hf_home").returncode == 0
+    assert _runs(pinned_root) == [("done", 10_000)]
+
+
+def test_an_unreachable_hub_is_cannot_connect(make_study, laion_path, tmp_path) -> None:
+    """``HF_ENDPOINT`` where nothing listens: one line naming the URL and the endpoint."""
+    from s3_server import free_port
+
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    url = "hf://datasets/org/captions/*.parquet"
+    study = _study(make_study, [url], "down")
+    root = study.root
+    study.close()
+    done = _online(nowhere, "select", root, tmp_path / "hf_home")
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, lines[:5]
+    assert lines[0].startswith(f"error: {url}: cannot connect to {nowhere} (")
