@@ -12,7 +12,6 @@ makes, as the Hub answers them:
   (files with ``oid`` = git blob sha1, ``size``, ``lfs`` = ``{oid: sha256, size,
   pointerSize}``; folders with a tree ``oid``), paginated by ``page_size`` entries with a
   ``Link: <...>; rel="next"`` header (cursor-based, as the Hub's);
-- ``POST /api/datasets/<org>/<name>/paths-info/<rev>`` (form ``paths``, ``expand``);
 - ``GET``/``HEAD /datasets/<org>/<name>/resolve/<rev>/<path>``: a file kept in git (``.md``,
   ``.json``, ...) answered there; an LFS file (the rest) answered ``302 Found`` to its
   storage, ``/blobs/<sha256>`` here (on the Hub a CDN or Xet's CAS bridge), with the Hub's
@@ -20,6 +19,10 @@ makes, as the Hub answers them:
   ``Range: bytes=a-b`` (206, ``Content-Range``; 416 past the end), with ``Accept-Ranges:
   bytes`` and ``Content-Length``;
 - ``GET /api/agent-harnesses``: the registry huggingface_hub fetches once (empty here).
+
+Not served: ``POST .../paths-info/<rev>`` (``HfFileSystem.info`` asks it only with
+``refresh`` or expanded info, which these reads never need) and everything else; such a
+request is answered 404 and listed in :attr:`HubDouble.unknown`, which the tests check.
 
 Revisions in a URL are quoted (``refs%2Fconvert%2Fparquet``, the parquet export), as
 huggingface_hub writes them. Errors carry the Hub's ``X-Error-Code`` / ``X-Error-Message``:
@@ -29,8 +32,7 @@ missing file 404 ``EntryNotFound``, a file of a gated repository (:attr:`HubDoub
 Hub), anything of a private repository (:attr:`HubDouble.private`) 401 ``RepoNotFound``. A
 commit stays readable by its id after its branch moves on. Nothing is stored with Xet: listings hold no ``xetHash`` (so ``HfFileSystem`` never
 hands a file to the ``hf_xet`` client) and the storage is plain HTTP. Every request is
-recorded (:class:`Seen`); a request for a route the double does not serve is answered 404
-and listed in :attr:`HubDouble.unknown`. Started and stopped by the test (a context manager); it never talks to another address.
+recorded (:class:`Seen`). Started and stopped by the test (a context manager); it never talks to another address.
 """
 
 from __future__ import annotations
@@ -266,22 +268,6 @@ class HubDouble:
                     self._json(200, outer._info(key, commit))
                 elif action == "tree":
                     self._tree(commit, unquote("/".join(rest[2:])), raw, query)
-                elif action == "paths-info" and self.command == "POST":
-                    size = int(self.headers.get("Content-Length") or 0)
-                    form = parse_qs(self.rfile.read(size).decode())
-                    expand = form.get("expand", ["False"])[0].lower() == "true"
-                    out = []
-                    for p in form.get("paths", []):
-                        p = p.strip("/")
-                        if p in commit.files:
-                            out.append(_file_entry(p, commit.files[p]))
-                        elif outer._entries(commit, p, False, False) is not None:
-                            tree = hashlib.sha1(p.encode()).hexdigest()  # noqa: S324 - an id
-                            out.append({"type": "directory", "oid": tree, "size": 0, "path": p})
-                    if expand:
-                        last = {"id": commit.sha, "title": "Upload", "date": commit.date}
-                        out = [{**e, "lastCommit": last} for e in out]
-                    self._json(200, out)
                 else:
                     outer.unknown.append(f"{self.command} {self.path}")
                     self._error(404, "", "Not Found")
@@ -373,7 +359,7 @@ class HubDouble:
             def do_HEAD(self) -> None:  # noqa: N802
                 self._route()
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:  # noqa: N802 - none is served: recorded as unknown
                 self._route()
 
         return Handler

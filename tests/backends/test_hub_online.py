@@ -1,6 +1,6 @@
 """``hf://`` read ONLINE, through huggingface_hub's real ``HfFileSystem``, against a loopback
 test double of the Hub's HTTP API (``hub_server.py``: repository info, tree listings with
-pagination, paths-info, ``resolve`` with a 302 to the storage and ``Range`` requests, the
+pagination, ``resolve`` with a 302 to the storage and ``Range`` requests, the
 Hub's error codes); the real Hub cannot be reached here.
 
 huggingface_hub reads ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` once, when it is imported, and
@@ -16,9 +16,11 @@ tmp). The local studies and the comparisons run here (``test_storage``'s helpers
 - the parquet export (``@~parquet/<config>/<split>``) likewise;
 - the ``hf`` image source by name (parquet shards with an ``Image`` column of real photos)
   writes the same ``images`` rows and bytes as a local folder of the photos;
-- a missing repository, a gated one, a missing file: one line naming the URL, exit 2, the
-  study unchanged;
-- a changed file (a new commit: new blob id and sha256) makes ``select`` stale.
+- a missing repository, a private one, a gated one, a missing revision, a missing file, an
+  unreachable endpoint: one line naming the URL and what the Hub answered, exit 2, the study
+  unchanged;
+- a changed file (a new commit: new blob id and sha256) makes ``select`` stale; a study
+  pinned to the old commit still reads the old bytes.
 """
 
 from __future__ import annotations
@@ -268,6 +270,9 @@ def test_missing_private_gated_repo_missing_file_exit_2_study_unchanged(
             "HF_TOKEN)"
         ),
         "hf://datasets/org/gated/nope.parquet": "cannot list (no such file in the repository)",
+        "hf://datasets/org/gated@v9/laion.parquet": (
+            "cannot list (no such revision of the repository)"
+        ),
     }
     for url, problem in cases.items():
         assert str(local) in text
