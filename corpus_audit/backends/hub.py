@@ -39,6 +39,10 @@ class NotCached(CorpusError):
     """A repository (at a revision) that the local Hub cache does not hold, offline."""
 
 
+class NoRevision(CorpusError):
+    """A revision the Hub does not have (online), e.g. a dataset without a parquet export."""
+
+
 @dataclass(frozen=True)
 class HubRef:
     """A parsed ``hf://`` URL: repository type and id, revision ("" = the default branch)
@@ -211,7 +215,12 @@ def _listed_files(ref: HubRef, revision: str, exts: tuple[str, ...]) -> list[str
     from corpus_audit.backends import storage
 
     root = ref.url(revision, "")
-    found = storage.list_files(root)
+    try:
+        found = storage.list_files(root)
+    except CorpusError as exc:
+        if storage.HUB_NO_REVISION in str(exc):
+            raise NoRevision(str(exc)) from None
+        raise
     cut = len(root) + 1
     return sorted(u[cut:] for u in found if u.lower().endswith(exts))
 
@@ -239,6 +248,11 @@ def data_files(
             if len(revisions) == 1:
                 raise
             uncached.append(rev or "main")
+            continue
+        except NoRevision:
+            if len(revisions) == 1:
+                raise
+            reasons.append(f"no parquet export ({rev})")
             continue
         if ref.path:  # a file, a folder or a glob inside the repository
             pat = ref.path.rstrip("/")

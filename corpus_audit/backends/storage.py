@@ -150,6 +150,9 @@ def _gcs_forbidden(exc: BaseException) -> bool:
     return type(exc) is OSError and str(exc).startswith("Forbidden: ")
 
 
+HUB_NO_REVISION = "no such revision of the repository"  # the Hub's RevisionNotFound
+
+
 def _hub_problem(exc: BaseException) -> str | None:
     """What huggingface_hub's failure in ``exc``'s chain means (``HfFileSystem`` raises
     ``FileNotFoundError`` *from* the Hub's error for a missing repository or revision, and
@@ -166,7 +169,7 @@ def _hub_problem(exc: BaseException) -> str | None:
         if "RepositoryNotFoundError" in kinds:
             return "no such repository on the Hub, or a private one: set HF_TOKEN"
         if "RevisionNotFoundError" in kinds:
-            return "no such revision of the repository"
+            return HUB_NO_REVISION
         if "EntryNotFoundError" in kinds:
             return "no such file in the repository"
         if "HfHubHTTPError" in kinds and status in (401, 403):

@@ -280,6 +280,18 @@ def test_missing_private_gated_repo_missing_file_exit_2_study_unchanged(
         done = _online(hub.url, "select", root, tmp_path / "hf_home")
         lines = (done.stdout + done.stderr).strip().splitlines()
         assert done.returncode == 2 and lines == [f"error: {url}: {problem}"], lines[:5]
+    # a dataset by name with no corpus file on its branch and no parquet export
+    script = tmp_path / "scriptonly"
+    script.mkdir()
+    (script / "scriptonly.py").write_text("# a loading script\n")
+    hub.commit("org/scriptonly", script)
+    url = "hf://datasets/org/scriptonly"
+    toml.write_text(text.replace(str(local), url))
+    done = _online(hub.url, "select", root, tmp_path / "hf_home")
+    (line,) = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 2 and line.startswith(f"error: {url}: no .parquet/")
+    assert line.endswith(" files in org/scriptonly@main; no parquet export (refs/convert/parquet)")
+    toml.write_text(text)
     statuses = {r.status for r in hub.seen.requests if "/org/gated/resolve/" in r.path}
     assert statuses == {401}
     with Study.open(root) as again:
