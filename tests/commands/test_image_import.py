@@ -14,8 +14,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -616,6 +618,71 @@ def test_a_fifo_is_refused_by_its_type_before_any_read(study_root, tmp_path):
     done = _cli("import-images", str(study_root), "--verify", timeout=7)
     assert done.returncode == 0, done.stderr
     assert "dropped 1: unreadable" in done.stdout and "a FIFO" in done.stdout
+
+
+def _held_writer(fifo: Path) -> int | None:
+    """The FIFO's write end, opened without blocking, when a process has it open for reading
+    (None otherwise). Held open and never written, a reader's ``read`` blocks for good."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader
+        return None
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("verify", [False, True], ids=["import", "verify"])
+def test_a_fifo_never_outlives_a_signal(study_root, tmp_path, verify, sig, code):
+    """Issue 33 (High 3, "SIGINT and SIGTERM end every command within 5 s in each hang
+    case"): on 45cffa0's parent 7afa816 a FIFO in an import blocked a hashing thread in
+    ``read`` and the pool's shutdown waited on it: Ctrl-C and SIGTERM did not end
+    `import-images` or `--verify`. The command runs in a subprocess; once it opens the FIFO
+    (a writer is held open, so a read would block) or after it ends, a still-running
+    command must end within 5 s of the signal, with one line and no traceback."""
+    dalle, truth = _dalle_manifest(tmp_path / "dalle_out")
+    first = list(truth)[0]
+    args = ["import-images", str(study_root), str(dalle)]
+    if verify:
+        assert main(["-q", *args]) == 0
+        args = ["import-images", str(study_root), "--verify"]
+    fifo = dalle.parent / first
+    fifo.unlink()
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corpus_audit.cli", "-q", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    held = None
+    try:
+        deadline = time.monotonic() + 30
+        while held is None and proc.poll() is None and time.monotonic() < deadline:
+            held = _held_writer(fifo)
+            time.sleep(0.01)
+        if proc.poll() is None:  # it opened the FIFO and still runs: the signal must end it
+            time.sleep(0.5)
+            start = time.monotonic()
+            proc.send_signal(sig)
+            try:
+                out, err = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                pytest.fail(f"still running 5 s after signal {sig}")
+            assert time.monotonic() - start < 5
+            assert proc.returncode in (0, code), err
+        else:  # it refused the FIFO and ended on its own
+            out, err = proc.communicate(timeout=5)
+            assert proc.returncode == 0, err
+            assert "a FIFO" in out
+        assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        if held is not None:
+            os.close(held)
 
 
 @pytest.mark.parametrize(
