@@ -685,6 +685,64 @@ def test_a_fifo_never_outlives_a_signal(study_root, tmp_path, verify, sig, code)
             os.close(held)
 
 
+def _bytes_read(pid: int) -> int:
+    """Bytes the process has read so far (``rchar`` of /proc/PID/io), 0 once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/io").read_text()
+    except OSError:
+        return 0
+    return int(
+        next(v for k, _, v in (line.partition(": ") for line in text.splitlines()) if k == "rchar")
+    )
+
+
+@pytest.mark.parametrize(
+    "verify, sig, code",
+    [(False, signal.SIGINT, 130), (False, signal.SIGTERM, 143), (True, signal.SIGINT, 130)],
+    ids=["import-SIGINT", "import-SIGTERM", "verify-SIGINT"],
+)
+def test_a_huge_file_being_hashed_never_outlives_a_signal(study_root, tmp_path, verify, sig, code):
+    """Issue 33 (High 3, Medium "hash by streaming"): a 16 GiB file (sparse: a PNG header,
+    then a hole) is hashed in blocks; Ctrl-C or SIGTERM in the middle must end `import-images`
+    and `--verify` within 5 s, not when every queued file has been hashed."""
+    dalle, truth = _dalle_manifest(tmp_path / "dalle_out")
+    huge = dalle.parent / list(truth)[0]
+    args = ["import-images", str(study_root), str(dalle)]
+    if verify:
+        assert main(["-q", *args]) == 0
+        args = ["import-images", str(study_root), "--verify"]
+    head = huge.read_bytes()
+    with huge.open("wb") as fh:
+        fh.write(head)
+        fh.truncate(16 * 2**30)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corpus_audit.cli", "-q", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _bytes_read(proc.pid) < 2**30 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the huge file was not read within 60 s"
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.communicate()  # 16 GiB take longer than this
+        start = time.monotonic()
+        proc.send_signal(sig)
+        try:
+            _, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 5 s after signal {sig}")
+        assert time.monotonic() - start < 5 and proc.returncode == code, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        huge.unlink()
+
+
 @pytest.mark.parametrize(
     "kind, words",
     [
