@@ -401,3 +401,130 @@ def test_a_refusal_with_a_long_body_is_still_a_content_refusal():
         with pytest.raises(ApiRefusal) as info:
             client.post_json("images/generations", {"prompt": "x"})
     assert info.value.code == "content_policy_violation" and len(info.value.message) == 2000
+
+
+# -- the images client on the same hostile servers (issue 33 close-out) ---------------------
+def _png(width: int = 8, height: int = 8) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 10, 10)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _images_answer(png: bytes) -> bytes:
+    import base64
+
+    return json.dumps({"data": [{"b64_json": base64.b64encode(png).decode()}]}).encode()
+
+
+def _images(url: str, monkeypatch, **options):
+    from corpus_audit.backends.generators import GenerationSettings
+    from corpus_audit.backends.openai_images import ApiImageOptions, OpenAIImagesGenerator
+
+    monkeypatch.setenv("CA_HOSTILE_API_KEY", SECRET)
+    defaults = dict(base_url=url, key_env="CA_HOSTILE_API_KEY", max_attempts=1, size="1024x1024")
+    defaults.update(options)
+    return OpenAIImagesGenerator(
+        "dall-e-3", GenerationSettings(), options=ApiImageOptions(**defaults)
+    )
+
+
+@pytest.mark.parametrize("client", ["chat", "images"])
+def test_both_clients_share_one_retry_path(client, monkeypatch):
+    """Issue 33 (Medium, "one retry path"; High 3): the two clients had two retry loops. Both
+    now wait a ``Retry-After`` of the year 9999 only ``max_backoff``, and retry a connection
+    closed mid-answer and a non-HTTP answer, then take the answer. On 7afa816 the chat client
+    raised ``OverflowError`` on the date and the images client a raw ``IncompleteRead``."""
+
+    def raw(number, handler):
+        if number == 0:
+            handler.send_response(429)
+            handler.send_header("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")
+            handler.send_header("Content-Length", "2")
+            handler.end_headers()
+            handler.wfile.write(b"{}")
+            return True
+        if number == 1:  # 100 bytes promised, 10 sent, the connection closed
+            handler.send_response(200)
+            handler.send_header("Content-Length", "100")
+            handler.end_headers()
+            handler.wfile.write(b'{"data": [')
+            return True
+        if number == 2:  # not HTTP at all
+            handler.wfile.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+            return True
+        if client == "images":
+            return _answers(_images_answer(_png()))(number, handler)
+        return False  # the chat server's own answer
+
+    with ChatServer(echo, raw=raw) as server:
+        if client == "chat":
+            gen = chat(server.url, max_retries=3, backoff_s=0.01, max_backoff_s=0.2)
+            out, took = within(10, generate_all, gen, [TextRequest("x", 1, 1)])
+            assert "error" not in out, out
+            assert out["value"][0][0].text.startswith("x seed")
+        else:
+            gen = _images(server.url, monkeypatch, max_attempts=4, backoff=0.01, max_backoff=0.2)
+            out, took = within(10, gen.request, "a nurse")
+            assert "error" not in out, out
+            assert out["value"].pixels.shape == (8, 8, 3) and out["value"].attempts == 4
+        assert server.count == 4 and took < 5
+        assert server.log[1].at - server.log[0].at >= 0.19  # Retry-After waited, capped
+
+
+def test_the_images_client_bounds_the_whole_request_and_the_error_body(monkeypatch):
+    """Issue 33 (High 4), images side: ``generate.api_timeout`` bounded one socket read (a
+    slow answer ran on) and an endless error body was read whole before it was cut."""
+
+    def slow(number, handler):
+        body = _images_answer(_png())
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for i in range(len(body)):  # each read is quick, the whole takes minutes
+            handler.wfile.write(body[i : i + 1])
+            handler.wfile.flush()
+            time.sleep(0.05)
+        return True
+
+    with ChatServer(echo, raw=slow) as server:
+        gen = _images(server.url, monkeypatch, timeout=1.0)
+        out, took = within(12, gen.request, "a nurse")
+    assert isinstance(out.get("error"), ApiError) and took < 4, out
+    assert "no complete answer within 1 s (generate.api_timeout)" in str(out["error"])
+    written = [0]
+    with ChatServer(echo, raw=_endless(500, written, chunked=False)) as server:
+        gen = _images(server.url, monkeypatch, timeout=30.0)
+        out, took = within(20, gen.request, "a nurse")
+    assert isinstance(out.get("error"), ApiError) and "HTTP 500" in str(out["error"]), out
+    assert written[0] < 100 * 2**20 and took < 10
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG that claims ``width`` x ``height`` pixels (its IHDR) and holds almost nothing:
+    a decompression bomb as far as a header reader can tell."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 64)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def test_a_base64_decompression_bomb_is_one_line(monkeypatch):
+    """Issue 33 (Medium): a base64 image whose header claims 40,000 x 40,000 pixels gave
+    Pillow's ``DecompressionBombError`` as a traceback. With a size that is not ``WxH`` (the
+    bound is Pillow's guard) it is one line, nothing decoded."""
+    body = _images_answer(_png_header_only(40_000, 40_000))
+    with ChatServer(echo, raw=_answers(body)) as server:
+        gen = _images(server.url, monkeypatch, size="auto")
+        with pytest.raises(ApiError, match=r"image is refused: too many pixels") as err:
+            gen.request("a nurse")
+    assert len(str(err.value).splitlines()) == 1

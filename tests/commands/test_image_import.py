@@ -14,8 +14,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -616,6 +618,129 @@ def test_a_fifo_is_refused_by_its_type_before_any_read(study_root, tmp_path):
     done = _cli("import-images", str(study_root), "--verify", timeout=7)
     assert done.returncode == 0, done.stderr
     assert "dropped 1: unreadable" in done.stdout and "a FIFO" in done.stdout
+
+
+def _held_writer(fifo: Path) -> int | None:
+    """The FIFO's write end, opened without blocking, when a process has it open for reading
+    (None otherwise). Held open and never written, a reader's ``read`` blocks for good."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader
+        return None
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("verify", [False, True], ids=["import", "verify"])
+def test_a_fifo_never_outlives_a_signal(study_root, tmp_path, verify, sig, code):
+    """Issue 33 (High 3, "SIGINT and SIGTERM end every command within 5 s in each hang
+    case"): on 45cffa0's parent 7afa816 a FIFO in an import blocked a hashing thread in
+    ``read`` and the pool's shutdown waited on it: Ctrl-C and SIGTERM did not end
+    `import-images` or `--verify`. The command runs in a subprocess; once it opens the FIFO
+    (a writer is held open, so a read would block) or after it ends, a still-running
+    command must end within 5 s of the signal, with one line and no traceback."""
+    dalle, truth = _dalle_manifest(tmp_path / "dalle_out")
+    first = list(truth)[0]
+    args = ["import-images", str(study_root), str(dalle)]
+    if verify:
+        assert main(["-q", *args]) == 0
+        args = ["import-images", str(study_root), "--verify"]
+    fifo = dalle.parent / first
+    fifo.unlink()
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corpus_audit.cli", "-q", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    held = None
+    try:
+        deadline = time.monotonic() + 30
+        while held is None and proc.poll() is None and time.monotonic() < deadline:
+            held = _held_writer(fifo)
+            time.sleep(0.01)
+        if proc.poll() is None:  # it opened the FIFO and still runs: the signal must end it
+            time.sleep(0.5)
+            start = time.monotonic()
+            proc.send_signal(sig)
+            try:
+                out, err = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                pytest.fail(f"still running 5 s after signal {sig}")
+            assert time.monotonic() - start < 5
+            assert proc.returncode in (0, code), err
+        else:  # it refused the FIFO and ended on its own
+            out, err = proc.communicate(timeout=5)
+            assert proc.returncode == 0, err
+            assert "a FIFO" in out
+        assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        if held is not None:
+            os.close(held)
+
+
+def _bytes_read(pid: int) -> int:
+    """Bytes the process has read so far (``rchar`` of /proc/PID/io), 0 once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/io").read_text()
+    except OSError:
+        return 0
+    return int(
+        next(v for k, _, v in (line.partition(": ") for line in text.splitlines()) if k == "rchar")
+    )
+
+
+@pytest.mark.parametrize(
+    "verify, sig, code",
+    [(False, signal.SIGINT, 130), (False, signal.SIGTERM, 143), (True, signal.SIGINT, 130)],
+    ids=["import-SIGINT", "import-SIGTERM", "verify-SIGINT"],
+)
+def test_a_huge_file_being_hashed_never_outlives_a_signal(study_root, tmp_path, verify, sig, code):
+    """Issue 33 (High 3, Medium "hash by streaming"): a 16 GiB file (sparse: a PNG header,
+    then a hole) is hashed in blocks; Ctrl-C or SIGTERM in the middle must end `import-images`
+    and `--verify` within 5 s, not when every queued file has been hashed."""
+    dalle, truth = _dalle_manifest(tmp_path / "dalle_out")
+    huge = dalle.parent / list(truth)[0]
+    args = ["import-images", str(study_root), str(dalle)]
+    if verify:
+        assert main(["-q", *args]) == 0
+        args = ["import-images", str(study_root), "--verify"]
+    head = huge.read_bytes()
+    with huge.open("wb") as fh:
+        fh.write(head)
+        fh.truncate(16 * 2**30)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corpus_audit.cli", "-q", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _bytes_read(proc.pid) < 2**30 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the huge file was not read within 60 s"
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.communicate()  # 16 GiB take longer than this
+        start = time.monotonic()
+        proc.send_signal(sig)
+        try:
+            _, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 5 s after signal {sig}")
+        assert time.monotonic() - start < 5 and proc.returncode == code, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        huge.unlink()
 
 
 @pytest.mark.parametrize(

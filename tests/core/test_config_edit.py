@@ -146,3 +146,20 @@ def test_config_show_and_set_agree_on_escapes(study_dir: Path, capsys) -> None:
     assert main(["config", "show", str(study_dir)]) == 0
     shown = tomllib.loads(capsys.readouterr().out)
     assert shown["study"]["name"] == 'tab\there "q"'
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["llm.timeout_s=inf", "llm.backoff_s=nan", "llm.max_backoff_s=-inf", "generate.api_timeout=inf",
+     "generate.api_backoff=nan", "generate.api_max_backoff=inf"],
+)  # fmt: skip
+def test_config_set_refuses_nan_and_infinite_durations(study_dir: Path, setting: str, capsys):
+    """Issue 33 (Medium): ``config set`` accepted an infinite timeout or backoff, and the
+    commands that read it failed later. Refused now, one line, the file unchanged (NaN and
+    -inf were already refused by the ranges on 7afa816: the ``inf`` cases are the finding)."""
+    before = (study_dir / "study.toml").read_bytes()
+    assert main(["-q", "config", "set", str(study_dir), setting]) == 2
+    err = capsys.readouterr().err.strip()
+    key = setting.partition("=")[0]
+    assert len(err.splitlines()) == 1 and f"{key}: " in err, err
+    assert (study_dir / "study.toml").read_bytes() == before
