@@ -596,7 +596,9 @@ def check_file(
     or SIGTERM does not wait for a huge file to be read to its end."""
     size = functools.partial(check_whole, budget=budget) if whole else image_size
     try:
-        sha, n_bytes, head, same = _hash_regular(path, stop)
+        sha, n_bytes, head, same = _hash_regular(path, stop, _header_verdict)
+    except _NotAnImage as exc:  # told by its first block: the rest is never read
+        return Checked(None, exc.size, None, None, "not_an_image", exc.detail)
     except _NotRegular as exc:
         return Checked(None, 0, None, None, "unreadable", f"not a regular file ({exc})")
     except FileNotFoundError:
@@ -624,6 +626,27 @@ class _NotRegular(Exception):
     pass
 
 
+class _NotAnImage(Exception):
+    """A file whose first block is no image format Pillow knows (:func:`_header_verdict`)."""
+
+    def __init__(self, detail: str, size: int) -> None:
+        super().__init__(detail)
+        self.detail, self.size = detail, size
+
+
+def _header_verdict(first: bytes) -> str | None:
+    """Why a file beginning with ``first`` (its first block, :data:`_BLOCK` bytes) is not an
+    image, or None when it may be one (a header Pillow recognises, or one it cannot tell from
+    these bytes alone). Checked before the rest of a larger file is read, so a 1 GB file that
+    is no image costs one block, not a full read (issue 33, M10)."""
+    try:
+        image_size(first)
+    except UnreadableImage as exc:
+        if "not a recognised image" in exc.detail:
+            return exc.detail
+    return None
+
+
 class _Stopped(Exception):
     """The command is unwinding (Ctrl-C, SIGTERM, an error): a hashing thread stops."""
 
@@ -646,11 +669,17 @@ def _check_all(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _hash_regular(path: Path, stop: threading.Event | None = None) -> tuple[str, int, bytes, Any]:
+def _hash_regular(
+    path: Path,
+    stop: threading.Event | None = None,
+    verdict: Callable[[bytes], str | None] | None = None,
+) -> tuple[str, int, bytes, Any]:
     """(sha256, size, the first :data:`_KEEP` bytes, ``same()``) of ``path`` if it is a
     regular file (symlinks followed), else :class:`_NotRegular` naming its type. Opened with
     ``O_NONBLOCK`` so that opening a FIFO does not wait for a writer; ``same()`` says whether
-    ``path`` is still the file that was hashed (same device and inode)."""
+    ``path`` is still the file that was hashed (same device and inode). ``verdict`` sees the
+    first block of a file longer than one block: a reason it returns ends the read there
+    (:class:`_NotAnImage`)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         st = os.fstat(fd)
@@ -671,6 +700,10 @@ def _hash_regular(path: Path, stop: threading.Event | None = None) -> tuple[str,
             while block := fh.read(_BLOCK):
                 if stop is not None and stop.is_set():
                     raise _Stopped
+                if total == 0 and verdict is not None and len(block) < st.st_size:
+                    reason = verdict(block)
+                    if reason is not None:
+                        raise _NotAnImage(reason, st.st_size)
                 digest.update(block)
                 total += len(block)
                 if len(head) < _KEEP:

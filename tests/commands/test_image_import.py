@@ -819,6 +819,36 @@ def test_a_large_file_is_hashed_by_streaming(tmp_path):
     assert peak < 16 * 2**20, peak
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="reads /proc/self/io (Linux)")
+def test_a_large_file_that_is_no_image_is_told_by_its_first_block(tmp_path):
+    """Issue 33 (Medium, "check the header before reading"): a 64 MB file that is no image is
+    refused after its first block, not read to its end (it was hashed whole first); a file
+    that may be an image (a real PNG header) is still read and hashed whole."""
+    from corpus_audit.commands.import_images import check_file
+
+    junk = tmp_path / "video.png"
+    with junk.open("wb") as fh:
+        fh.write(b"\x00\x00\x00\x18ftypmp42")  # an MP4 named .png
+        for _ in range(64):
+            fh.write(bytes(2**20))
+    before = _bytes_read(os.getpid())
+    checked = check_file(junk, 89_478_485)
+    read = _bytes_read(os.getpid()) - before
+    assert (checked.reason, checked.sha256, checked.n_bytes) == (
+        "not_an_image", None, junk.stat().st_size
+    )  # fmt: skip
+    assert "not a recognised image" in checked.detail
+    assert read < 4 * 2**20, read  # one block (1 MiB), not 64 MiB
+
+    image = tmp_path / "big.png"
+    _photo_file(image, FEMALE, 0)
+    with image.open("ab") as fh:
+        fh.write(bytes(8 * 2**20))
+    before = _bytes_read(os.getpid())
+    checked = check_file(image, 89_478_485)
+    assert checked.reason is None and _bytes_read(os.getpid()) - before >= image.stat().st_size
+
+
 def test_an_import_named_like_a_generated_model_is_refused(study_root, tmp_path, capsys):
     """Issue 33 (Medium): an imported model named like one of generate.models was pooled with
     the generated images without a word."""
