@@ -7,8 +7,8 @@ built offline (issue 33: real servers differ from the fakes and from each other)
   ``generation_config.json`` says ``do_sample = true``, as instruct checkpoints do) and
   ``greedy`` (transformers' default: ``do_sample = false``).
 - FastChat 0.2.36 (controller, model worker, OpenAI API server) in its own environment
-  (``scripts/fastchat_venv.py``): opt-in, run when ``CORPUS_AUDIT_FASTCHAT_PYTHON`` names that
-  environment's python.
+  (``scripts/fastchat_venv.py``): run when ``CORPUS_AUDIT_FASTCHAT_PYTHON`` names that
+  environment's python, as ``make test`` does (it builds the environment once).
 
 What each server honours is in docs/who_vs_how.md (the servers table); the assertions below
 are those rows. Every wait is bounded: the server's start (a deadline, then its log's tail),
@@ -222,7 +222,7 @@ def test_llm_texts_over_transformers_serve_stores_distinct_texts_and_reports_the
     assert not any(sampling in w and "greedily" in w for w in warned)
 
 
-# -- FastChat (opt-in) ----------------------------------------------------------------------
+# -- FastChat (make test) --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fastchat(tmp_path_factory):
     """``(http://127.0.0.1:PORT/v1, model name)`` of FastChat's OpenAI API server, with its
