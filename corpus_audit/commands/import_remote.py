@@ -35,6 +35,8 @@ from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusAuditError, ManifestError, printable
 
 MANIFEST_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")  # a folder's
+BAFIS_METADATA = "metadata.json"  # a BAFIS folder's manifest
 MAX_FOLDER_FILES = 20_000  # files one folder on a store may mirror
 MAX_FOLDER_BYTES = 16 << 30  # bytes (16 GiB) one folder on a store may mirror
 COPY_THREADS = 8  # objects copied at once (each one GET stream)
@@ -138,8 +140,6 @@ def _mirror_folder(
     study: Any, url: str, name: str, read_source: Any, model: str | None, options: StoreOptions
 ) -> Path:
     """The folder at ``url`` (BAFIS or a folder per prompt) into the study's mirror."""
-    from corpus_audit.commands.import_images import BAFIS_METADATA, IMAGE_SUFFIXES
-
     listing = _listing(url, options)
     folder = _mirror_dir(study, url, name)
     keep: set[Path] = set()

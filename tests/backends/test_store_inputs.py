@@ -289,7 +289,7 @@ def _folder_study(make_study, laion_path: Path):
 
 
 def test_import_images_of_a_folder_refuses_odd_keys_and_too_much(
-    make_study, laion_path, memory_root, monkeypatch
+    make_study, laion_path, memory_root, monkeypatch, capsys
 ):
     """Refused before anything is copied, one line naming the folder: a key with a ``..``
     part, a folder over the caps, a URL naming one object that is no manifest, no object."""
@@ -314,6 +314,12 @@ def test_import_images_of_a_folder_refuses_odd_keys_and_too_much(
         import_images(study, [f"{base}/ok/a prompt/0.png"], model="m")
     with pytest.raises(ManifestError, match=r"/nowhere: no such folder on the store"):
         import_images(study, [f"{base}/nowhere"], model="m")
+    from corpus_audit.cli import main  # the command: exit status 2, one line
+
+    capsys.readouterr()
+    assert main(["-q", "import-images", str(study.root), f"{base}/odd", "--model", "m"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "an object key with an empty, '.' or '..' part" in err
     assert not (study.root / "imports").exists() or not any(
         p.is_file() for p in (study.root / "imports").rglob("*")
     )
