@@ -10,11 +10,12 @@ like the local source: same checks, same drop reasons, image paths relative to t
   for a local manifest), each copied once (a file already there with the store's size is
   kept); a file missing on the store is ``missing_file``;
 - a **folder** (a prefix, ``s3://bucket/dalle3/``): listed once (recursively, with sizes);
-  a folder holding ``metadata.json`` is a BAFIS folder (that file, then the files it names),
-  else a folder per prompt (``<prompt>/<n>.<image suffix>``, folders starting with ``.``
-  skipped, as :func:`~corpus_audit.commands.import_images.read_folder` does locally). Bounded:
-  at most :data:`MAX_FOLDER_FILES` files and :data:`MAX_FOLDER_BYTES` bytes are mirrored
-  (more is one line naming the folder, nothing copied). A key that cannot be a local path
+  a folder holding ``metadata.json`` is a BAFIS folder (that file, copied again on every
+  import, then the files it names, each copied once), else a folder per prompt
+  (``<prompt>/<n>.<image suffix>``, folders starting with ``.`` skipped, as
+  :func:`~corpus_audit.commands.import_images.read_folder` does locally). Bounded: at most
+  :data:`MAX_FOLDER_FILES` files and :data:`MAX_FOLDER_BYTES` bytes are mirrored (more is
+  one line naming the folder, no image copied). A key that cannot be a local path
   under the mirror (an empty, ``.`` or ``..`` part, a backslash, a NUL) is refused, naming
   it. Files of an earlier mirror that the store no longer holds are removed from the mirror,
   so the import sees what the store holds now (as a local folder's import would).
@@ -42,15 +43,23 @@ MAX_FOLDER_BYTES = 16 << 30  # bytes (16 GiB) one folder on a store may mirror
 COPY_THREADS = 8  # objects copied at once (each one GET stream)
 
 
-def _fetch(url: str, dest: Path, size: int, options: StoreOptions) -> None:
+def _fetch(url: str, dest: Path, size: int, options: StoreOptions, *, again: bool = False) -> None:
     """Copy the object ``url`` of ``size`` bytes to ``dest`` unless a file of that size is
-    there already (written to ``<dest>.part`` first, then renamed)."""
-    if dest.is_file() and dest.stat().st_size == size:
+    there already (``again``: copied anyway); written to ``<dest>.part`` first, then renamed.
+    A store failure mid-copy is the store's one-line error naming ``url``."""
+    if not again and dest.is_file() and dest.stat().st_size == size:
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
-    with storage.open_input(url, stream=True, options=options) as src, tmp.open("wb") as out:
-        shutil.copyfileobj(src, out, length=1 << 20)
+    try:
+        with storage.open_input(url, stream=True, options=options) as src, tmp.open("wb") as out:
+            shutil.copyfileobj(src, out, length=1 << 20)
+    except CorpusAuditError:
+        tmp.unlink(missing_ok=True)
+        raise
+    except Exception as exc:  # noqa: BLE001 - a read failing mid-stream, named by its URL
+        tmp.unlink(missing_ok=True)
+        raise storage.store_error(url, exc, options=options) from None
     tmp.replace(dest)
 
 
@@ -113,6 +122,7 @@ def _listing(url: str, options: StoreOptions) -> dict[str, int]:
                 f"{printable(url)}: a source on a store is a manifest file "
                 f"({', '.join(MANIFEST_SUFFIXES)}) or a folder"
             )
+        fs.invalidate_cache(path)  # listed now, not from an earlier listing of this process
         found = fs.find(path, detail=True)
     except ManifestError:
         raise
@@ -145,7 +155,7 @@ def _mirror_folder(
     keep: set[Path] = set()
     if BAFIS_METADATA in listing:  # metadata.json first: it names the files
         meta = folder / BAFIS_METADATA
-        _fetch(f"{url}/{BAFIS_METADATA}", meta, listing[BAFIS_METADATA], options)
+        _fetch(f"{url}/{BAFIS_METADATA}", meta, listing[BAFIS_METADATA], options, again=True)
         keep.add(meta)
         root = folder.resolve()
         entries = read_source(folder, model).entries  # kept inside the folder by the reader

@@ -324,3 +324,33 @@ def test_import_images_of_a_folder_refuses_odd_keys_and_too_much(
         p.is_file() for p in (study.root / "imports").rglob("*")
     )
     assert study.con.execute("SELECT count(*) FROM images").fetchone() == (0,)
+
+
+def test_import_images_of_a_folder_with_a_denied_object(s3, make_study, laion_path, capsys):  # noqa: F811
+    """An object of the folder the store refuses (403, injected by the fault proxy): one
+    line naming it, exit status 2, nothing imported, no partial file left in the mirror."""
+    from s3_server import FaultProxy
+
+    from corpus_audit.cli import main
+
+    server, creds = s3
+    fs = storage.filesystem("s3://x", storage.StoreOptions(server.url, retries=1))[0]
+    fs.pipe(f"{BUCKET}/denied/a prompt/0.png", b"x" * 100)
+    fs.pipe(f"{BUCKET}/denied/a prompt/1-refused.png", b"x" * 100)
+    with FaultProxy(server.port) as proxy:
+        study = _study(make_study, [str(laion_path)], "deny", proxy.url, retries=0)
+        root = study.root
+        study.close()
+        proxy.faults.deny = "refused"
+        capsys.readouterr()
+        url = f"s3://{BUCKET}/denied"
+        assert main(["-q", "import-images", str(root), url, "--model", "m"]) == 2
+    out = capsys.readouterr()
+    lines = (out.out + out.err).strip().splitlines()
+    assert len(lines) == 1 and "1-refused.png" in lines[0] and "access denied" in lines[0]
+    assert not any(v in lines[0] for v in creds.values())
+    assert not list(root.glob("imports/**/*.part"))
+    from corpus_audit.core.store import Study
+
+    with Study.open(root, read_only=True) as reopened:
+        assert reopened.con.execute("SELECT count(*) FROM image_imports").fetchone() == (0,)
