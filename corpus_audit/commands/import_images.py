@@ -66,7 +66,11 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.backends.generators import model_slug
-from corpus_audit.commands.import_remote import mirror_source
+from corpus_audit.commands.import_remote import (  # the layouts' names, shared
+    BAFIS_METADATA,
+    IMAGE_SUFFIXES,
+    mirror_source,
+)
 from corpus_audit.core.errors import ManifestError, printable
 from corpus_audit.core.imagefile import DecodeBudget, UnreadableImage, check_whole, image_size
 from corpus_audit.core.store import StageRun, Study
@@ -74,8 +78,6 @@ from corpus_audit.core.urls import is_url
 from corpus_audit.core.versions import package_versions
 
 LAYOUTS = ("csv", "jsonl", "folder", "bafis")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")
-BAFIS_METADATA = "metadata.json"
 KNOWN_COLUMNS = ("file", "prompt_id", "prompt", "model", "seed", "index")
 _HASHERS = max(1, min(8, (os.cpu_count() or 2)))
 SAME_IMAGE = "same_image_other_prompt"  # the note on an image whose bytes another prompt has

@@ -6,8 +6,12 @@ removed), the RE2 prefilter keeps those naming a PST role form and the spaCy par
 gender to each mention (:class:`corpus_audit.methods.pst.captions.CaptionRoleTagger`; rules in
 ``pst/captions.py``). Writes ``pst_caption_files`` (per file counts) and
 ``pst_caption_mentions`` (one row per role mention) in one transaction, replacing an earlier
-run's; ``pst_analyze`` scores them. A rerun with the same files (path, size, mtime), corpus
-settings and lexicons is skipped (:func:`corpus_key`). A study without a corpus skips the stage.
+run's; ``pst_analyze`` scores them. A rerun with the same files, corpus settings and lexicons
+is skipped (:func:`corpus_key`); a file's identity is the one ``select`` uses
+(:func:`~corpus_audit.backends.corpus.fingerprint_entry`: path, size, mtime of a local file;
+URL, size and the store's ETag / version of an object). The files are those ``select`` reads:
+``corpus.paths`` (local paths, globs, folders, or URLs read with the study's ``[storage]``
+options) in ``corpus.format``. A study without a corpus skips the stage.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from tqdm.auto import tqdm
 from corpus_audit.backends.corpus import fingerprint_entry, read_file, resolve_corpus
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.store import StageRun, Study
-from corpus_audit.core.urls import is_url
 from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
 from corpus_audit.methods.lexicon.pst import load_roles
 from corpus_audit.methods.pst.captions import CaptionRoleTagger, tag_files
@@ -60,6 +63,8 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
             text_column=cfg.corpus.text_column,
             progress=progress,
             store=StoreOptions.from_config(cfg.storage),
+            fmt=cfg.corpus.format,
+            base=study.root,
         )
         with study.transaction() as con:
             con.execute("DELETE FROM pst_caption_files")
@@ -79,18 +84,13 @@ def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
 
 
 def corpus_key(study: Study) -> str:
-    """A hash of what the mentions depend on: the corpus files (path, size, mtime), the
-    ``corpus`` settings and the lexicon specs; a rerun with the same key is skipped."""
+    """A hash of what the mentions depend on: the corpus files' identities (``select``'s:
+    :func:`~corpus_audit.backends.corpus.fingerprint_entry`), the ``corpus`` settings and the
+    lexicon specs; a rerun with the same key is skipped."""
     cfg = study.config
-    files = []
-    for f in resolve_corpus(list(cfg.corpus.paths), store=StoreOptions.from_config(cfg.storage)):
-        if is_url(f.path):  # an object in a store: its size and ETag / version
-            files.append(fingerprint_entry(f))
-            continue
-        stat = Path(f.path).stat() if Path(f.path).exists() else None
-        files.append(
-            [str(f.path), stat.st_size if stat else None, stat.st_mtime_ns if stat else None]
-        )
+    store = StoreOptions.from_config(cfg.storage)
+    corpus = resolve_corpus(list(cfg.corpus.paths), cfg.corpus.format, study.root, store)
+    files = [fingerprint_entry(f) for f in corpus]
     blob = json.dumps(
         [files, cfg.section_hash("corpus", "pst.roles", "lexicon")], sort_keys=True, default=str
     )
@@ -104,12 +104,15 @@ def tag_corpus(
     text_column: str = "",
     progress: bool = True,
     store: StoreOptions | None = None,
+    fmt: str = "auto",
+    base: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Mention rows of every caption of the corpus files ``paths`` (files, globs, folders;
-    :func:`corpus_audit.backends.corpus.resolve_corpus`) and one row per file
+    """Mention rows of every caption of the corpus files ``paths`` (files, globs, folders,
+    URLs; :func:`corpus_audit.backends.corpus.resolve_corpus`, ``fmt`` the format of every
+    file or ``auto``, relative paths taken from ``base``) and one row per file
     (:func:`corpus_audit.methods.pst.captions.tag_files`); ``store``: the ``[storage]``
-    options for URLs."""
-    files = resolve_corpus(list(paths), store=store)
+    options URLs are listed and read with."""
+    files = resolve_corpus(list(paths), fmt, base, store)
     return tag_files(
         (
             (Path(file.path).name, file.file_id, read_file(file, text_column=text_column))
