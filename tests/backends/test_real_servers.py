@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from real_servers import Servers, free_port, get_json
+from test_api_hostile import _answers
 
 from corpus_audit.backends.text_generators import (
     SamplingSettings,
@@ -340,18 +341,6 @@ def test_llm_texts_over_fastchat_needs_no_reask_and_stores_its_prompt_tokens(
 
 
 # -- the error shapes seen above, on the loopback fake (no real server needed) --------------
-def _answer(body: bytes, status: int):
-    def raw(number, handler):
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-        return True
-
-    return raw
-
-
 def test_fastapi_s_validation_errors_are_read_and_no_models_list_means_no_hint():
     """FastAPI's validation shape (a list of ``{"loc", "msg"}``) is one readable line; a server
     whose 5xx answers run out and that lists no models (the fake has no GET route) gets no
@@ -364,7 +353,7 @@ def test_fastapi_s_validation_errors_are_read_and_no_models_list_means_no_hint()
         {"type": "missing", "loc": ["body", "messages"], "msg": "Field required"},
         {"type": "int_parsing", "loc": ["body", "max_tokens"], "msg": "Input should be an int"},
     ]
-    raw = _answer(json.dumps({"detail": detail}).encode(), 422)
+    raw = _answers(json.dumps({"detail": detail}).encode(), 422)
     server = ChatServer(lambda p, n, s, m: ["x"], raw=raw)
     with server, pytest.raises(ModelError) as caught:
         generate_all(client(server.url, "m"), [TextRequest("x", 1, 1)])

@@ -8,7 +8,6 @@ endpoints also run in one process without seeing each other's settings.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import sys
@@ -17,24 +16,13 @@ from pathlib import Path
 
 import pytest
 from image_fixtures import encode, photo, seed_captions
+from test_hub_images import _image_rows
 from test_storage import BUCKET, s3  # noqa: F401 - the moto server fixture
 
 from corpus_audit.backends import storage
 from corpus_audit.stages.images import images
 
 NAMES = ("astronaut", "camera", "grace")
-
-
-def _image_rows(study) -> list[tuple]:
-    """(image_id, caption_id, occupation, sha256 of the bytes) of every image."""
-    rows = study.con.execute(
-        "SELECT image_id, caption_id, occupation, path FROM images ORDER BY 1"
-    ).fetchall()
-    out = []
-    for *head, path in rows:
-        file = Path(path) if Path(path).is_absolute() else study.root / path
-        out.append((*head, hashlib.sha256(file.read_bytes()).hexdigest()))
-    return out
 
 
 def _skips(study) -> list[tuple]:
