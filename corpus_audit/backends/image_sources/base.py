@@ -234,6 +234,34 @@ def ext_of(path: str | None) -> str:
     return suffix if suffix in IMAGE_EXTS else ".jpg"
 
 
+def batch_rows(
+    batch: dict[str, list[Any]],
+    image_col: str,
+    cols: tuple[str | None, ...],
+    origin: str,
+    first_row: int,
+    *,
+    default_ext: str = "",
+    local_files: bool = False,
+) -> Iterator[Record | Skip]:
+    """A :class:`Record` (or a ``no_image_bytes`` :class:`Skip`) per row of one column batch
+    whose rows are numbered from ``first_row``: origin ``<origin>row=<n>``. ``cols`` names the
+    (url, key, caption_id) columns (:func:`row_links`); ``default_ext``: the suffix of a cell
+    without a path ("" = :func:`ext_of`'s ``.jpg``); ``local_files``: a cell holding only the
+    path of an existing local file is that file (a saved dataset's ``Image`` cell)."""
+    for i, cell in enumerate(batch[image_col]):
+        blob, inner = image_payload(cell)
+        where = f"{origin}row={first_row + i}"
+        file = None
+        if local_files and blob is None and inner and Path(inner).is_file():
+            file = Path(inner)
+        if blob is None and file is None:
+            yield Skip(where, "no_image_bytes", "")
+            continue
+        ext = ext_of(inner) if inner or not default_ext else default_ext
+        yield Record(origin=where, ext=ext, data=blob, file=file, **row_links(batch, i, cols))
+
+
 def row_links(batch: dict[str, list[Any]], i: int, cols: tuple[str | None, ...]) -> dict[str, Any]:
     """``key``, ``url``, ``caption_id`` of row ``i`` of a column batch; ``cols`` names the
     (url, key, caption_id) columns, None for an absent one."""

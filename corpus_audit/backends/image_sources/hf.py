@@ -34,11 +34,9 @@ from corpus_audit.backends.image_sources.base import (
     Skip,
     SourceContext,
     Unit,
+    batch_rows,
     existing_target,
-    ext_of,
-    image_payload,
     pick,
-    row_links,
     short_error,
 )
 from corpus_audit.backends.image_sources.parquet import iter_parquet, parquet_file
@@ -78,16 +76,17 @@ def _hf_features(schema: Any) -> dict[str, Any]:
 def iter_hub_file(path: Path | str, options: HfOptions) -> Iterator[Record | Skip]:
     """Rows of one parquet file of a Hub dataset, its image column found by feature type."""
     try:
-        schema = parquet_file(path).schema_arrow
+        pf = parquet_file(path)
     except Exception as exc:
         yield Skip(str(path), "unreadable_shard", short_error(exc))
         return
+    schema = pf.schema_arrow
     column = image_feature(_hf_features(schema), schema.names, options.image_column)
     if column is None:
         raise ImageSourceError(
             f"{path}: no Image column (columns: {', '.join(schema.names)}); set image_column"
         )
-    yield from iter_parquet(path, dataclasses.replace(options, image_column=column))
+    yield from iter_parquet(path, dataclasses.replace(options, image_column=column), pf)
 
 
 def hub_units(url: str, options: HfOptions) -> list[Unit]:
@@ -170,17 +169,8 @@ def iter_saved_remote(folder: str, split: str, options: HfOptions) -> Iterator[R
                 "caption_id" if "caption_id" in names else None,
             )
             for batch in reader:
-                data = batch.to_pydict()
-                for i in range(batch.num_rows):
-                    blob, inner = image_payload(data[image_col][i])
-                    origin = f"{folder}#{prefix}row={row}"
-                    row += 1
-                    if blob is None:
-                        yield Skip(origin, "no_image_bytes", "")
-                        continue
-                    yield Record(
-                        origin=origin, ext=ext_of(inner), data=blob, **row_links(data, i, cols)
-                    )
+                yield from batch_rows(batch.to_pydict(), image_col, cols, f"{folder}#{prefix}", row)
+                row += batch.num_rows
         except ImageSourceError:
             raise
         except (CorpusAuditError, pa.ArrowException, OSError) as exc:
@@ -237,16 +227,9 @@ def iter_hf(path: Path, options: HfOptions) -> Iterator[Record | Skip]:
         prefix = f"{split_name}/" if split_name else ""
         row = 0
         for batch in ds.iter(batch_size=BATCH_ROWS):
-            for i in range(len(batch[image_col])):
-                blob, inner = image_payload(batch[image_col][i])
-                origin = f"{path}#{prefix}row={row}"
-                row += 1
-                file = Path(inner) if blob is None and inner and Path(inner).is_file() else None
-                if blob is None and file is None:
-                    yield Skip(origin, "no_image_bytes", "")
-                    continue
-                links = row_links(batch, i, (url_col, key_col, id_col))
-                yield Record(origin=origin, ext=ext_of(inner), data=blob, file=file, **links)
+            cols = (url_col, key_col, id_col)
+            yield from batch_rows(batch, image_col, cols, f"{path}#{prefix}", row, local_files=True)
+            row += len(batch[image_col])
 
 
 class HfSource(PlainSource):

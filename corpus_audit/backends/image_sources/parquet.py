@@ -20,11 +20,9 @@ from corpus_audit.backends.image_sources.base import (
     Skip,
     SourceContext,
     Unit,
-    ext_of,
-    image_payload,
+    batch_rows,
     matching_files,
     pick,
-    row_links,
     short_error,
 )
 from corpus_audit.core.errors import ImageSourceError
@@ -43,13 +41,17 @@ def parquet_file(path: Path | str) -> Any:
     return pq.ParquetFile(path)
 
 
-def iter_parquet(path: Path | str, options: ColumnOptions) -> Iterator[Record | Skip]:
-    """Rows of a parquet file with an image bytes column (read in batches of 256 rows)."""
-    try:
-        pf = parquet_file(path)
-    except Exception as exc:
-        yield Skip(str(path), "unreadable_shard", short_error(exc))
-        return
+def iter_parquet(
+    path: Path | str, options: ColumnOptions, pf: Any = None
+) -> Iterator[Record | Skip]:
+    """Rows of a parquet file with an image bytes column (read in batches of 256 rows);
+    ``pf``: the file already opened (:func:`parquet_file`), else it is opened here."""
+    if pf is None:
+        try:
+            pf = parquet_file(path)
+        except Exception as exc:
+            yield Skip(str(path), "unreadable_shard", short_error(exc))
+            return
     columns = pf.schema_arrow.names
     image_col = pick(columns, options.image_column, IMAGE_COLUMNS)
     if image_col is None:
@@ -66,16 +68,9 @@ def iter_parquet(path: Path | str, options: ColumnOptions) -> Iterator[Record | 
     try:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
             data = batch.to_pydict()
-            for i in range(batch.num_rows):
-                blob, inner = image_payload(data[image_col][i])
-                origin = f"{path}#row={row}"
-                row += 1
-                if blob is None:
-                    yield Skip(origin, "no_image_bytes", "")
-                    continue
-                ext = ext_of(inner) if inner else default_ext
-                links = row_links(data, i, (url_col, key_col, id_col))
-                yield Record(origin=origin, ext=ext, data=blob, **links)
+            links = (url_col, key_col, id_col)
+            yield from batch_rows(data, image_col, links, f"{path}#", row, default_ext=default_ext)
+            row += batch.num_rows
     except Exception as exc:  # a corrupt row group after good ones
         yield Skip(f"{path}#row={row}", "unreadable_shard", short_error(exc))
 
