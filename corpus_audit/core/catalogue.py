@@ -198,6 +198,7 @@ ANALYZE_RESULTS = (
     "percent_female_corrected",
     "amplification_corrected",
     "amplification_summary_corrected",
+    "generated_gender",
 )
 declare(
     Stage(

@@ -40,6 +40,7 @@ from corpus_audit.methods.amplification import (
 from corpus_audit.methods.correlation import indicator_correlation
 from corpus_audit.methods.stats import stable_seed
 from corpus_audit.stages.analyze import correction
+from corpus_audit.stages.analyze.generated_gender import generated_gender_rows, headline
 from corpus_audit.stages.analyze.image_similarity import enabled as image_similarity_enabled
 from corpus_audit.stages.analyze.image_similarity import image_similarity_rows, summary_messages
 from corpus_audit.stages.analyze.percent import (
@@ -66,6 +67,7 @@ ANALYSIS_TABLES = (
     "indicator_correlation",
     "image_similarity",
     *correction.CORRECTION_TABLES,
+    "generated_gender",
 )
 
 # Columns each input table contributes to the fingerprint.
@@ -140,6 +142,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         gen = generated_sets(study)
         caps = caption_prompt_sets(study)
         match = indicator_match_rows(study, cfg.confidence)
+        gender_rows = generated_gender_rows(study, cfg.confidence)
         occ_rows = occupation_indicator_rows(study)
         sim_rows: list[dict] = []
         if image_similarity_enabled(study):
@@ -169,6 +172,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
                 "indicator_correlation": [corr],
                 "image_similarity": sim_rows,
                 **corrected,
+                "generated_gender": gender_rows,
             },
         )
 
@@ -423,7 +427,9 @@ def _insert(con, table: str, rows: list[dict]) -> None:
 
 
 def summary_rows(study: Study) -> list[dict]:
-    """What the CLI prints: the paper-layout table, or without it the caption-side summary."""
+    """What the CLI prints: the paper-layout table; without it the generated images' %female
+    per occupation against the labour statistics (a model-only audit, the most skewed first),
+    or the caption-side summary."""
     layout = paper_layout(summary_table(study))
     if layout:
         out = []
@@ -435,7 +441,7 @@ def summary_rows(study: Study) -> list[dict]:
                     line[col] = _cell_text(cell)
                 out.append(line)
         return out
-    return dicts(study.sql("analyze/indicator_summary"))
+    return headline(study) or dicts(study.sql("analyze/indicator_summary"))
 
 
 def _cell_text(cell: dict | None) -> str | None:
