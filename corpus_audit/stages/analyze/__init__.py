@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import is_untrained
 from corpus_audit.core.errors import StageOrderError
+from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.preset import paper_differences
 from corpus_audit.core.stage_state import require_inputs, require_sample_captions
 from corpus_audit.core.store import StageRun, Study, dicts
@@ -96,9 +97,14 @@ def input_fingerprint(study: Study) -> str:
 def analyze(study: Study, *, progress: bool = True) -> StageRun:
     """Compute every analysis table from the study's tables (see the module docstring)."""
     if not any(study.count(t) for t in ("samples", "mentions", "images")):
+        first = (
+            f"import the model's images (`corpus-audit import-images {study.root} SOURCE`) or "
+            f"`corpus-audit generate {study.root}`, then `label`"
+            if study_kind(study.config) == "images"
+            else f"run `corpus-audit select {study.root}` and the later stages"
+        )
         raise StageOrderError(
-            f"{study.root}: nothing to analyse (no mentions, samples or images); run "
-            f"`corpus-audit select {study.root}` and the later stages first"
+            f"{study.root}: nothing to analyse (no mentions, samples or images); {first} first"
         )
     require_inputs(study, "analyze")
     require_sample_captions(study, by="analyze")
@@ -119,7 +125,7 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
             ):
                 if key in last["provenance"]:
                     run.provenance[key] = last["provenance"][key]
-            run.rows_out = study.count("amplification")
+            run.rows_out = study.count(_output_table(study))
             run.summary = summary_rows(study)
             run.messages.append("inputs unchanged since the last analysis; tables kept")
             return run
@@ -177,7 +183,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         )
 
     run.rows_in = n_labelled
-    run.rows_out = len(amp_rows)
+    run.rows_out = len(gender_rows) if _output_table(study) == "generated_gender" else len(amp_rows)
     for row in amp_rows:
         if row["excluded"]:
             run.drop(f"pair excluded: {row['exclude_reason']}")
@@ -191,6 +197,12 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.messages += summary_messages(sim_rows)
     run.provenance["correction"] = correction.provenance(corrected, summ_rows, cfg.correction)
     run.messages += correction.messages(run.provenance["correction"])
+
+
+def _output_table(study: Study) -> str:
+    """The table whose rows ``rows_out`` counts: the amplification pairs, or in a study
+    without a corpus (no training side) the generated_gender rows."""
+    return "generated_gender" if study_kind(study.config) == "images" else "amplification"
 
 
 def _corrected(
@@ -479,11 +491,17 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
         )
 
     differ = paper_differences(study.config)
-    if differ:
+    if differ and study_kind(study.config) != "images":  # the paper's numbers are amplification
         notes.append(
             f"not comparable with the paper in {len(differ)} setting(s) (listed in the report "
             "header): " + ", ".join(d["key"] for d in differ)
         )
+    if study_kind(study.config) == "images":  # no corpus: no training side, no amplification
+        notes.append(
+            "a model audited without its training data: generated_gender holds %female per "
+            "occupation and prompt against the labour statistics (docs/model_only.md)"
+        )
+        return notes
     if not gen:
         notes.append("no generated images from prompts: no amplification table")
     if train and not any(t.n for t in train):

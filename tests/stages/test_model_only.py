@@ -1,6 +1,7 @@
-"""`analyze`'s generated_gender table and the labour figure, on real photos imported as a model's
-images into an amplification study (the LAION sample as its corpus), labelled by the real
-MediaPipe detector and agegender classifier.
+"""A model-only audit (`init --kind images`, docs/model_only.md) and `analyze`'s
+generated_gender table and labour figure, on real photos imported as a model's images (into a
+study without a corpus, and into an amplification study with the LAION sample as its corpus),
+labelled by the real MediaPipe detector and agegender classifier.
 
 Photos: astronaut and Grace Hopper (women), the cameraman (a man), and a grey picture with no
 face (dropped by the face filter). The expected counts are recounted from the labels and
@@ -176,3 +177,84 @@ def test_generated_gender_of_an_imported_model_in_an_amplification_study(
     assert {"nurse", "engineer"} <= texts
     assert labour_figure([{**r, "labour_percent_female": None} for r in pooled]) is None
     assert labour_figure([]) is None
+
+
+def _stages_run(root: Path) -> set[str]:
+    con = duckdb.connect(str(root / "study.duckdb"), read_only=True)
+    try:
+        return {s for (s,) in con.execute("SELECT DISTINCT stage FROM stage_runs").fetchall()}
+    finally:
+        con.close()
+
+
+CORPUS_STAGES = ("select", "indicators", "neighbors", "images")
+
+
+def test_a_model_only_study_from_init_kind_images_to_the_report(tmp_path, capsys):
+    """The acceptance test of a model-only audit: init --kind images (no corpus), import real
+    photos, label, analyze: %female per prompt equals a recount of the labels, the labour
+    statistic beside it; status and run know only the kind's stages."""
+    root = tmp_path / "audit"
+    assert main(["init", str(root), "--kind", "images"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "248 prompts (paper, 62 occupations)" in out and "next: corpus-audit import-images" in out
+    )
+    settings = ["label.face_model=full_range", "engine.device=cpu"]
+    assert main(["-q", "config", "set", str(root), *settings]) == 0
+    assert main(["status", str(root)]) == 0
+    status = capsys.readouterr().out
+    assert not any(f"\n{s} " in status for s in CORPUS_STAGES)
+    assert "next: import the model's images" in status
+
+    manifest = write_photos(tmp_path / "photos", IMPORTS)
+    assert main(["-q", "import-images", str(root), str(manifest)]) == 0
+    assert main(["status", str(root)]) == 0
+    assert "next: corpus-audit label" in capsys.readouterr().out
+    assert main(["-q", "label", str(root)]) == 0
+    capsys.readouterr()
+    assert main(["-q", "analyze", str(root)]) == 0
+    printed = capsys.readouterr().out
+    rows = check_against_recount(root, IMPORTS)
+    # the console's headline: one line per occupation with %female, n, ambiguous, dropped, labour
+    nurse = next(r for r in rows if r["occupation"] == "nurse" and r["prompt_id"] is None)
+    line = next(x for x in printed.splitlines() if x.startswith("m ") and " nurse " in x)
+    assert f"{nurse['percent_female']:.0f} [{nurse['ci_low']:.0f}, {nurse['ci_high']:.0f}]" in line
+    assert line.split()[-1] == "88" and len(printed.splitlines()) <= 12  # BLS 2024: 87.9 %
+    assert "amplification" not in printed.lower().replace("no amplification", "")
+
+    assert main(["status", str(root)]) == 0
+    status = capsys.readouterr().out
+    assert "next: corpus-audit report" in status and "generate: not needed" in status
+    assert main(["-q", "run", str(root)]) == 0
+    capsys.readouterr()
+    assert _stages_run(root) == {"prompts", "generate", "label", "analyze", "categories", "report"}
+    assert (root / "report" / "report.html").is_file()
+    assert check_against_recount(root, IMPORTS) == rows  # run redid nothing that changes them
+
+
+def test_kind_images_refuses_a_corpus_and_an_unknown_occupation_in_one_line(
+    tmp_path, laion_path, capsys
+):
+    root = tmp_path / "audit"
+    assert main(["init", str(root), "--kind", "images", "--corpus", str(laion_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "drop --corpus" in err and "\n" not in err and not (root / "study.toml").exists()
+
+    assert main(["-q", "init", str(root), "--kind", "images"]) == 0
+    manifest = write_photos(tmp_path / "photos", {"paper:1:wizard": ["astronaut"]})
+    capsys.readouterr()
+    assert main(["-q", "import-images", str(root), str(manifest)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "manifest.csv" in err and "'wizard'" in err, err
+    con = duckdb.connect(str(root / "study.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM images").fetchone() == (0,)
+    finally:
+        con.close()
+    # the prompts stage belongs to a study without a corpus only
+    other = tmp_path / "corpus_study"
+    assert main(["-q", "init", str(other), "--corpus", str(laion_path)]) == 0
+    capsys.readouterr()
+    assert main(["-q", "prompts", str(other)]) == 2
+    assert "`select` writes the prompts" in capsys.readouterr().err
