@@ -229,7 +229,16 @@ declare(
         "corpus_audit.stages.analyze:analyze",
         "training vs generated %female, amplification per strategy, statistics",
         config=("analysis", "study", "select", "indicators", "neighbors", "label"),
-        reads=("samples", "prompts", "images", "face_filter", "labels", "mentions", "indicators"),
+        reads=(
+            "samples",
+            "prompts",
+            "prompt_categories",
+            "images",
+            "face_filter",
+            "labels",
+            "mentions",
+            "indicators",
+        ),
         writes=("training_subsets", *ANALYZE_RESULTS),
         after=("select", "indicators", "neighbors", "images", "generate", "label"),
         steps=(

@@ -22,6 +22,7 @@ from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.lexicon.study_prompts import study_prompts
+from corpus_audit.stages.analyze.generated_gender import DEFAULT_LANGUAGE, set_languages
 
 NAME = "prompts"
 TABLES = ("prompts", "prompt_categories")
@@ -86,12 +87,17 @@ _COLUMNS = {
 
 
 def _summary(study: Study) -> list[dict[str, Any]]:
-    """Prompts per prompt set and language (a few lines)."""
-    return dicts(
+    """Prompts per prompt set and language (a few lines; a templated set's language is its
+    TOML's ``language``)."""
+    rows = dicts(
         study.con.execute(
-            "SELECT p.prompt_set, coalesce(c.language, '') AS language, "
+            "SELECT p.prompt_set, c.language, "
             "count(*) AS prompts, count(DISTINCT p.occupation) AS occupations "
             "FROM prompts p LEFT JOIN prompt_categories c USING (prompt_id) "
-            "GROUP BY ALL ORDER BY p.prompt_set, language"
+            "GROUP BY ALL ORDER BY p.prompt_set, c.language"
         )
     )
+    languages = set_languages(study) if any(r["language"] is None for r in rows) else {}
+    for r in rows:
+        r["language"] = r["language"] or languages.get(r["prompt_set"], DEFAULT_LANGUAGE)
+    return rows

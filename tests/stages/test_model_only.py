@@ -43,7 +43,7 @@ def write_photos(folder: Path, imports: dict[str, list[str | None]], model: str 
             side = 256 + 4 * n
             n += 1
             pixels = photo(name) if name else np.full((64, 64, 3), 128, np.uint8)
-            rel = f"{prompt_id.replace(':', '_')}_{i}.png"
+            rel = f"{prompt_id.replace(':', '_').replace('/', '_')}_{i}.png"
             Image.fromarray(pixels).resize((side, side)).save(folder / rel)
             rows.append({"file": rel, "prompt_id": prompt_id, "model": model, "index": i})
     manifest = folder / "manifest.csv"
@@ -258,3 +258,34 @@ def test_kind_images_refuses_a_corpus_and_an_unknown_occupation_in_one_line(
     capsys.readouterr()
     assert main(["-q", "prompts", str(other)]) == 2
     assert "`select` writes the prompts" in capsys.readouterr().err
+
+
+def test_german_prompts_get_the_german_statistic(tmp_path, capsys):
+    """A BAFIS prompt table added to lexicon.prompts: `prompts` rewrites the prompts; the German
+    nurse prompt's images stand beside the German sector statistic, the English one's beside
+    BLS, each language pooled on its own."""
+    root = tmp_path / "audit"
+    assert main(["-q", "init", str(root), "--kind", "images"]) == 0
+    settings = [
+        'lexicon.prompts=["builtin:prompts_en.toml", "builtin:bafis/direct"]',
+        'lexicon.prompt_occupations=["nurse"]',
+        "label.face_model=full_range",
+        "engine.device=cpu",
+    ]
+    assert main(["-q", "config", "set", str(root), *settings]) == 0
+    assert main(["-q", "prompts", str(root)]) == 0
+    imports = {"bafis/direct/de:1:nurse": ["astronaut", "camera"], "paper:1:nurse": ["grace"]}
+    manifest = write_photos(tmp_path / "photos", imports)
+    assert main(["-q", "import-images", str(root), str(manifest)]) == 0
+    assert main(["-q", "label", str(root)]) == 0
+    assert main(["-q", "analyze", str(root)]) == 0
+    printed = capsys.readouterr().out
+    assert "nurse (de)" in printed
+    rows = {(r["language"], r["prompt_id"]): r for r in table(root)}
+    assert set(rows) == {
+        ("de", "bafis/direct/de:1:nurse"), ("de", None), ("en", "paper:1:nurse"), ("en", None)
+    }  # fmt: skip
+    german = rows[("de", None)]
+    assert german["labour_percent_female"] == 72.7195 and "Bundesagentur" in german["labour_source"]
+    assert german["n_images"] == 2 and rows[("en", None)]["n_images"] == 1
+    assert rows[("en", None)]["labour_percent_female"] == 87.9

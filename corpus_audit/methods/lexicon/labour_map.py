@@ -15,6 +15,7 @@ OTHER's value (as :func:`corpus_audit.methods.lexicon.load_labor_stats`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,23 @@ def load_labour_map(spec: str = DEFAULT_MAP, base: Path | None = None) -> dict[t
             found.percent_female, row["source"] or found.source
         )
     return out
+
+
+def map_digest(spec: str = DEFAULT_MAP, base: Path | None = None) -> str:
+    """SHA-256 (16 hex digits) of the map file and every table it names: what the statistics
+    beside a generated %female depend on (``analyze`` puts it in its input fingerprint)."""
+    path = resolve_path(spec, base)
+    header, rows = read_rows(path, comments=True)
+    digest = hashlib.sha256(path.read_bytes())
+    col = header.index("table") if "table" in header else None
+    names = sorted(
+        {fields[col].strip() for _, fields in rows if col is not None and fields[col].strip()}
+    )
+    prefix = BUILTIN_PREFIX if spec.startswith(BUILTIN_PREFIX) else ""
+    for name in names:
+        digest.update(name.encode())
+        digest.update(resolve_path(prefix + name, path.parent).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _read_table(path: Path) -> dict[str, _Row]:

@@ -39,9 +39,14 @@ from corpus_audit.methods.amplification import (
     summarize,
 )
 from corpus_audit.methods.correlation import indicator_correlation
+from corpus_audit.methods.lexicon.labour_map import map_digest
 from corpus_audit.methods.stats import stable_seed
 from corpus_audit.stages.analyze import correction
-from corpus_audit.stages.analyze.generated_gender import generated_gender_rows, headline
+from corpus_audit.stages.analyze.generated_gender import (
+    generated_gender_rows,
+    headline,
+    headline_note,
+)
 from corpus_audit.stages.analyze.image_similarity import enabled as image_similarity_enabled
 from corpus_audit.stages.analyze.image_similarity import image_similarity_rows, summary_messages
 from corpus_audit.stages.analyze.percent import (
@@ -91,6 +96,11 @@ def input_fingerprint(study: Study) -> str:
     parts: dict[str, object] = {"config": study.config.section_hash(*sections)}
     for table, cols in _FINGERPRINT_COLUMNS.items():
         parts[table] = study.fingerprint(table, cols)
+    # generated_gender: the prompts' languages and the shipped labour statistics; the output
+    # tables themselves, so a study made before one of them existed fills it on the next run
+    parts["prompt_categories"] = study.fingerprint("prompt_categories", "prompt_id, language")
+    parts["labour_statistics"] = map_digest()
+    parts["outputs"] = list(ANALYSIS_TABLES)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -190,6 +200,8 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.provenance["models"] = sorted({g.model_id for g in gen} | {c[1].model_id for c in caps})
     run.provenance["labelled_images"] = n_labelled
     run.summary = summary_rows(study)
+    if not paper_layout(summary_table(study)):  # the summary is the generated %female
+        run.messages += headline_note(study)
     run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
     templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
     if train:

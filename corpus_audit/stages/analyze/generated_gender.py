@@ -93,33 +93,53 @@ def _row(
     }
 
 
-def headline(study: Study, *, limit: int = 12) -> list[dict[str, Any]]:
-    """The console's headline: the pooled rows (per model and occupation), the most skewed
-    first (farthest from 50 %), at most ``limit`` of them; each with %female and interval as
-    text, n (female + male), ambiguous, dropped and the labour %female."""
+HEADLINE_ROWS = 12  # occupations the console shows (the farthest from parity)
+
+
+def headline(study: Study, *, limit: int | None = HEADLINE_ROWS, pooled: bool = True) -> list[dict]:
+    """The console's headline: the pooled rows (per model and occupation; ``pooled=False``:
+    the per-prompt rows instead), the most skewed first (farthest from 50 %), at most
+    ``limit`` of them (None: all); each with %female and interval as text, n (female + male),
+    ambiguous, dropped and the labour %female."""
     if not study.table_exists(TABLE):
         return []
     rows = dicts(
         study.con.execute(
-            "SELECT * FROM generated_gender WHERE prompt_id IS NULL "
-            "ORDER BY abs(coalesce(percent_female, 50) - 50) DESC, model_id, occupation, language"
+            "SELECT * FROM generated_gender WHERE (prompt_id IS NULL) = ? "
+            "ORDER BY abs(coalesce(percent_female, 50) - 50) DESC, model_id, occupation, "
+            "language, prompt_id",
+            [pooled],
         )
     )
     out = []
     for r in rows[:limit]:
         pf = r["percent_female"]
-        text = "–" if pf is None else f"{pf:.0f} [{r['ci_low']:.0f}, {r['ci_high']:.0f}]"
+        text = "-" if pf is None else f"{pf:.0f} [{r['ci_low']:.0f}, {r['ci_high']:.0f}]"
         labour = r["labour_percent_female"]
         out.append(
             {
                 "model": r["model_id"],
+                **({} if pooled else {"prompt": r["prompt_id"]}),
                 "occupation": r["occupation"]
                 + ("" if r["language"] == "en" else f" ({r['language']})"),
                 "% female [CI]": text,
                 "n": r["n_female"] + r["n_male"],
                 "ambiguous": r["n_ambiguous"],
                 "dropped": r["n_dropped"],
-                "labour %": "–" if labour is None else f"{labour:.0f}",
+                "labour %": "-" if labour is None else f"{labour:.0f}",
             }
         )
     return out
+
+
+def headline_note(study: Study, limit: int = HEADLINE_ROWS) -> list[str]:
+    """One line when the headline leaves occupations out: how many, and where they all are."""
+    if not study.table_exists(TABLE):
+        return []
+    n = study.count(TABLE, "prompt_id IS NULL")
+    if n <= limit:
+        return []
+    return [
+        f"{limit} of {n} occupations shown (the farthest from parity); every occupation and "
+        "prompt: the table generated_gender (corpus-audit export)"
+    ]
