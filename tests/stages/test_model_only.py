@@ -252,6 +252,9 @@ def test_kind_images_refuses_a_corpus_and_an_unknown_occupation_in_one_line(
         assert con.execute("SELECT count(*) FROM images").fetchone() == (0,)
     finally:
         con.close()
+    assert main(["-q", "select", str(root)]) == 2  # no corpus to read: said in one line
+    err = capsys.readouterr().err.strip()
+    assert "has none" in err and "corpus-audit prompts" in err and "\n" not in err
     # the prompts stage belongs to a study without a corpus only
     other = tmp_path / "corpus_study"
     assert main(["-q", "init", str(other), "--corpus", str(laion_path)]) == 0
