@@ -89,15 +89,19 @@ def labour_figure(rows: Sequence[dict[str, Any]], *, confidence: float = 0.95) -
          for r in points),
         fontsize=6,
     )  # fmt: skip
-    ax.set_xlim(0, 100)
-    ax.set_ylim(0, 100)
+    ax.set_xlim(-2, 102)  # points at 0 or 100 stay whole
+    ax.set_ylim(-2, 102)
     ax.set_xticks([0, 25, 50, 75, 100])
     ax.set_yticks([0, 25, 50, 75, 100])
     ax.set_xlabel("labour statistics: % women in the occupation")
     ax.set_ylabel(f"generated images: % female ({confidence:.0%} Wilson interval)")
     n_occupations = len({(r["occupation"], r.get("language")) for r in points})
-    ax.set_title(f"{TITLE}\n({n_occupations} occupations, {len(models)} models)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    counts = f"{_plural(n_occupations, 'occupation')}, {_plural(len(models), 'model')}"
+    ax.set_title(f"{TITLE}\n({counts})", fontsize=9)
+    ax.legend(
+        fontsize=7, title="model", title_fontsize=7, loc="upper left",
+        bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+    )  # fmt: skip
     return fig
 
 
@@ -120,3 +124,7 @@ def labour_figure_for(
 def _point_label(row: dict[str, Any]) -> str:
     language = row.get("language") or "en"
     return row["occupation"] if language == "en" else f"{row['occupation']} ({language})"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

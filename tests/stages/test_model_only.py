@@ -22,7 +22,8 @@ from PIL import Image
 from corpus_audit.cli import main
 from corpus_audit.core.pipeline import init_study, stage_function
 from corpus_audit.methods.lexicon.labour_map import load_labour_map
-from corpus_audit.report.labour_figure import labour_figure, labour_rows
+from corpus_audit.report.labour_figure import labour_figure, labour_figure_for, labour_rows
+from corpus_audit.stages.analyze.generated_gender import headline
 
 LEXICON = Path(__file__).parents[2] / "corpus_audit/methods/lexicon/data"
 # prompt id -> photos of the imported model "m" (None: a grey picture, no face)
@@ -170,6 +171,10 @@ def test_generated_gender_of_an_imported_model_in_an_amplification_study(
 
     with Study.open(root, read_only=True) as study:
         pooled = labour_rows(study)
+        _rows, saved = labour_figure_for(study, tmp_path / "figures")
+        per_prompt = headline(study, limit=None, pooled=False)
+    assert saved is not None and saved.png.startswith(b"\x89PNG") and saved.png_path.is_file()
+    assert sorted(r["prompt"] for r in per_prompt) == sorted(IMPORTS)
     assert [r["occupation"] for r in pooled] == ["engineer", "nurse"]
     fig = labour_figure(pooled)
     assert fig is not None
