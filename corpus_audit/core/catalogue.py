@@ -71,8 +71,8 @@ declare(
         ),
         owns={
             "samples": "strategy = 'keyword'",
-            "prompts": "a corpus study",
-            "prompt_categories": "a corpus study",
+            "prompts": "when the study has a corpus",
+            "prompt_categories": "when the study has a corpus",
         },
     )
 )
@@ -90,8 +90,8 @@ declare(
             "replace prompts and prompt_categories when they changed",
         ),
         owns={
-            "prompts": "no corpus (--kind images)",
-            "prompt_categories": "no corpus (--kind images)",
+            "prompts": "when the study has no corpus",
+            "prompt_categories": "when the study has no corpus",
         },
     )
 )
