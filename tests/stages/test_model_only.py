@@ -297,3 +297,21 @@ def test_german_prompts_get_the_german_statistic(tmp_path, capsys):
     assert german["labour_percent_female"] == 72.7195 and "Bundesagentur" in german["labour_source"]
     assert german["n_images"] == 2 and rows[("en", None)]["n_images"] == 1
     assert rows[("en", None)]["labour_percent_female"] == 87.9
+
+
+def test_the_api_makes_a_model_only_study_with_its_prompts_and_refuses_a_corpus(
+    tmp_path, laion_path
+):
+    from corpus_audit import Study as ApiStudy
+    from corpus_audit.core.errors import StudyError
+
+    with pytest.raises(StudyError, match="reads no corpus"):
+        ApiStudy.create(tmp_path / "refused", [laion_path], kind="images")
+    assert not (tmp_path / "refused" / "study.toml").exists()
+    study = ApiStudy.create(tmp_path / "audit", kind="images")
+    try:
+        prompts = study.table("prompts")
+        assert len(prompts) == 248 and prompts["occupation"].nunique() == 62
+        assert "generated_vs_labour" not in study.figures()  # no images: no empty figure
+    finally:
+        study.close()
