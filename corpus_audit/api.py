@@ -45,6 +45,7 @@ from corpus_audit.core.config import dump_toml, load_config
 from corpus_audit.core.config_edit import set_config
 from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
 from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.extras import require_stages
 from corpus_audit.core.pipeline import init_study, run_all, stage_function, status
 from corpus_audit.core.preset import load_preset, resolve
 from corpus_audit.core.registry import Plugin as Plugin
@@ -221,6 +222,7 @@ class Study:
             for name in names:
                 if name not in STAGE_NAMES:
                     raise StudyError(f"unknown stage {name!r} (stages: {', '.join(STAGES)})")
+            require_stages(names)  # a missing library: one line before anything is written
             with run_lock(self.core.root):  # no `config set` between two of the stages
                 runs = [stage_function(name)(self.core, progress=progress) for name in names]
         for run in runs:

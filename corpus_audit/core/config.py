@@ -455,6 +455,13 @@ class LabelSection(Section):
     face_model: Annotated[str, Help("short_range (the paper's) | full_range | a .tflite path")] = (
         "short_range"
     )
+    model_dir: Annotated[
+        str,
+        Help(
+            'folder of the face models; "" = $CORPUS_AUDIT_MODEL_DIR, else the user cache '
+            "(where corpus-audit fetch-models writes)"
+        ),
+    ] = ""
     min_detection_confidence: Annotated[
         float, UNIT, Help("detector score a face needs to count, in [0, 1]")
     ] = 0.5

@@ -31,9 +31,11 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from corpus_audit.core.extras import require_stages
     from corpus_audit.core.pipeline import stage_function  # the store (DuckDB): not for --help
     from corpus_audit.core.study_lock import run_lock
 
+    require_stages([args.command])  # before the flags are written
     with open_study(args) as study, run_lock(study.root):  # the flags' write included
         write_options(study, args)
         print_run(stage_function(args.command)(study, progress=not args.quiet))
