@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import Subcommands, open_study
+from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, open_study
 from corpus_audit.commands.verbs.output import print_table
 from corpus_audit.core.errors import printable
 from corpus_audit.core.status_notes import status_notes
@@ -13,7 +13,7 @@ from corpus_audit.core.status_notes import status_notes
 
 def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser("status", func=run, help="which stages are done, with their counts")
-    p.add_argument("dir")
+    p.add_argument("dir", help=DIR_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
