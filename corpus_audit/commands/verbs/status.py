@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, open_study
+from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands
 from corpus_audit.commands.verbs.output import print_table
 from corpus_audit.core.errors import printable
 from corpus_audit.core.status_notes import status_notes
@@ -18,8 +18,11 @@ def add_parser(sub: Subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from corpus_audit.core.pipeline import status  # the store (DuckDB): not for --help
+    from corpus_audit.core.snapshot import close_reader, open_for_reading
 
-    with open_study(args) as study:
+    # read-only: a study another process holds (a notebook) is read from a snapshot
+    study, snapshot = open_for_reading(args.dir)
+    try:
         rows = []
         for s in status(study):
             dropped = ", ".join(f"{k}={v}" for k, v in sorted(s.dropped.items()))
@@ -37,4 +40,6 @@ def run(args: argparse.Namespace) -> int:
         print_table(rows)
         for line in status_notes(study):
             print(printable(line))
+    finally:
+        close_reader(study, snapshot)
     return 0
