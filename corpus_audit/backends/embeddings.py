@@ -49,7 +49,7 @@ from corpus_audit.core.devices import (
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the official id (model_sources)
 # Names of the default model (official id first), resolved by model_sources.sbert_source.
 BUILTIN_ALIASES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 MIN_PROBE_COSINE = 0.999  # reduced precision is used only when every probe stays this close

@@ -111,6 +111,7 @@ def test_image_audit(monkeypatch, tmp_path):
     cells = _execute("image_audit.ipynb", monkeypatch, tmp_path)
     assert _text(cells[1]).strip() == "8"  # eight images imported
     assert "agegender" in _text(cells[2])
+    assert "report.html True" in _text(cells[-1])  # study.report() rendered the page
     # index, prompt_id, n_images, n_female, n_male, percent_female (pandas may wrap the rest)
     rows = re.findall(r"^\d+\s+\S+\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)", _text(cells[-1]), re.M)
     # astronaut x3 + camera man x1, then the reverse: 75 % and 25 % female
