@@ -25,15 +25,16 @@ ATTEMPTS = 3
 IN_USE = "in use by another process"
 
 
-def open_for_reading(root: Path | str) -> tuple[Study, Path | None]:
-    """``(study, snapshot folder or None)``: the study opened read-only, or a snapshot of it
-    when another process holds it. The caller removes the folder after closing the study
+def open_for_reading(root: Path | str, *, writable: bool = False) -> tuple[Study, Path | None]:
+    """``(study, snapshot folder or None)``: the study opened read-only (``writable``: opened
+    as usual, schema updates applied, as ``corpus-audit status`` always did), or a snapshot of
+    it when another process holds it. The caller removes the folder after closing the study
     (:func:`close_reader`)."""
     root = Path(root)
     if root.name == CONFIG_NAME and root.is_file():
         root = root.parent
     try:
-        return Study.open(root, read_only=True), None
+        return Study.open(root, read_only=not writable), None
     except StudyError as exc:
         if IN_USE not in str(exc):
             raise

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from corpus_audit.core.snapshot import close_reader, open_for_reading
 
     # read-only: a study another process holds (a notebook) is read from a snapshot
-    study, snapshot = open_for_reading(args.dir)
+    study, snapshot = open_for_reading(args.dir, writable=True)
     try:
         rows = []
         for s in status(study):
