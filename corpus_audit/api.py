@@ -393,7 +393,7 @@ class Study:
             near = difflib.get_close_matches(str(name), known, n=3)
             hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise StudyError(
-                f"table: {printable(str(name))!r} is not a result table{hint}; "
+                f"unknown table {printable(str(name))!r}: not a result table{hint}; "
                 "study.tables() lists them"
             )
         data = read_table(self.core, name)
