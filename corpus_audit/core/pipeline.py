@@ -15,6 +15,7 @@ from typing import Any
 
 from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES, STAGES
 from corpus_audit.core.config import StudyConfig
+from corpus_audit.core.extras import require_stages
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.registry import load
 from corpus_audit.core.stage_state import stage_state
@@ -82,6 +83,7 @@ def run_all(study: Study, *, until: str | None = None, progress: bool = True) ->
                 f"(stages: {', '.join(dict.fromkeys(run_order))})"
             )
         order = run_order[: len(run_order) - run_order[::-1].index(until)]
+    require_stages(order)  # a missing library: one line before anything is written
     with run_lock(study.root):  # held across the stages: no `config set` between two
         return [stage_function(name)(study, progress=progress) for name in order]
 

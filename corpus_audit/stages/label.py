@@ -55,7 +55,13 @@ from corpus_audit.backends.classifiers import build_classifier, classifier_id, d
 from corpus_audit.backends.engines import model_actors
 from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
-from corpus_audit.backends.faces import Face, FaceResult, face_filter, get_face_detector
+from corpus_audit.backends.faces import (
+    Face,
+    FaceResult,
+    face_filter,
+    face_model_setting,
+    get_face_detector,
+)
 from corpus_audit.core.imagefile import (
     DecodeBudget,
     Decoded,
@@ -376,7 +382,7 @@ class Labeller:
             cfg = self.label
             self.detector = get_face_detector(
                 cfg.face_detector,
-                face_model=cfg.face_model,
+                face_model=face_model_setting(cfg.face_model, cfg.model_dir),
                 min_detection_confidence=cfg.min_detection_confidence,
             )
         result = process_batch(

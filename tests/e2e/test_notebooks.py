@@ -116,6 +116,7 @@ def test_image_audit(monkeypatch, tmp_path):
     assert re.search(r"nurse\s+8\s+4\s+4\s+0\s+0\b", pooled), pooled  # pandas may wrap
     assert "50.0" in pooled and "87.9" in pooled
     assert _has_png(cells[4])  # generated vs labour %female
+    assert "report.html True" in pooled  # study.report() rendered the page
     # index, prompt_id, n_images, n_female, n_male, percent_female (pandas may wrap the rest)
     rows = re.findall(r"^\d+\s+\S+\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)", _text(cells[-1]), re.M)
     # astronaut x3 + camera man x1, then the reverse: 75 % and 25 % female
