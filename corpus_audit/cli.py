@@ -91,6 +91,7 @@ KIND_TITLES = {
     "amplification": "an amplification study",
     "pst": "a PST study (init --kind pst)",
     "llm": "an LLM study (init --kind llm)",
+    "images": "a model-only study (init --kind images)",
 }
 
 
