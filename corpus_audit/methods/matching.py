@@ -38,7 +38,13 @@ def _ascii_word(ch: str) -> bool:
 
 def form_regex(form: str) -> str:
     """The RE2 fragment matching one lower-case surface form (see the module docstring)."""
-    body = _SPACE.join(_escape(part) for part in form.split())
+    return form_body(form, space=_SPACE)
+
+
+def form_body(form: str, space: str) -> str:
+    """One form's fragment with ``space`` (a pattern) for the white space inside it; RE2 and
+    Hyperscan (PCRE syntax) read the rest alike."""
+    body = space.join(_escape(part) for part in form.split())
     left = _edge(form[0], f"(?:^|{_NOT_WORD})")
     right = _edge(form[-1], f"(?:{_NOT_WORD}|$)")
     return left + body + right
