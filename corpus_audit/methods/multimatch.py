@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,12 +40,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_audit.core.errors import ConfigError
-from corpus_audit.methods.matching import Matcher, form_body
+from corpus_audit.methods.matching import Matcher, form_body, guarded_edges
 
 MATCHERS = ("auto", "duckdb", "hyperscan")
 _SEP = "\x00"  # between two captions in the scanned buffer: not a word char, not white space
 _SPACE = re.compile(r"[\t\n\f\r \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
 _EDGE = re.compile(r"^\W|\W$")
+
+
+def _word(raw: bytes) -> bool:
+    """Whether the UTF-8 character ``raw`` is a letter, a digit/number or ``_`` (RE2's
+    ``[\\p{L}\\p{N}_]``, by Python's Unicode tables)."""
+    ch = raw.decode("utf-8", errors="replace")
+    return ch == "_" or unicodedata.category(ch)[0] in "LN"
 
 
 @dataclass(frozen=True)
@@ -94,8 +102,10 @@ class DuckdbMatcher:
 
 def hyperscan_pattern(form: str) -> str:
     """The Hyperscan (PCRE) pattern of one lower-case form: RE2's fragment with ``\\s``
-    spelled as RE2 means it."""
-    return form_body(form, space=r"[\t\n\f\r \p{Zs}]+")
+    spelled as RE2 means it, without the guards of non-ASCII letter edges (a Unicode class
+    beside a form makes databases too large to compile: they are checked on the matches,
+    :meth:`HyperscanMatcher._guard`)."""
+    return form_body(form, space=r"[\t\n\f\r \p{Zs}]+", outside_word=False)
 
 
 def hyperscan_version() -> str | None:
@@ -130,6 +140,9 @@ class HyperscanMatcher:
         self._local = threading.local()  # one scratch space per thread (scans release the GIL)
         # forms that are not plain ASCII: their matched text is checked as SQL maps it
         self.check = np.array([not f.isascii() for f, _ in self.forms], dtype=bool)
+        edges = [guarded_edges(f) for f, _ in self.forms]
+        self.left = np.array([e[0] for e in edges], dtype=bool)
+        self.right = np.array([e[1] for e in edges], dtype=bool)
         occ_index = {o: i for i, o in enumerate(dict.fromkeys(o for _, o in self.forms))}
         self.occupation_of = np.array([occ_index[o] for _, o in self.forms], dtype=np.int64)
 
@@ -180,7 +193,7 @@ class HyperscanMatcher:
         lengths = np.diff(offsets).astype(np.int64)
         joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), text), _SEP)
         buf = joined.buffers()[2]
-        data = memoryview(buf)[: int(starts_of[-1] + lengths[-1])]
+        data = memoryview(buf).cast("B")[: int(starts_of[-1] + lengths[-1])]  # bytes 0-255
         ids, mstart, mend = self._scan(data)
         if len(ids) == 0:
             return Found(empty, empty, empty, empty)
@@ -193,6 +206,12 @@ class HyperscanMatcher:
         row_end = row_start + lengths[rows]
         mstart = np.maximum(mstart, row_start)
         mend = np.minimum(mend, row_end)
+        guarded = np.flatnonzero(self.left[ids] | self.right[ids])
+        if len(guarded):
+            ok = self._guard(data, guarded, ids, mstart, mend, row_start, row_end)
+            rows, ids, mstart, mend = rows[ok], ids[ok], mstart[ok], mend[ok]
+            if len(ids) == 0:
+                return Found(empty, empty, empty, empty)
         order = np.lexsort((ids, mstart, rows))
         return self._select(data, rows[order], ids[order], mstart[order], mend[order])
 
@@ -254,6 +273,42 @@ class HyperscanMatcher:
                     keep[j] = True
                     pos = int(ends[j]) if ends[j] > starts[j] else int(starts[j]) + 1
         return keep
+
+    def _guard(
+        self,
+        data: memoryview,
+        which: np.ndarray,
+        ids: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        row_start: np.ndarray,
+        row_end: np.ndarray,
+    ) -> np.ndarray:
+        """RE2's guards of non-ASCII letter edges, ``(?:^|[^\\p{L}\\p{N}_])`` before and
+        ``(?:[^\\p{L}\\p{N}_]|$)`` after, on the matches ``which``: a match whose neighbour
+        is a letter, digit or ``_`` is dropped (mask returned), a neighbour that is not is
+        consumed (``starts`` / ``ends`` updated in place), the caption's start or end needs
+        nothing."""
+        ok = np.ones(len(ids), dtype=bool)
+        for j in which.tolist():
+            i, s, e = int(ids[j]), int(starts[j]), int(ends[j])
+            if self.left[i] and s > row_start[j]:
+                p = s - 1
+                while p > row_start[j] and s - p < 4 and 0x80 <= data[p] < 0xC0:
+                    p -= 1
+                if _word(bytes(data[p:s])):
+                    ok[j] = False
+                    continue
+                starts[j] = p
+            if self.right[i] and e < row_end[j]:
+                lead = data[e]
+                size = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+                q = min(e + size, int(row_end[j]))
+                if _word(bytes(data[e:q])):
+                    ok[j] = False
+                    continue
+                ends[j] = q
+        return ok
 
     @staticmethod
     def _maps(raw: bytes, form: str) -> bool:
