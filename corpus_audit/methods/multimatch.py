@@ -1,29 +1,37 @@
 """Occupation mentions of a whole arrow string array in one pass: the matcher interface.
 
-Two matchers find the same mentions (tested on the real corpora, row for row):
+Two matchers find the same mentions (tested on the real corpora, row for row), behind
+:class:`ArrowMatcher` (``find(text) -> Found``), chosen by ``select.matcher``
+(:func:`resolve_matcher`):
 
 ``duckdb``
     The reference: pyarrow's RE2 keeps the rows the alternation of
     :func:`corpus_audit.methods.matching.build_matcher` matches, and DuckDB's SQL
     (``sql/select/20_found.sql``-``22_edges.sql``) extracts and maps every match later, on the
-    driver. :meth:`DuckdbMatcher.find` returns the kept rows only (``mentions`` is None).
+    driver. :meth:`DuckdbMatcher.find` returns the kept rows only (no mentions).
 ``hyperscan``
-    Intel's multi-pattern engine (``pip install hyperscan``): every lexicon form is one
-    pattern of one database (compiled once per process, :func:`hyperscan_matcher`), the
-    array's UTF-8 bytes are scanned in one call (the values joined by a NUL byte, a non-word
-    character no form or white-space run contains, so no match can span two rows), and the
-    matches are brought to RE2's semantics in numpy and a loop over the matches only (rows
-    that match nothing never become Python objects): leftmost-first, longest form first,
-    non-overlapping, as ``regexp_extract_all`` iterates. :meth:`HyperscanMatcher.find`
-    returns the kept rows and their (row, occupation, matched form) mentions, the first form
-    of each occupation in each caption, in row order and then order of first appearance.
+    Intel's multi-pattern engine (``pip install hyperscan``, extra ``fast``): every lexicon
+    form is one pattern of one block-mode database (compiled once per process,
+    :func:`hyperscan_matcher`; pattern id = the form's place in the alternation). The
+    array's UTF-8 bytes are scanned in one call: the values joined by a NUL byte (a non-word
+    character that no form and no white-space run contains, so no match spans two captions
+    and ``\\b`` sees a caption's edge as RE2 does). The matches are then brought to RE2's
+    semantics in numpy, looping in Python only over rows where two matches overlap: as
+    ``regexp_extract_all`` iterates, leftmost-first (of matches that start at one place, the
+    first alternative, i.e. the longest form), non-overlapping (the next search starts where
+    the last match ended). Rows that match nothing never become Python objects. Returns the
+    kept rows and, per (row, occupation), the first form and its place among the caption's
+    matches: the triples the SQL's ``arg_min(form, pos)`` gives, in row order, then order of
+    first appearance.
 
-Semantics kept exactly: a match's start and end with a guard consuming a character (a form
-edge that is a non-ASCII letter, ``(?:^|[^\\p{L}\\p{N}_])``) count from the guard, so a
-consumed character is not available to the next match (RE2 iterates from the end of the
-previous match); priority between matches that start at the same place is the alternation's
-order (longest form first). RE2's ``\\s`` is ``[\\t\\n\\f\\r ]`` (no vertical tab), spelled out
-for Hyperscan, whose ``\\s`` includes it.
+Kept exactly: a form edge that is a non-ASCII letter or digit is guarded in RE2 by a
+consumed character (``(?:^|[^\\p{L}\\p{N}_])``, ``\\b`` being ASCII-only). Such a Unicode
+class beside a form makes a multilingual database too large to compile, so those guards are
+checked on the matches instead (:meth:`HyperscanMatcher._guard`, Python's Unicode tables): the
+consumed character counts in the match, so it is not available to the next one. RE2's ``\\s``
+is ``[\\t\\n\\f\\r ]`` (no vertical tab), spelled out for Hyperscan, whose ``\\s`` has it.
+Case: DuckDB's RE2 and Hyperscan (``HS_FLAG_CASELESS``) both fold simple case only (``K``
+KELVIN SIGN is not ``k`` in either, tested).
 """
 
 from __future__ import annotations
