@@ -210,7 +210,8 @@ def _unchanged(study: Study, last: dict[str, Any], matcher: Matcher) -> StageRun
             {
                 k: v
                 for k, v in last["provenance"].items()
-                if k not in ("versions", "config_hash", "seed")
+                # messages: this run's own (the last run's first note would hide it)
+                if k not in ("versions", "config_hash", "seed", "messages")
             }
         )
         run.summary = summary_rows(study, matcher.occupations)
