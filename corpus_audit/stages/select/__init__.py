@@ -12,6 +12,10 @@ How a mention is found (METHODS 1.5, "naive / keyword")
     match: plurals and synonyms come from the lexicon file, nothing is hard-coded here.
 
 One pass over the corpus
+    ``select.matcher`` (:mod:`corpus_audit.methods.multimatch`) picks how mentions are found,
+    with the same rows either way: ``hyperscan`` (``auto`` when installed) matches every form
+    in one multi-pattern pass inside the scan units, which return the mentions themselves
+    (DuckDB's extraction below is skipped); ``duckdb`` is the reference path described here.
     Every file or parquet row group is one unit of work run on the study's engine
     (:mod:`corpus_audit.stages.select.scan`: ``engine.threads`` units at a time on the
     ``local`` engine, Ray tasks on ``ray``), read as arrow record batches

@@ -3,13 +3,16 @@
 The shape of every heavy stage: plan the units, run them on the engine, write each result in
 order. :func:`plan_units` inspects every file (columns checked, nothing read: errors come
 before any row is read, naming the file) and lists its units, one per file or parquet row
-group; :func:`scan_unit` reads one unit with the file's reader, the RE2 prefilter and arrow
-batches (:func:`scan_pieces`) and returns its candidate rows as one table; :func:`scan_units`
+group; :func:`scan_unit` reads one unit with the file's reader and arrow batches, matched
+by the ``select.matcher`` that runs (:func:`scan_pieces`: the RE2 prefilter for ``duckdb``;
+for ``hyperscan`` the multi-pattern database compiled once in the worker process, which also
+returns the unit's mentions) and returns its candidate rows as one table; :func:`scan_units`
 runs every unit on an engine (:meth:`~corpus_audit.backends.engines.base.Engine.map_tasks`,
 one CPU task each: threads of this process on the ``local`` engine, Ray tasks on ``ray``)
 and yields the results in unit order; :func:`scan_into` is the driver side: it inserts each
 unit's candidates into ``_select_candidates`` with the stage's own SQL
-(``sql/select/10_candidates.sql``), unit after unit, so the study database is written in
+(``sql/select/10_candidates.sql``; the mentions a ``hyperscan`` unit found with
+``sql/select/15_matched.sql``), unit after unit, so the study database is written in
 the same order by every engine. :func:`scan_on_engine` runs it on the study's configured
 engine (``[engine]``).
 
