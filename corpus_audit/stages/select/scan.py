@@ -171,20 +171,22 @@ def scan_pieces(
         return pc.match_substring_regex(text, pattern, ignore_case=True)
 
     keeper = None
-    if kind != "duckdb":
-        if matcher is None:
-            raise ValueError(f"matcher {kind!r} needs the lexicon's Matcher")
-        keeper = _Keeper(arrow_matcher(matcher, kind))
+    if matcher is not None:  # the stage's path: the matcher interface, either kind
+        keeper = _Keeper(arrow_matcher(matcher, kind, prefilter))
+    elif kind != "duckdb":
+        raise ValueError(f"matcher {kind!r} needs the lexicon's Matcher")
     fid = work.file.file_id
     hook = keeper if keeper is not None else keep if prefilter else None
     batches = iter_clean_batches(work.file, work.unit, work.columns, batch_rows, hook)
     for cb in batches:
         table = cb.table
         mentions, unmapped = None, 0
-        if keeper is not None and keeper.found is not None:
-            mentions = _mentions(fid, table, keeper.found, matcher.forms)
-            unmapped = keeper.found.unmapped
-            keeper.found = None
+        found = keeper.found if keeper is not None else None
+        if found is not None and found.mention_rows is not None:  # hyperscan: found here
+            mentions = _mentions(fid, table, found, matcher.forms)
+            unmapped = found.unmapped
+        if keeper is not None:
+            keeper.found = None  # this batch's, never the next one's
         table = table.add_column(0, "file_id", pa.array(np.full(table.num_rows, fid, np.int32)))
         yield Piece(fid, cb.rows, cb.null_text, cb.bad_text, table, mentions, unmapped)
 
@@ -395,7 +397,7 @@ def scan_units(
         pattern=matcher.pattern,
         prefilter=prefilter,
         batch_rows=batch_rows,
-        matcher=matcher if kind != "duckdb" else None,
+        matcher=matcher,
         kind=kind,
     )
     units = [(key, (work, key[1])) for key, work in plan.units]
