@@ -264,3 +264,36 @@ def test_matcher_equals_duckdb_on_real_captions_with_their_order(
     ref = _reference(lexicon_matcher, texts)
     assert len(ref[0]) > 500
     assert _found(lexicon_matcher, texts) == ref
+
+
+OVERLAP_LEXICON = """occupation,article,display,forms
+prime minister,a,prime minister,prime minister|prime ministers
+minister,a,minister,minister|ministers
+officer,an,officer,officer|officers|chief executive officer
+executive,an,executive,executive|executives
+ärztin,,Ärztin,ärztin|ärztinnen|kinderärztin
+"""
+
+
+def test_overlapping_forms_and_consumed_guards_follow_re2(tmp_path) -> None:
+    """Forms inside longer forms (RE2 keeps the leftmost, then the first alternative, and
+    searches on from its end) and guards that consume the character a next match needs
+    (``Ärztin ärztin``: RE2 finds the first only): the rows of DuckDB's extraction."""
+    lex = tmp_path / "occupations.csv"
+    lex.write_text(OVERLAP_LEXICON, encoding="utf-8")
+    matcher = build_matcher(load_occupations(str(lex)))
+    texts = pa.array(
+        [
+            "the prime minister and a minister",
+            "Ministers meet prime  ministers",
+            "a chief executive officer, an executive officer",
+            "executive chief executive officer",
+            "Ärztin ärztin",
+            "Kinderärztin und Ärztinnen, ärztin.",
+            "ministerial primeminister",
+        ]
+    )
+    ref = _reference(matcher, texts)
+    assert _found(matcher, texts) == ref
+    assert (0, "minister", "minister") in ref[0] and (2, "executive", "executive") in ref[0]
+    assert len(ref[0]) >= 9
