@@ -4,7 +4,7 @@
 Usage::
 
     python benchmarks/bench_remote_scan.py --rows 2000000 [--store s3|gs] [--threads 2]
-        [--repeats 2]
+        [--repeats 2] [--matcher auto|duckdb|hyperscan]
 
 Writes (once, cached under ``--data-dir``) a synthetic LAION-like corpus with
 ``benchmarks/synth_corpus.py``, starts the store's server on 127.0.0.1 (a free port, its own
@@ -16,7 +16,9 @@ in ``corpus.paths``: the local files, and ``s3://bench/*.parquet`` (``gs://bench
 ``storage.endpoint_url`` set (and ``storage.anonymous`` for gs: the emulator checks no
 credentials). Each is run ``--repeats`` times (fresh study each time), alternating; the best
 wall time counts. rows/s = corpus rows / wall seconds; the ratio is store / local. Both
-studies' ``captions`` row counts are compared as a check.
+studies' ``captions`` row counts are compared as a check. ``--matcher`` is ``select.matcher``
+of both studies (default auto: hyperscan when installed, matching inside each scan task); the
+matcher that ran is printed.
 """
 
 from __future__ import annotations
@@ -68,18 +70,24 @@ SERVERS = {
 }
 
 
-def _run(root: Path, corpus: str, storage_section: dict, threads: int) -> tuple[float, int, int]:
+def _run(
+    root: Path, corpus: str, storage_section: dict, threads: int, matcher: str = "auto"
+) -> tuple[float, int, int, str]:
     study = init_study(
         root,
         [corpus],
-        overrides={"engine": {"threads": threads}, "storage": storage_section},
+        overrides={
+            "engine": {"threads": threads},
+            "storage": storage_section,
+            "select": {"matcher": matcher},
+        },
     )
     try:
         t0 = time.perf_counter()
         run = select(study, progress=False)
         seconds = time.perf_counter() - t0
         captions = study.count("captions")
-        return seconds, int(run.rows_in), captions
+        return seconds, int(run.rows_in), captions, str(run.provenance["matcher"])
     finally:
         study.close()
 
@@ -93,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", choices=sorted(SERVERS), default="s3", help="default s3")
     ap.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "ca_bench")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    ap.add_argument("--matcher", default="auto", choices=("auto", "duckdb", "hyperscan"))
     args = ap.parse_args(argv)
 
     os.environ["AWS_ACCESS_KEY_ID"] = f"AKIABENCH{secrets.token_hex(4).upper()}"
@@ -125,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                     ("local", str(local / "*.parquet"), {}),
                     (store, f"{store}://bench/*.parquet", remote),
                 ):
-                    seconds, rows, captions = _run(
-                        Path(tmp) / f"{name}{i}", corpus, section, args.threads
+                    seconds, rows, captions, ran = _run(
+                        Path(tmp) / f"{name}{i}", corpus, section, args.threads, args.matcher
                     )
                     results[name].append(seconds)
                     counts[name] = (rows, captions)
@@ -143,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "files": len(files),
         "threads": args.threads,
+        "matcher": ran,
         "local_rows_per_s": round(rows / min(results["local"])),
         f"{store}_rows_per_s": round(rows / min(results[store])),
     }

@@ -66,7 +66,8 @@ declare(
         writes=("corpus_files", "captions", "mentions", "prompts", "prompt_categories", "samples"),
         steps=(
             "read each corpus file (text and URL columns, null and non-text captions counted)",
-            "RE2 prefilter, then DuckDB SQL matching of every occupation form",
+            "match every occupation form in each batch (select.matcher: hyperscan, one "
+            "multi-pattern pass in the scan tasks, or the RE2 prefilter + DuckDB SQL)",
             "draw the keyword sample per occupation (md5 of seed and caption, reproducible)",
         ),
         owns={

@@ -329,6 +329,16 @@ class SelectSection(Section):
     batch_rows: Annotated[
         int, COUNT, Help("rows per record batch read from the corpus (memory vs speed)")
     ] = 262_144
+    matcher: Annotated[
+        str,
+        OneOf(("auto", "duckdb", "hyperscan")),
+        Help(
+            "how mentions are found (same rows either way): hyperscan (one multi-pattern "
+            "pass over each batch's bytes, ~2x faster; needs the hyperscan package, extra "
+            "'fast') | duckdb (RE2 prefilter + DuckDB SQL, the reference) | auto (hyperscan "
+            "when installed, else duckdb); the run's notes say which ran"
+        ),
+    ] = "auto"
 
     def candidates(self, n: int) -> int:
         """Ranked candidates a subset of size ``n`` keeps (``n`` itself for captions)."""

@@ -38,10 +38,26 @@ def _ascii_word(ch: str) -> bool:
 
 def form_regex(form: str) -> str:
     """The RE2 fragment matching one lower-case surface form (see the module docstring)."""
-    body = _SPACE.join(_escape(part) for part in form.split())
-    left = _edge(form[0], f"(?:^|{_NOT_WORD})")
-    right = _edge(form[-1], f"(?:{_NOT_WORD}|$)")
+    return form_body(form, space=_SPACE)
+
+
+def form_body(form: str, space: str, outside_word: bool = True) -> str:
+    """One form's fragment with ``space`` (a pattern) for the white space inside it; RE2 and
+    Hyperscan (PCRE syntax) read the rest alike. ``outside_word = False`` leaves out the
+    guards of non-ASCII letter edges (:func:`guarded_edges`: the caller checks them)."""
+    body = space.join(_escape(part) for part in form.split())
+    left = _edge(form[0], f"(?:^|{_NOT_WORD})" if outside_word else "")
+    right = _edge(form[-1], f"(?:{_NOT_WORD}|$)" if outside_word else "")
     return left + body + right
+
+
+def guarded_edges(form: str) -> tuple[bool, bool]:
+    """Whether the form's first / last character is guarded by a consumed non-word
+    character (a letter or digit that is not ASCII, see :func:`form_regex`)."""
+    return (
+        not _ascii_word(form[0]) and form[0].isalnum(),
+        not _ascii_word(form[-1]) and form[-1].isalnum(),
+    )
 
 
 def _edge(ch: str, outside_word: str) -> str:

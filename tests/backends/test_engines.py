@@ -310,6 +310,42 @@ def test_ray_scan_equals_local_in_the_same_order(ray_engine, corpus, matcher, lo
     assert ray_engine.describe()["cpus"] == 2
 
 
+def _mentions(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    """One row per (caption, occupation) with its first form, as select/25_mentions makes."""
+    return con.execute(
+        "SELECT caption_id, occupation, arg_min(form, pos) FROM _select_found "
+        "WHERE occupation IS NOT NULL GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+
+
+def test_ray_hyperscan_tasks_equal_the_duckdb_path(ray_engine, corpus, matcher):
+    """select.matcher = hyperscan on Ray: each scan task matches in its own process
+    (the database compiled there) and the candidates and mentions equal the local DuckDB
+    path's (RE2 prefilter + the SQL extraction of sql/select/20_found-22_edges)."""
+    pytest.importorskip("hyperscan", reason="hyperscan is not installed (extra 'fast')")
+    con_ray, con_ref = _candidates_con(), _candidates_con()
+    workers: list[str] = []
+    scan_into(
+        con_ray,
+        ray_engine,
+        corpus,
+        matcher,
+        batch_rows=BATCH_ROWS,
+        progress=False,
+        kind="hyperscan",
+        on_unit=lambda key, unit: workers.append(unit.worker),
+    )
+    scan_into(con_ref, LocalEngine(), corpus, matcher, batch_rows=BATCH_ROWS, progress=False)
+    con_ref.executemany("INSERT INTO _select_forms VALUES (?, ?)", [list(f) for f in matcher.forms])
+    con_ref.execute(sql_text("select/20_found.sql"), {"pattern": matcher.pattern})
+    con_ref.execute(sql_text("select/21_spaces.sql"))
+    con_ref.execute(sql_text("select/22_edges.sql"))
+    assert _rows(con_ray) == _rows(con_ref)  # same candidates, same insert order
+    assert _mentions(con_ray) == _mentions(con_ref)
+    assert len(_mentions(con_ref)) > 250
+    assert workers and not any(w.endswith(f":{os.getpid()}") for w in workers)
+
+
 @pytest.mark.parametrize(("how", "limit"), [("raise", None), ("exit", 2)])
 def test_ray_retries_failed_units_without_duplicates(
     ray_engine, corpus, matcher, local_scans, tmp_path, how, limit

@@ -10,6 +10,7 @@ access, 503s retried, a changed object) and the credentials never reaching the s
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import secrets
 import shutil
 from pathlib import Path
@@ -131,12 +132,13 @@ def _study(
     endpoint: str = "",
     retries: int = 3,
     anonymous: bool = False,
+    matcher: str = "auto",
     **over,
 ):
     return make_study(
         corpus,
         name=name,
-        select={"sample_size": 20},
+        select={"sample_size": 20, "matcher": matcher},
         study={"seed": 5},
         storage={"endpoint_url": endpoint, "retries": retries, "anonymous": anonymous},
         **over,
@@ -323,7 +325,9 @@ def test_ray_scan_tasks_read_the_store_themselves(s3, make_study, laion_path, mo
     with fs.open(f"{BUCKET}/groups/laion400m_sample_10k.parquet", "wb") as fh:
         pq.write_table(table, fh, row_group_size=2500)  # 4 units
     local = laion_path.parent / "laion400m_sample_10k.parquet"
-    here = _study(make_study, [str(local)], "ray_here")
+    # the reference: local files, the DuckDB matcher; over S3 on Ray, the multi-pattern
+    # matcher when installed (inside each scan task): the same tables either way
+    here = _study(make_study, [str(local)], "ray_here", matcher="duckdb")
     there = _study(
         make_study,
         [f"s3://{BUCKET}/groups/laion400m_sample_10k.parquet"],
@@ -344,6 +348,10 @@ def test_ray_scan_tasks_read_the_store_themselves(s3, make_study, laion_path, mo
     workers.clear()
     select(there, progress=False)
     assert len(workers) == 4 and not set(workers) & driver  # Ray processes, not this one
+    ran = there.con.execute(
+        "SELECT provenance->>'matcher' FROM stage_runs WHERE stage = 'select'"
+    ).fetchone()[0]
+    assert ran == ("hyperscan" if importlib.util.find_spec("hyperscan") else "duckdb")
     a = _tables(here, f"{local.resolve().parent}/")
     b = _tables(there, f"s3://{BUCKET}/groups/")
     assert [n for n in a if a[n] != b[n]] == []

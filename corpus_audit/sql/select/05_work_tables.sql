@@ -13,3 +13,12 @@ CREATE OR REPLACE TEMP TABLE _select_candidates (
     url          VARCHAR,
     key          VARCHAR                   -- value of corpus.key_column, if configured
 );
+-- _select_found: every match (caption, its place pos = 1, 2, ... in the caption, the lower-cased
+-- match, its form and occupation); filled by 15_matched (hyperscan) or 20_found (duckdb).
+CREATE OR REPLACE TEMP TABLE _select_found (
+    caption_id  BIGINT NOT NULL,
+    pos         BIGINT NOT NULL,
+    norm        VARCHAR,
+    form        VARCHAR,
+    occupation  VARCHAR
+);

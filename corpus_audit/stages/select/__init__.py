@@ -12,6 +12,10 @@ How a mention is found (METHODS 1.5, "naive / keyword")
     match: plurals and synonyms come from the lexicon file, nothing is hard-coded here.
 
 One pass over the corpus
+    ``select.matcher`` (:mod:`corpus_audit.methods.multimatch`) picks how mentions are found,
+    with the same rows either way: ``hyperscan`` (``auto`` when installed) matches every form
+    in one multi-pattern pass inside the scan units, which return the mentions themselves
+    (DuckDB's extraction below is skipped); ``duckdb`` is the reference path described here.
     Every file or parquet row group is one unit of work run on the study's engine
     (:mod:`corpus_audit.stages.select.scan`: ``engine.threads`` units at a time on the
     ``local`` engine, Ray tasks on ``ray``), read as arrow record batches
@@ -68,6 +72,7 @@ from corpus_audit.methods.lexicon import resolve_path as lexicon_path
 from corpus_audit.methods.lexicon.study_prompts import prompt_files as _prompt_files
 from corpus_audit.methods.lexicon.study_prompts import study_prompts
 from corpus_audit.methods.matching import Matcher, build_matcher
+from corpus_audit.methods.multimatch import resolve_matcher
 from corpus_audit.stages.select.scan import ScanStats, scan_on_engine
 
 STAGE = "select"
@@ -75,6 +80,7 @@ SQL_FILES = (
     "select/00_clear.sql",
     "select/05_work_tables.sql",
     "select/10_candidates.sql",
+    "select/15_matched.sql",
     "select/20_found.sql",
     "select/21_spaces.sql",
     "select/22_edges.sql",
@@ -120,10 +126,12 @@ def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
     """Hash of everything the results depend on: seed, corpus/lexicon/select config, the
     lexicon files' contents, the corpus files' paths/sizes/mtimes and the SQL text."""
     cfg = study.config
+    select_cfg = dataclasses.asdict(cfg.select)
+    select_cfg.pop("matcher")  # every matcher gives the same rows (tested): not a change
     data = {
         "seed": cfg.study.seed,
         "corpus": dataclasses.asdict(cfg.corpus),
-        "select": dataclasses.asdict(cfg.select),
+        "select": select_cfg,
         "occupations": _sha256_file(lexicon_path(cfg.lexicon.occupations, study.root)),
         "prompts": _prompt_hashes(cfg.lexicon.prompts, study.root, cfg.lexicon.categories),
         "files": [fingerprint_entry(f) for f in files],
@@ -174,12 +182,14 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
 
     # DuckDB's memory_limit already leaves room for the arrow batches in flight: it is set
     # when the study opens (store.duckdb_memory_limit), the configuration being locked then
+    kind, note = resolve_matcher(cfg.select.matcher)
     with study.transaction(), study.stage(STAGE) as run:
+        run.messages.append(note)
         study.sql("select/00_clear")
         study.sql("select/05_work_tables")
-        stats = _scan(study, files, matcher, run, progress=progress)
+        stats = _scan(study, files, matcher, run, progress=progress, kind=kind)
         _write_corpus_files(study, files, stats)
-        derived = _derive_tables(study, matcher, prompt_sets)
+        derived = _derive_tables(study, matcher, prompt_sets, stats, kind)
         derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
         _record(study, run, files, stats, matcher, derived)
         run.provenance.update(
@@ -192,6 +202,7 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
                 "sample_size": cfg.select.sample_size,
                 "sample_unit": cfg.select.sample_unit,
                 "prefilter": cfg.select.prefilter,
+                "matcher": kind,
                 "threads": cfg.engine.threads,
                 "rows_per_second": round(stats.rows / stats.seconds) if stats.seconds else None,
                 "prompt_set": _set_names(prompt_sets.prompts),
@@ -210,7 +221,8 @@ def _unchanged(study: Study, last: dict[str, Any], matcher: Matcher) -> StageRun
             {
                 k: v
                 for k, v in last["provenance"].items()
-                if k not in ("versions", "config_hash", "seed")
+                # messages: this run's own (the last run's first note would hide it)
+                if k not in ("versions", "config_hash", "seed", "messages")
             }
         )
         run.summary = summary_rows(study, matcher.occupations)
@@ -219,7 +231,13 @@ def _unchanged(study: Study, last: dict[str, Any], matcher: Matcher) -> StageRun
 
 
 def _scan(
-    study: Study, files: list[CorpusFile], matcher: Matcher, run: StageRun, *, progress: bool
+    study: Study,
+    files: list[CorpusFile],
+    matcher: Matcher,
+    run: StageRun,
+    *,
+    progress: bool,
+    kind: str = "duckdb",
 ) -> ScanStats:
     """Fill the work tables: the lexicon forms, then every file's candidate captions."""
     con = study.con
@@ -229,7 +247,7 @@ def _scan(
     con.register("_select_forms_in", forms)
     con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
     con.unregister("_select_forms_in")
-    stats = scan_on_engine(study, files, matcher, run, progress=progress)
+    stats = scan_on_engine(study, files, matcher, run, progress=progress, kind=kind)
     if stats.rows == 0:
         raise CorpusError(
             f"corpus: all {len(files)} corpus files are empty (0 rows), e.g. {files[0].path}"
@@ -237,10 +255,13 @@ def _scan(
     return stats
 
 
-def _derive_tables(study: Study, matcher: Matcher, prompt_sets: Any) -> dict:
+def _derive_tables(
+    study: Study, matcher: Matcher, prompt_sets: Any, stats: ScanStats, kind: str = "duckdb"
+) -> dict:
     """From the candidates: mentions, captions, the keyword samples and the prompts (the
-    ``sql/select/20_found.sql``-``40_samples.sql`` files), then drop the work tables. Returns the counts and
-    seconds per step the provenance records."""
+    ``sql/select/20_found.sql``-``40_samples.sql`` files), then drop the work tables. With
+    the ``hyperscan`` matcher the scan already filled ``_select_found`` (steps 20-22 are
+    skipped). Returns the counts and seconds per step the provenance records."""
     cfg = study.config
     con = study.con
     timings: dict[str, float] = {}
@@ -252,10 +273,13 @@ def _derive_tables(study: Study, matcher: Matcher, prompt_sets: Any) -> dict:
         timings[name] = round(now - step, 3)
         step = now
 
-    study.sql("select/20_found", pattern=matcher.pattern)
-    study.sql("select/21_spaces")
-    study.sql("select/22_edges")
-    unmapped = study.count("_select_found", "occupation IS NULL")
+    if kind == "duckdb":
+        study.sql("select/20_found", pattern=matcher.pattern)
+        study.sql("select/21_spaces")
+        study.sql("select/22_edges")
+        unmapped = study.count("_select_found", "occupation IS NULL")
+    else:
+        unmapped = stats.unmapped
     lap("extract")
     study.sql("select/25_mentions")
     lap("mentions")

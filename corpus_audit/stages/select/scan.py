@@ -3,13 +3,16 @@
 The shape of every heavy stage: plan the units, run them on the engine, write each result in
 order. :func:`plan_units` inspects every file (columns checked, nothing read: errors come
 before any row is read, naming the file) and lists its units, one per file or parquet row
-group; :func:`scan_unit` reads one unit with the file's reader, the RE2 prefilter and arrow
-batches (:func:`scan_pieces`) and returns its candidate rows as one table; :func:`scan_units`
+group; :func:`scan_unit` reads one unit with the file's reader and arrow batches, matched
+by the ``select.matcher`` that runs (:func:`scan_pieces`: the RE2 prefilter for ``duckdb``;
+for ``hyperscan`` the multi-pattern database compiled once in the worker process, which also
+returns the unit's mentions) and returns its candidate rows as one table; :func:`scan_units`
 runs every unit on an engine (:meth:`~corpus_audit.backends.engines.base.Engine.map_tasks`,
 one CPU task each: threads of this process on the ``local`` engine, Ray tasks on ``ray``)
 and yields the results in unit order; :func:`scan_into` is the driver side: it inserts each
 unit's candidates into ``_select_candidates`` with the stage's own SQL
-(``sql/select/10_candidates.sql``), unit after unit, so the study database is written in
+(``sql/select/10_candidates.sql``; the mentions a ``hyperscan`` unit found with
+``sql/select/15_matched.sql``), unit after unit, so the study database is written in
 the same order by every engine. :func:`scan_on_engine` runs it on the study's configured
 engine (``[engine]``).
 
@@ -47,6 +50,7 @@ from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
 from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.matching import Matcher
+from corpus_audit.methods.multimatch import ArrowMatcher, Found, arrow_matcher
 
 
 # -- scanning --------------------------------------------------------------------------------
@@ -62,13 +66,17 @@ class Work:
 
 @dataclass
 class Piece:
-    """One arrow batch of a unit: its counts and its candidate rows."""
+    """One arrow batch of a unit: its counts, its candidate rows and, when the matcher found
+    them in the batch (``hyperscan``), its mentions (:data:`MENTION_SCHEMA`) and unmapped
+    matches."""
 
     file_id: int
     rows: int
     null_text: int
     bad_text: int
     candidates: pa.Table
+    mentions: pa.Table | None = None
+    unmapped: int = 0
 
 
 @dataclass
@@ -96,34 +104,104 @@ class ScanStats:
     files: dict[int, FileCounts] = field(default_factory=dict)
     columns: dict[int, ColumnMap | None] = field(default_factory=dict)  # None: empty file
     seconds: float = 0.0
+    unmapped: int = 0  # matches mapped to no form by the workers' matcher (hyperscan)
 
     @property
     def rows(self) -> int:
         return sum(c.rows for c in self.files.values())
 
 
-def scan_pieces(work: Work, pattern: str, prefilter: bool, batch_rows: int) -> Iterator[Piece]:
-    """The batches of one unit (``batch_rows`` rows read at a time), each filtered by the RE2
-    ``pattern`` (case-insensitive) when ``prefilter``, with the file's id as first column."""
+MENTION_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.int32()),
+        ("row_in_file", pa.int64()),
+        ("pos", pa.int64()),
+        ("form", pa.string()),
+        ("occupation", pa.string()),
+    ]
+)
+
+
+class _Keeper:
+    """The ``keep`` hook of :func:`iter_clean_batches` for a matcher that finds mentions:
+    the mask of the rows it matched, its :class:`Found` kept for the batch just cleaned."""
+
+    def __init__(self, finder: ArrowMatcher) -> None:
+        self.finder = finder
+        self.found: Found | None = None
+
+    def __call__(self, text: pa.Array) -> pa.Array:
+        self.found = self.finder.find(text)
+        mask = np.zeros(len(text), dtype=bool)
+        mask[self.found.keep] = True
+        return pa.array(mask)
+
+
+def _mentions(fid: int, table: pa.Table, found: Found, forms: tuple) -> pa.Table:
+    """The mentions of one batch (:data:`MENTION_SCHEMA`), ``table`` holding its kept rows."""
+    at = np.searchsorted(found.keep, found.mention_rows)  # index among the kept rows
+    rows = table.column("row_in_file").take(pa.array(at, pa.int64()))
+    idx = found.mention_forms.tolist()
+    return pa.Table.from_arrays(
+        [
+            pa.array(np.full(len(at), fid, np.int32)),
+            rows,
+            pa.array(found.positions, pa.int64()),
+            pa.array([forms[i][0] for i in idx], pa.string()),
+            pa.array([forms[i][1] for i in idx], pa.string()),
+        ],
+        schema=MENTION_SCHEMA,
+    )
+
+
+def scan_pieces(
+    work: Work,
+    pattern: str,
+    prefilter: bool,
+    batch_rows: int,
+    matcher: Matcher | None = None,
+    kind: str = "duckdb",
+) -> Iterator[Piece]:
+    """The batches of one unit (``batch_rows`` rows read at a time), with the file's id as
+    first column: each filtered by the RE2 ``pattern`` (case-insensitive) when ``prefilter``
+    (``kind = "duckdb"``), or to the rows ``matcher``'s forms match, with their mentions,
+    when ``kind = "hyperscan"`` (compiled once per process)."""
 
     def keep(text: pa.Array) -> pa.Array:
         return pc.match_substring_regex(text, pattern, ignore_case=True)
 
+    keeper = None
+    if matcher is not None:  # the stage's path: the matcher interface, either kind
+        keeper = _Keeper(arrow_matcher(matcher, kind, prefilter))
+    elif kind != "duckdb":
+        raise ValueError(f"matcher {kind!r} needs the lexicon's Matcher")
     fid = work.file.file_id
-    batches = iter_clean_batches(
-        work.file, work.unit, work.columns, batch_rows, keep if prefilter else None
-    )
+    hook = keeper if keeper is not None else keep if prefilter else None
+    batches = iter_clean_batches(work.file, work.unit, work.columns, batch_rows, hook)
     for cb in batches:
         table = cb.table
+        mentions, unmapped = None, 0
+        found = keeper.found if keeper is not None else None
+        if found is not None and found.mention_rows is not None:  # hyperscan: found here
+            mentions = _mentions(fid, table, found, matcher.forms)
+            unmapped = found.unmapped
+        if keeper is not None:
+            keeper.found = None  # this batch's, never the next one's
         table = table.add_column(0, "file_id", pa.array(np.full(table.num_rows, fid, np.int32)))
-        yield Piece(fid, cb.rows, cb.null_text, cb.bad_text, table)
+        yield Piece(fid, cb.rows, cb.null_text, cb.bad_text, table, mentions, unmapped)
 
 
 _FLUSH_ROWS = 65_536  # candidate rows gathered before one INSERT (each query has a fixed cost)
 
 
 def scan_on_engine(
-    study: Study, files: list[CorpusFile], matcher: Matcher, run: StageRun, *, progress: bool
+    study: Study,
+    files: list[CorpusFile],
+    matcher: Matcher,
+    run: StageRun,
+    *,
+    progress: bool,
+    kind: str = "duckdb",
 ) -> ScanStats:
     """Fill ``_select_candidates`` on the study's engine (``[engine]``) with
     :func:`scan_into`: the same rows in the same order on every engine. The engine's
@@ -142,6 +220,7 @@ def scan_on_engine(
             prefilter=cfg.select.prefilter,
             batch_rows=cfg.select.batch_rows,
             progress=progress,
+            kind=kind,
         )
 
 
@@ -153,9 +232,13 @@ class CandidateBuffer:
     def __init__(self, con: Any, prefilter: bool, pattern: str) -> None:
         self.con, self.prefilter, self.pattern = con, prefilter, pattern
         self.tables: list[pa.Table] = []
+        self.mentions: list[pa.Table] = []
         self.rows = 0
 
-    def add(self, table: pa.Table) -> None:
+    def add(self, table: pa.Table, mentions: pa.Table | None = None) -> None:
+        """Candidate rows (and, from a matcher that found them, their mentions)."""
+        if mentions is not None and mentions.num_rows:
+            self.mentions.append(mentions)
         if table.num_rows:
             self.tables.append(table)
             self.rows += table.num_rows
@@ -172,7 +255,13 @@ class CandidateBuffer:
             )
         finally:
             self.con.unregister("_select_batch")
-        self.tables, self.rows = [], 0
+        if self.mentions:
+            self.con.register("_select_batch_mentions", pa.concat_tables(self.mentions))
+            try:
+                execute_sql(self.con, "select/15_matched")
+            finally:
+                self.con.unregister("_select_batch_mentions")
+        self.tables, self.mentions, self.rows = [], [], 0
 
 
 UnitKey = tuple[int, int]  # (file_id, index of the unit within its file)
@@ -187,7 +276,9 @@ class UnitScan:
     captions with invalid UTF-8; ``candidates`` (:data:`CANDIDATE_SCHEMA`, row order of the
     file) holds the rows whose caption passed the prefilter (every row without it).
     ``worker`` (``host:pid``) and ``seconds`` (wall time of the unit in its worker) are for
-    throughput reports only; they never reach a table.
+    throughput reports only; they never reach a table. ``mentions``
+    (:data:`MENTION_SCHEMA`) and ``unmapped``: what the ``hyperscan`` matcher found in the
+    unit (None with ``duckdb``: the SQL extracts them on the driver).
     """
 
     file_id: int
@@ -198,6 +289,8 @@ class UnitScan:
     candidates: pa.Table
     worker: str = ""
     seconds: float = 0.0
+    mentions: pa.Table | None = None
+    unmapped: int = 0
 
 
 @dataclass
@@ -233,20 +326,34 @@ def plan_units(
     return plan
 
 
-def scan_unit(work: Work, pattern: str, prefilter: bool, batch_rows: int, index: int) -> UnitScan:
-    """Read one unit (:func:`scan_pieces`: reader, cleaning, RE2 prefilter) into one result."""
+def scan_unit(
+    work: Work,
+    pattern: str,
+    prefilter: bool,
+    batch_rows: int,
+    index: int,
+    matcher: Matcher | None = None,
+    kind: str = "duckdb",
+) -> UnitScan:
+    """Read one unit (:func:`scan_pieces`: reader, cleaning, matcher) into one result."""
     t0 = time.perf_counter()
     counts = FileCounts()
-    tables = []
-    for piece in scan_pieces(work, pattern, prefilter, batch_rows):
+    tables, mentions, unmapped = [], [], 0
+    for piece in scan_pieces(work, pattern, prefilter, batch_rows, matcher, kind):
         counts.add(piece)
         if piece.candidates.num_rows:
             tables.append(piece.candidates)
+        if piece.mentions is not None:
+            mentions.append(piece.mentions)
+            unmapped += piece.unmapped
     candidates = (
         pa.concat_tables(tables).cast(CANDIDATE_SCHEMA)
         if tables
         else CANDIDATE_SCHEMA.empty_table()
     )
+    found = None
+    if kind != "duckdb":
+        found = pa.concat_tables(mentions) if mentions else MENTION_SCHEMA.empty_table()
     return UnitScan(
         work.file.file_id,
         index,
@@ -256,12 +363,21 @@ def scan_unit(work: Work, pattern: str, prefilter: bool, batch_rows: int, index:
         candidates,
         f"{socket.gethostname()}:{os.getpid()}",
         time.perf_counter() - t0,
+        found,
+        unmapped,
     )
 
 
-def _scan_keyed(args: tuple[Work, int], pattern: str, prefilter: bool, batch_rows: int) -> UnitScan:
+def _scan_keyed(
+    args: tuple[Work, int],
+    pattern: str,
+    prefilter: bool,
+    batch_rows: int,
+    matcher: Matcher | None = None,
+    kind: str = "duckdb",
+) -> UnitScan:
     work, index = args
-    return scan_unit(work, pattern, prefilter, batch_rows, index)
+    return scan_unit(work, pattern, prefilter, batch_rows, index, matcher, kind)
 
 
 def scan_units(
@@ -272,9 +388,18 @@ def scan_units(
     prefilter: bool = True,
     batch_rows: int = 262_144,
     progress: bool = True,
+    kind: str = "duckdb",
 ) -> Iterator[tuple[UnitKey, UnitScan]]:
-    """Every unit of ``plan`` scanned by ``engine`` (one CPU task each), in unit order."""
-    fn = partial(_scan_keyed, pattern=matcher.pattern, prefilter=prefilter, batch_rows=batch_rows)
+    """Every unit of ``plan`` scanned by ``engine`` (one CPU task each), in unit order, with
+    the matcher ``kind`` (``duckdb`` | ``hyperscan``: then compiled in each worker)."""
+    fn = partial(
+        _scan_keyed,
+        pattern=matcher.pattern,
+        prefilter=prefilter,
+        batch_rows=batch_rows,
+        matcher=matcher,
+        kind=kind,
+    )
     units = [(key, (work, key[1])) for key, work in plan.units]
     yield from engine.map_tasks(
         fn,
@@ -297,6 +422,7 @@ def scan_into(
     batch_rows: int = 262_144,
     progress: bool = True,
     on_unit: Callable[[UnitKey, UnitScan], None] | None = None,
+    kind: str = "duckdb",
 ) -> ScanStats:
     """Read every file once on ``engine`` and fill ``_select_candidates`` (which must exist)
     unit by unit, in unit order; return the counts per file.
@@ -304,19 +430,29 @@ def scan_into(
     Raises CorpusError (naming the file) for unreadable files or missing columns; all files
     are inspected (:func:`plan_units`) before any row is read, so such errors come fast.
     ``on_unit`` (optional) sees every unit's result before it is inserted (throughput
-    reports).
+    reports). ``kind`` ``hyperscan`` also fills ``_select_found`` with the mentions the
+    workers found (``sql/select/15_matched.sql``); ``stats.unmapped`` counts what mapped to
+    no form.
     """
     plan = plan_units(files, text_column, url_column, key_column)
     stats = ScanStats({f.file_id: FileCounts() for f in files}, dict(plan.columns))
-    pending = CandidateBuffer(con, prefilter, matcher.pattern)  # select's own batched INSERT
+    # select's own batched INSERT (rows a matcher kept are not matched again in SQL)
+    pending = CandidateBuffer(con, prefilter or kind != "duckdb", matcher.pattern)
     t0 = time.perf_counter()
     for (file_id, _), scan in scan_units(
-        engine, plan, matcher, prefilter=prefilter, batch_rows=batch_rows, progress=progress
+        engine,
+        plan,
+        matcher,
+        prefilter=prefilter,
+        batch_rows=batch_rows,
+        progress=progress,
+        kind=kind,
     ):
         if on_unit is not None:
             on_unit((file_id, scan.unit), scan)
         stats.files[file_id].add(scan)
-        pending.add(scan.candidates)
+        stats.unmapped += scan.unmapped
+        pending.add(scan.candidates, scan.mentions)
     pending.flush()
     stats.seconds = time.perf_counter() - t0
     return stats
