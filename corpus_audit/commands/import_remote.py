@@ -33,7 +33,8 @@ from typing import Any
 
 from corpus_audit.backends import storage
 from corpus_audit.backends.storage import StoreOptions
-from corpus_audit.core.errors import CorpusAuditError, ManifestError, printable
+from corpus_audit.core.errors import CorpusAuditError, ManifestError, StudyError, printable
+from corpus_audit.core.fileio import refuse_links
 
 MANIFEST_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")  # a folder's
@@ -74,10 +75,13 @@ def _copy(url: str, dest: Path, options: StoreOptions) -> bool:
 
 
 def _mirror_dir(study: Any, url: str, name: str) -> Path:
-    """``<study>/imports/<sha256 of url, 16 hex>/<name>`` (the source keeps its name)."""
+    """``<study>/imports/<sha256 of url, 16 hex>/<name>`` (the source keeps its name); a
+    StudyError when it, a folder above it or anything in it is a symbolic link (a study
+    received from someone else must not make the import remove or write files elsewhere)."""
     if name in ("", ".", "..") or "\\" in name or "\x00" in name:
         raise ManifestError(f"{printable(url)}: a source on a store needs a plain last name")
-    return study.path("imports", hashlib.sha256(url.encode()).hexdigest()[:16], name)
+    path = study.path("imports", hashlib.sha256(url.encode()).hexdigest()[:16], name)
+    return refuse_links(study.root, path, tree=True)
 
 
 def mirror_source(study: Any, url: str, read_source: Any, model: str | None) -> Path:
@@ -90,7 +94,7 @@ def mirror_source(study: Any, url: str, read_source: Any, model: str | None) -> 
         if name.lower().endswith(MANIFEST_SUFFIXES) and not url.endswith("/"):
             return _mirror_manifest(study, url, name, read_source, model, options)
         return _mirror_folder(study, url.rstrip("/"), name, read_source, model, options)
-    except ManifestError:
+    except (ManifestError, StudyError):
         raise
     except CorpusAuditError as exc:  # the store's one-line error naming the URL
         raise ManifestError(str(exc)) from None

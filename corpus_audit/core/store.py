@@ -49,6 +49,7 @@ import duckdb
 from corpus_audit.core.catalogue import STAGES
 from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, parse_size, write_config
 from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.fileio import refuse_links
 from corpus_audit.core.interrupts import shielded
 from corpus_audit.core.registry import plugin_use_mark, plugin_uses_since
 from corpus_audit.core.study_lock import run_lock
@@ -338,8 +339,10 @@ class Study:
 
     # -- paths -----------------------------------------------------------------------------
     def path(self, *parts: str) -> Path:
-        """A path inside the study directory (parents created)."""
-        p = self.root.joinpath(*parts)
+        """A path inside the study directory (parents created); a StudyError when it or a
+        folder on the way is a symbolic link (:func:`~corpus_audit.core.fileio.refuse_links`:
+        nothing is written or removed through a link out of the study)."""
+        p = refuse_links(self.root, self.root.joinpath(*parts))
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
 
