@@ -93,3 +93,49 @@ def refuse_links(root: Path | str, path: Path | str, *, tree: bool = False) -> P
         "study are never written or removed through a link (remove the link, or copy what it "
         "points to into its place)"
     )
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2  # renameat2(2) flag: swap two paths atomically (Linux >= 3.15)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one atomic step (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``); False where the system or file system cannot."""
+    import ctypes
+    import errno
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    rc = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def replace_dir(new: Path | str, target: Path | str) -> Path | None:
+    """Put the folder ``new`` in the place of ``target`` (same parent folder). Where there is
+    no ``target``, one rename; else the two are swapped in one atomic step where the system
+    can (Linux), so ``target`` is at every instant either the old folder or the new one, and
+    the old one is then at ``new``'s path, returned for the caller to remove. Elsewhere the
+    old folder is renamed aside first (a kill between the two renames leaves no ``target``,
+    the old folder beside it). Returns where the old folder now is, or None."""
+    new, target = Path(new), Path(target)
+    if not os.path.lexists(target):
+        os.rename(new, target)
+        return None
+    if _exchange(new, target):
+        return new
+    aside = new.with_name(new.name + ".old")
+    os.rename(target, aside)
+    os.rename(new, target)
+    return aside
