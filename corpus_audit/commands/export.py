@@ -140,8 +140,10 @@ def _parse_schema(text: str, tables: dict[str, str], columns: dict[str, dict[str
             last = names[-1]
             for name in names:
                 columns[table].setdefault(name, "")
-            if comment:
-                columns[table][last] = comment
+            if comment:  # a comment on a line of several columns is each one's
+                for name in names:
+                    if name == last or not columns[table][name]:
+                        columns[table][name] = comment
         if closing or code.endswith(");"):
             table, block = None, []
 
