@@ -199,6 +199,15 @@ class Study:
         database) is removed again, so the same ``init`` can simply be rerun.
         """
         root = Path(config.root)
+        for folder in (root, *root.parents):  # a file where a folder must be: one line
+            if folder.exists() or folder.is_symlink():
+                if not folder.is_dir():
+                    what = "the study directory" if folder == root else "a folder above it"
+                    raise StudyError(
+                        f"{printable(folder)}: is a file, not a folder ({what}); give a "
+                        "directory for the study"
+                    )
+                break
         if (root / CONFIG_NAME).exists() and not overwrite:
             raise StudyError(
                 f"{printable(root)}: already holds a study (study.toml exists); pick another "
