@@ -26,6 +26,7 @@ Store errors are one line naming the URL (:mod:`corpus_audit.backends.storage`).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
@@ -41,6 +42,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".ti
 BAFIS_METADATA = "metadata.json"  # a BAFIS folder's manifest
 MAX_FOLDER_FILES = 20_000  # files one folder on a store may mirror
 MAX_FOLDER_BYTES = 16 << 30  # bytes (16 GiB) one folder on a store may mirror
+MAX_NAME_BYTES = 255  # a file or folder name on Linux, macOS and Windows file systems
 COPY_THREADS = 8  # objects copied at once (each one GET stream)
 
 
@@ -80,6 +82,11 @@ def _mirror_dir(study: Any, url: str, name: str) -> Path:
     received from someone else must not make the import remove or write files elsewhere)."""
     if name in ("", ".", "..") or "\\" in name or "\x00" in name:
         raise ManifestError(f"{printable(url)}: a source on a store needs a plain last name")
+    if len(os.fsencode(name)) > MAX_NAME_BYTES:
+        raise ManifestError(
+            f"{printable(url)[:160]}...: the last part of the URL is over {MAX_NAME_BYTES} "
+            "bytes, too long for a local name"
+        )
     path = study.path("imports", hashlib.sha256(url.encode()).hexdigest()[:16], name)
     return refuse_links(study.root, path, tree=True)
 
@@ -143,6 +150,13 @@ def _listing(url: str, options: StoreOptions) -> dict[str, int]:
             raise ManifestError(
                 f"{printable(url)}/{printable(rel or key)}: an object key with an empty, '.' "
                 "or '..' part or a backslash is not mirrored (rename it); nothing imported"
+            )
+        long = next((p for p in parts if len(os.fsencode(p)) > MAX_NAME_BYTES), None)
+        if long is not None:
+            raise ManifestError(
+                f"{printable(url)}/{printable(rel)[:120]}...: an object key part of "
+                f"{len(os.fsencode(long))} bytes cannot be a local file or folder name (at most "
+                f"{MAX_NAME_BYTES}); rename it on the store; nothing imported"
             )
         out[rel] = int(info.get("size") or 0)
     if not out:

@@ -68,3 +68,31 @@ def test_a_planted_symlink_in_the_mirror_deletes_nothing_outside(
     assert _files(victim) == before
     with Study.open(root, read_only=True) as reopened:
         assert reopened.con.execute("SELECT count(*) FROM images").fetchone() == (0,)
+
+
+def test_a_key_part_too_long_for_a_local_name_is_one_line(make_study, laion_path, capsys):
+    """M11: a folder on a store whose key has a part over 255 bytes (a long prompt as folder
+    name; S3 keys may have 1,024): one line naming the key, exit 2, nothing imported (before:
+    an ENAMETOOLONG traceback)."""
+    import secrets
+
+    import fsspec
+
+    from corpus_audit.cli import main
+
+    fs = fsspec.filesystem("memory")
+    root = f"/long{secrets.token_hex(4)}"
+    fs.pipe(f"{root}/gen/{'a nurse at work ' * 20}/0.png", b"x" * 10)
+    study = _study(make_study, [str(laion_path)], "m11")
+    where = study.root
+    study.close()
+    try:
+        capsys.readouterr()
+        url = f"memory://{root.lstrip('/')}/gen"
+        assert main(["-q", "import-images", str(where), url, "--model", "m"]) == 2
+        out = capsys.readouterr()
+        lines = (out.out + out.err).strip().splitlines()
+        assert len(lines) == 1 and "an object key part of 320 bytes" in lines[0], lines
+        assert "Traceback" not in out.err
+    finally:
+        fs.rm(root, recursive=True)
