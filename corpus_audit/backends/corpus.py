@@ -338,8 +338,10 @@ class ParquetReader:
                     meta = pq.ParquetFile(fh).metadata
             else:
                 meta = pq.ParquetFile(path).metadata
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             if _remote(path) and not isinstance(exc, pa.ArrowException):
+                raise storage.store_error(path, exc) from None
+            if _remote(path) and storage.is_store_problem(exc):  # raised through pyarrow
                 raise storage.store_error(path, exc) from None
             raise CorpusError(f"{path}: not a readable parquet file ({exc})") from None
         units, start = [], 0
@@ -844,6 +846,8 @@ def iter_clean_batches(
     except CorpusError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
+        if _remote(path) and storage.is_store_problem(exc):
+            raise storage.store_error(path, exc) from None
         raise CorpusError(f"{path}: cannot read the {file.format} file ({exc})") from None
 
 

@@ -229,6 +229,28 @@ def _host_of(url: str, options: StoreOptions | None) -> str:
     return f"{head}://{rest.split('/', 1)[0]}"
 
 
+def _no_ranges(exc: BaseException) -> bool:
+    """fsspec's HTTP file system on a server that ignores ``Range`` (``python -m
+    http.server``): a ``ValueError`` saying so."""
+    return isinstance(exc, ValueError) and "support range requests" in str(exc)
+
+
+def _changed(exc: BaseException) -> bool:
+    """An object replaced while it was read: s3fs's 412 on its ``If-Match`` ETag
+    (``PreconditionFailed``), fsspec's ``FileExpired``, or a GCS generation mismatch."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = f"{type(cur).__name__}: {cur}"
+        if "FileExpired" in text or "PreconditionFailed" in text:
+            return True
+        if "Precondition Failed" in text or "conditionNotMet" in text:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def store_error(
     url: str, exc: BaseException, doing: str = "cannot read", options: StoreOptions | None = None
 ) -> CorpusError:
@@ -241,6 +263,17 @@ def store_error(
         detail = " ".join(redact(f"{type(down).__name__}: {down}").split())[:200]
         where = _host_of(url, options_of(url, options))
         return CorpusError(f"{printable(url)}: cannot connect to {printable(where)} ({detail})")
+    if _no_ranges(exc):
+        return CorpusError(
+            f"{printable(url)}: {doing} (the server does not answer HTTP range requests, "
+            "which reading a part of a file needs; serve it from a server that does (an "
+            "object store, a CDN, nginx) or download it and give the local path)"
+        )
+    if _changed(exc):
+        return CorpusError(
+            f"{printable(url)}: changed since the run started (the object was replaced on "
+            "the store while it was read); run the command again"
+        )
     hub = _hub_problem(exc) if scheme(url) == "hf" else None
     if hub is not None:
         return CorpusError(f"{printable(url)}: {doing} ({hub})")
@@ -510,3 +543,9 @@ def _memory_file(fs: Any, path: str, compression: str | None) -> Any:
         if codec is not None:
             raw = compr[codec](raw, mode="rb")
     return raw
+
+
+def is_store_problem(exc: BaseException) -> bool:
+    """Whether ``exc`` (possibly as pyarrow re-raised it) is the store's, not the file's: a
+    server without range requests, or an object replaced while it was read."""
+    return _no_ranges(exc) or _changed(exc)

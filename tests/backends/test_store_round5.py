@@ -142,3 +142,80 @@ def test_a_prefix_of_20000_objects_is_planned_in_bounded_time(tmp_path):
     finally:
         for key in [k for k in fs.store if k.startswith(root + "/")]:
             del fs.store[key]
+
+
+def test_an_object_replaced_while_select_reads_it_is_changed_not_corrupt(
+    s3,  # noqa: F811
+    laion_path,
+    tmp_path,
+):
+    """Low: the object is replaced on the store after ``select`` planned it (its listing's
+    size and ETag) and before a unit is read: one line saying it changed since the run
+    started (the read asks for the planned ETag: a 412), not that the file is corrupt."""
+    import pyarrow.parquet as pq
+    import pytest
+
+    from corpus_audit.backends.corpus import iter_clean_batches, resolve_corpus
+    from corpus_audit.core.errors import CorpusError
+    from corpus_audit.stages.select.scan import plan_units
+
+    server, _ = s3
+    options = storage.StoreOptions(server.url, retries=0)
+    fs = storage.filesystem("s3://x", options)[0]
+    key = f"{BUCKET}/replaced/laion.parquet"
+    fs.put_file(str(laion_path), key)
+    (file,) = resolve_corpus([f"s3://{BUCKET}/replaced/"], store=options)
+    plan = plan_units([file])
+    smaller = tmp_path / "smaller.parquet"
+    pq.write_table(pq.read_table(laion_path).slice(0, 100), smaller)
+    fs.put_file(str(smaller), key)  # a new version: other size, other ETag
+    (_, work), *_ = plan.units
+    with pytest.raises(CorpusError) as err:
+        for _batch in iter_clean_batches(file, work.unit, work.columns):
+            pass
+    message = str(err.value)
+    assert "changed since the run started" in message and "\n" not in message, message
+
+
+def test_a_server_without_range_requests_is_one_line(make_study, laion_path, tmp_path, capsys):
+    """M10: a corpus on an HTTP server that ignores ``Range`` (``python -m http.server``):
+    ``select`` says so in one line, exit 2 (before: an fsspec ValueError traceback)."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    from s3_server import HOST, free_port
+
+    from corpus_audit.cli import main
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+    shutil.copy(laion_path, folder / "laion.parquet")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", HOST, "-d", str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        import socket
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the server listens
+            try:
+                with socket.create_connection((HOST, port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        study = make_study([f"http://{HOST}:{port}/laion.parquet"], name="norange")
+        root = study.root
+        study.close()
+        capsys.readouterr()
+        assert main(["-q", "select", str(root)]) == 2
+        out = capsys.readouterr()
+        lines = (out.out + out.err).strip().splitlines()
+        assert len(lines) == 1 and "does not answer HTTP range requests" in lines[0], lines
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
