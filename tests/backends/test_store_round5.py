@@ -219,3 +219,28 @@ def test_a_server_without_range_requests_is_one_line(make_study, laion_path, tmp
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_an_endpoint_with_a_path_or_a_query_is_refused(make_study, laion_path, capsys):
+    """Low: ``storage.endpoint_url`` with a path, a query or a fragment (joined to every
+    request's URL differently by each SDK) is refused in one line naming the part, the value
+    not repeated; a plain ``http://host:port`` (with or without a final slash) is kept."""
+    from corpus_audit.cli import main
+
+    study = make_study([laion_path], name="endpoint")
+    root = study.root
+    study.close()
+    key = "storage.endpoint_url"
+    assert main(["-q", "config", "set", str(root), f"{key}=http://127.0.0.1:9000/"]) == 0
+    before = (root / "study.toml").read_bytes()
+    for value, part in (
+        ("http://127.0.0.1:9000/bucket/sub", "a path"),
+        ("http://127.0.0.1:9000/?token=Zq9secret", "a query"),
+        ("http://127.0.0.1:9000#frag", "a fragment"),
+    ):
+        capsys.readouterr()
+        assert main(["-q", "config", "set", str(root), f"{key}={value}"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"this one has {part}" in err, err
+        assert "Zq9secret" not in err
+        assert (root / "study.toml").read_bytes() == before
