@@ -246,6 +246,7 @@ def export_tables(
     old: Path | None = None
     try:
         try:
+            out.parent.mkdir(parents=True, exist_ok=True)  # links refused above
             temp.mkdir()
             entries, rows = _write_all(study, temp, chosen, fmt, partial)
             manifest = _manifest(

@@ -291,3 +291,10 @@ def test_every_column_has_a_meaning():
         if not (meaning or fallback.get(f"{table}.{name}") or fallback.get(name))
     ]
     assert not empty, f"{len(empty)} columns without a meaning: {', '.join(empty[:40])}"
+
+
+def test_an_export_into_a_new_nested_folder(study_root, tmp_path):
+    """``--out`` naming folders that do not exist yet: they are made, as before."""
+    out = tmp_path / "a" / "b" / "export"
+    assert _export(study_root, out, "--tables", "captions") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["captions.parquet", "manifest.json"]
