@@ -103,7 +103,7 @@ PLANNED_OBJECTS = 20_000
 
 def test_a_prefix_of_20000_objects_is_planned_in_bounded_time(tmp_path):
     """M12: ``select``'s planning of a prefix (listing, fingerprints, each file's units) over
-    20,000 parquet objects on ``memory://`` takes under 10 s (before: quadratic, 71 s for
+    20,000 parquet objects on ``memory://`` takes under 10 s of CPU (before: quadratic, 71 s for
     8,000, over 300 s for 20,000): the listing's sizes and content markers are used instead
     of one request per object, and nothing scans the whole store per object."""
     import io
@@ -126,11 +126,12 @@ def test_a_prefix_of_20000_objects_is_planned_in_bounded_time(tmp_path):
         key = f"{root}/part-{i:06d}.parquet"
         fs.store[key] = MemoryFile(fs, key, buf.getvalue())
     try:
-        start = time.perf_counter()
+        # CPU seconds of this process: the work planning does, whatever else the machine runs
+        start = time.process_time()
         files = resolve_corpus([f"memory://{root.lstrip('/')}/"])
         fingerprints = [fingerprint_entry(f) for f in files]
         plan = plan_units(files)
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         assert len(files) == len(plan.units) == PLANNED_OBJECTS
         assert fingerprints[0]["object"]["size"] == len(buf.getvalue())
         assert seconds < 10, f"planning {PLANNED_OBJECTS} objects took {seconds:.1f} s"
