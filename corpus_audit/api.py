@@ -494,14 +494,20 @@ class Study:
         *,
         format: Literal["parquet", "csv"] = "parquet",
         tables: Sequence[str] | None = None,
+        allow_partial: bool = False,
+        include_empty: bool = False,
     ) -> ExportResult:
         """Write the result tables (or ``tables``) to ``out`` (default ``<study>/export``)
-        with ``manifest.json``, as ``corpus-audit export``."""
+        with ``manifest.json``, as ``corpus-audit export`` (atomic as a whole; tables without
+        rows left out unless named or ``include_empty``; a partial stage's tables refused
+        unless ``allow_partial``)."""
         result = export_tables(
             self.core,
             Path(out) if out is not None else None,
             fmt=format,
             tables=list(tables) if tables else None,
+            allow_partial=allow_partial,
+            include_empty=include_empty,
         )
         logger.info("exported %d tables to %s", len(result.rows), result.out_dir)
         return result

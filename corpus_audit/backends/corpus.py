@@ -68,14 +68,22 @@ class CorpusFile:
     path: str
     format: str
     store: StoreOptions | None = None
+    # what the store's listing said of the object (size, ETag...): planning and the
+    # fingerprint use it instead of asking the store again (M12); None for local files
+    known: tuple[tuple[str, Any], ...] | None = field(default=None, compare=False)
 
 
-def source(path: str | Path, store: StoreOptions | None = None) -> Path | str:
+def source(
+    path: str | Path,
+    store: StoreOptions | None = None,
+    known: tuple[tuple[str, Any], ...] | None = None,
+) -> Path | str:
     """What a reader is given: a :class:`~pathlib.Path` for a local file; for an object in
     a store, the URL string itself (a ``Path`` would fold ``s3://`` into ``s3:/``) carrying
-    the ``store`` options it is opened with (:func:`~corpus_audit.backends.storage.bind`)."""
+    the ``store`` options it is opened with and what its listing said of it (``known``;
+    :func:`~corpus_audit.backends.storage.bind`)."""
     if isinstance(path, str) and is_url(path):
-        return storage.bind(path, store)
+        return storage.bind(path, store, known)
     return Path(path)
 
 
@@ -330,8 +338,10 @@ class ParquetReader:
                     meta = pq.ParquetFile(fh).metadata
             else:
                 meta = pq.ParquetFile(path).metadata
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             if _remote(path) and not isinstance(exc, pa.ArrowException):
+                raise storage.store_error(path, exc) from None
+            if _remote(path) and storage.is_store_problem(exc):  # raised through pyarrow
                 raise storage.store_error(path, exc) from None
             raise CorpusError(f"{path}: not a readable parquet file ({exc})") from None
         units, start = [], 0
@@ -682,15 +692,15 @@ def _expand_url(spec: str, fmt: str, store: StoreOptions) -> list[tuple[str, str
         if not is_dir:
             if fmt == "hf":
                 raise CorpusError(f"{url}: format 'hf' needs a local save_to_disk directory")
-            items.append((str(url), fmt if fmt != "auto" else detect_format(url)))
+            items.append((url, fmt if fmt != "auto" else detect_format(url)))
             continue
         before = len(items)
         for member in storage.list_files(url):
             if fmt != "auto":
-                items.append((str(member), fmt))
+                items.append((member, fmt))
                 continue
             try:
-                items.append((str(member), detect_format(member)))
+                items.append((member, detect_format(member)))
             except CorpusError:
                 continue  # README, checksums... beside the corpus files
         if len(items) == before:
@@ -728,6 +738,7 @@ def resolve_corpus(
         get_reader(fmt)
     store = store or StoreOptions()
     found: dict[str, str] = {}
+    known: dict[str, tuple[tuple[str, Any], ...] | None] = {}  # URL -> its listing's entry
     remote = False
     specs: list[tuple[str, bool]] = []
     for spec in paths:
@@ -740,7 +751,8 @@ def resolve_corpus(
         if is_url(spec):
             remote = True
             for url, f in _expand_url(spec, fmt, store):
-                found.setdefault(url, f)
+                found.setdefault(str(url), f)
+                known.setdefault(str(url), storage.known_of(url))
             continue
         p = Path(spec).expanduser()
         if not p.is_absolute() and base is not None:
@@ -769,14 +781,37 @@ def resolve_corpus(
     if not found:
         raise CorpusError("corpus: no corpus files configured (corpus.paths is empty)")
     opts = store if remote else None
-    return [CorpusFile(i, path, found[path], opts) for i, path in enumerate(sorted(found))]
+    return [
+        CorpusFile(i, path, found[path], opts, known.get(path))
+        for i, path in enumerate(sorted(found))
+    ]
+
+
+INSPECT_THREADS = 16  # objects of a store inspected at once while planning (each a footer GET)
+
+
+def inspect_files(files: list[CorpusFile]) -> list[FileInfo]:
+    """:meth:`CorpusReader.inspect` of every file, in file order (a bad file raises the
+    error of the first one in that order). Files on a store are inspected
+    :data:`INSPECT_THREADS` at a time: each needs a request for its footer, and planning a
+    prefix of thousands of objects one request after the other takes minutes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(f: CorpusFile) -> FileInfo:
+        return get_reader(f.format).inspect(source(f.path, f.store, f.known))
+
+    networked = [f for f in files if is_url(f.path) and scheme(f.path) != "memory"]
+    if len(networked) < 2:  # local files and memory:// are read in this thread: no wait
+        return [one(f) for f in files]
+    with ThreadPoolExecutor(max_workers=INSPECT_THREADS) as pool:
+        return list(pool.map(one, files))
 
 
 def fingerprint_entry(file: CorpusFile) -> dict[str, Any]:
     """Path, format, size and mtime of one file (of every data file for ``hf``); for a URL,
     its size and the store's ETag / version (:func:`~corpus_audit.backends.storage.identity`)."""
     if is_url(file.path):
-        obj = storage.identity(file.path, file.store)
+        obj = storage.identity(source(file.path, file.store, file.known), file.store)
         return {"path": file.path, "format": file.format, "object": obj}
     p = Path(file.path)
     targets = HfDiskReader.data_files(p) + [p / "state.json"] if file.format == "hf" else [p]
@@ -800,7 +835,9 @@ def iter_clean_batches(
     """Read one unit of ``file`` as :class:`CleanBatch` es (errors name the file); ``keep``
     as in :func:`clean_batch`."""
     reader = get_reader(file.format)
-    path = source(file.path, file.store)  # a worker opens the file itself (Ray task, thread)
+    path = source(
+        file.path, file.store, file.known
+    )  # a worker opens the file itself (Ray task, thread)
     try:
         for batch, rows in reader.read(path, unit, columns, batch_rows):
             yield clean_batch(batch, rows, columns, keep)
@@ -809,6 +846,8 @@ def iter_clean_batches(
     except CorpusError:
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
+        if _remote(path) and storage.is_store_problem(exc):
+            raise storage.store_error(path, exc) from None
         raise CorpusError(f"{path}: cannot read the {file.format} file ({exc})") from None
 
 
@@ -821,7 +860,7 @@ def read_file(
 ) -> Iterator[CleanBatch]:
     """Every clean batch of one whole file, in row order (convenience for tests and tools)."""
     reader = get_reader(file.format)
-    info = reader.inspect(source(file.path, file.store))
+    info = reader.inspect(source(file.path, file.store, file.known))
     if info.empty:
         return
     columns = resolve_columns(file.path, info.columns, text_column, url_column, key_column)

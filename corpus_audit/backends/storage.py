@@ -98,19 +98,53 @@ class StoreUrl(str):
     with :func:`bind` where they are made."""
 
     options: StoreOptions
+    known: tuple[tuple[str, Any], ...] | None  # the listing's size and content markers
 
-    def __new__(cls, url: str, options: StoreOptions) -> StoreUrl:
+    def __new__(
+        cls,
+        url: str,
+        options: StoreOptions,
+        known: tuple[tuple[str, Any], ...] | None = None,
+    ) -> StoreUrl:
         self = super().__new__(cls, url)
         self.options = options
+        self.known = known
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (StoreUrl, (str(self), self.options))
+        return (StoreUrl, (str(self), self.options, self.known))
 
 
-def bind(url: str, options: StoreOptions | None) -> str:
-    """``url`` carrying ``options`` (a :class:`StoreUrl`); ``url`` unchanged for None."""
-    return StoreUrl(str(url), options) if options is not None else url
+def bind(
+    url: str, options: StoreOptions | None, known: tuple[tuple[str, Any], ...] | None = None
+) -> str:
+    """``url`` carrying ``options`` (a :class:`StoreUrl`), and ``known``, what a listing
+    said of the object (:func:`known_of`: size and content markers, so that planning asks
+    the store nothing more); ``url`` unchanged for None options."""
+    if options is None:
+        return url
+    return StoreUrl(str(url), options, known if known is not None else known_of(url))
+
+
+def known_of(url: str) -> tuple[tuple[str, Any], ...] | None:
+    """What ``url`` carries of its listing (:class:`StoreUrl` ``known``), or None."""
+    return getattr(url, "known", None)
+
+
+def _known(info: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A listing entry's size and content markers (what :func:`identity` returns), as a
+    hashable, picklable tuple."""
+    out: list[tuple[str, Any]] = [("size", info.get("size"))]
+    for key in _IDENTITY_KEYS:
+        value = info.get(key)
+        if value in (None, ""):
+            continue
+        if key == "created" and isinstance(value, (int, float)):  # memory://'s listing
+            import datetime
+
+            value = datetime.datetime.fromtimestamp(value, datetime.UTC)  # as its info says
+        out.append((key, str(value)))
+    return tuple(out)
 
 
 def options_of(url: str, options: StoreOptions | None = None) -> StoreOptions:
@@ -195,6 +229,28 @@ def _host_of(url: str, options: StoreOptions | None) -> str:
     return f"{head}://{rest.split('/', 1)[0]}"
 
 
+def _no_ranges(exc: BaseException) -> bool:
+    """fsspec's HTTP file system on a server that ignores ``Range`` (``python -m
+    http.server``): a ``ValueError`` saying so."""
+    return isinstance(exc, ValueError) and "support range requests" in str(exc)
+
+
+def _changed(exc: BaseException) -> bool:
+    """An object replaced while it was read: s3fs's 412 on its ``If-Match`` ETag
+    (``PreconditionFailed``), fsspec's ``FileExpired``, or a GCS generation mismatch."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = f"{type(cur).__name__}: {cur}"
+        if "FileExpired" in text or "PreconditionFailed" in text:
+            return True
+        if "Precondition Failed" in text or "conditionNotMet" in text:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def store_error(
     url: str, exc: BaseException, doing: str = "cannot read", options: StoreOptions | None = None
 ) -> CorpusError:
@@ -207,6 +263,17 @@ def store_error(
         detail = " ".join(redact(f"{type(down).__name__}: {down}").split())[:200]
         where = _host_of(url, options_of(url, options))
         return CorpusError(f"{printable(url)}: cannot connect to {printable(where)} ({detail})")
+    if _no_ranges(exc):
+        return CorpusError(
+            f"{printable(url)}: {doing} (the server does not answer HTTP range requests, "
+            "which reading a part of a file needs; serve it from a server that does (an "
+            "object store, a CDN, nginx) or download it and give the local path)"
+        )
+    if _changed(exc):
+        return CorpusError(
+            f"{printable(url)}: changed since the run started (the object was replaced on "
+            "the store while it was read); run the command again"
+        )
     hub = _hub_problem(exc) if scheme(url) == "hf" else None
     if hub is not None:
         return CorpusError(f"{printable(url)}: {doing} ({hub})")
@@ -311,11 +378,19 @@ def filesystem(url: str, options: StoreOptions | None = None) -> tuple[Any, str]
     return fs, path
 
 
-def _unstrip(url: str, path: str, options: StoreOptions | None) -> str:
-    """The URL of ``path`` (a listing's name) in the store of ``url``, carrying ``options``."""
+def _unstrip(
+    url: str,
+    path: str,
+    options: StoreOptions | None,
+    info: dict[str, Any] | None = None,
+) -> str:
+    """The URL of ``path`` (a listing's name) in the store of ``url``, carrying ``options``
+    and, from the listing entry ``info``, the object's size and content markers."""
+    known = _known(info) if info and info.get("type", "file") == "file" else None
     if scheme(url) in ("http", "https"):
-        return bind(path, options)
-    return bind(f"{url.split('://', 1)[0]}://{path.lstrip('/')}", options)
+        return StoreUrl(path, options, known) if options is not None else path
+    full = f"{url.split('://', 1)[0]}://{path.lstrip('/')}"
+    return StoreUrl(full, options, known) if options is not None else full
 
 
 def expand(url: str, options: StoreOptions | None = None) -> list[tuple[str, bool]]:
@@ -326,10 +401,13 @@ def expand(url: str, options: StoreOptions | None = None) -> list[tuple[str, boo
     fs, path = filesystem(url, options)
     try:
         if any(ch in path for ch in "*?["):
-            names = sorted(fs.glob(path))
-            if not names:
+            found = fs.glob(path, detail=True)  # one listing: sizes, types, ETags
+            if not found:
                 raise CorpusError(f"{printable(url)}: the glob matches no object")
-            return [(_unstrip(url, n, options), fs.isdir(n)) for n in names]
+            return [
+                (_unstrip(url, n, options, found[n]), found[n].get("type") == "directory")
+                for n in sorted(found)
+            ]
         info = fs.info(path)
     except CorpusError:
         raise
@@ -345,15 +423,15 @@ def list_files(url: str, options: StoreOptions | None = None) -> list[str]:
     options = options_of(url, options)
     fs, path = filesystem(url, options)
     try:
-        names = sorted(fs.find(path))
+        found = fs.find(path, detail=True)  # one listing with sizes and ETags, no HEADs
     except Exception as exc:  # noqa: BLE001
         raise store_error(url, exc, "cannot list", options) from None
     root = path.rstrip("/") + "/"
     out = []
-    for n in names:
+    for n in sorted(found):
         rel = n[len(root) :] if n.startswith(root) else n.rsplit("/", 1)[-1]
         if not any(p.startswith((".", "_")) for p in rel.split("/")):
-            out.append(_unstrip(url, n, options))
+            out.append(_unstrip(url, n, options, found[n]))
     return out
 
 
@@ -374,7 +452,11 @@ def matching(url: str, patterns: tuple[str, ...], options: StoreOptions | None =
 
 def identity(url: str, options: StoreOptions | None = None) -> dict[str, Any]:
     """What a remote file's fingerprint holds: its size and the store's content markers
-    (ETag, version id, generation, ...), never a modification time alone."""
+    (ETag, version id, generation, ...), never a modification time alone. A URL that a
+    listing gave (:func:`list_files`, a glob) carries them: no request is made."""
+    known = known_of(url)
+    if known is not None:
+        return dict(known)
     fs, path = filesystem(url, options)
     try:
         fs.invalidate_cache(path)
@@ -428,7 +510,42 @@ def open_input(
         if stream
         else {"cache_type": "none"}
     )
+    known = dict(known_of(url) or ())
     try:
+        if known.get("size") is not None and fs.protocol in ("memory", ("memory",)):
+            return _memory_file(fs, path, compression)  # fsspec's open scans the whole store
+        if known.get("size") is not None and scheme(url) in ("s3", "s3a", "gs", "gcs"):
+            fh = fs.open(path, "rb", compression=compression, size=int(known["size"]), **cache)
+            etag = known.get("ETag")
+            if etag and isinstance(getattr(fh, "read_kw", None), dict):  # s3fs: as without size
+                fh.read_kw = {**fh.read_kw, "IfMatch": etag}  # a replaced object: 412
+            return fh
         return fs.open(path, "rb", compression=compression, **cache)
     except Exception as exc:  # noqa: BLE001
         raise store_error(url, exc, options=options) from None
+
+
+def _memory_file(fs: Any, path: str, compression: str | None) -> Any:
+    """An object of fsspec's ``memory://`` store opened without its ``open``, which checks
+    every parent folder against every key of the store (quadratic over a listing)."""
+    import io
+
+    try:
+        data = fs.store[path].getvalue()
+    except KeyError:
+        raise FileNotFoundError(path) from None
+    raw: Any = io.BytesIO(data)
+    if compression:
+        from fsspec.compression import compr
+        from fsspec.utils import infer_compression
+
+        codec = infer_compression(path) if compression == "infer" else compression
+        if codec is not None:
+            raw = compr[codec](raw, mode="rb")
+    return raw
+
+
+def is_store_problem(exc: BaseException) -> bool:
+    """Whether ``exc`` (possibly as pyarrow re-raised it) is the store's, not the file's: a
+    server without range requests, or an object replaced while it was read."""
+    return _no_ranges(exc) or _changed(exc)

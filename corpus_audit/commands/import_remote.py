@@ -26,6 +26,7 @@ Store errors are one line naming the URL (:mod:`corpus_audit.backends.storage`).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
@@ -33,13 +34,15 @@ from typing import Any
 
 from corpus_audit.backends import storage
 from corpus_audit.backends.storage import StoreOptions
-from corpus_audit.core.errors import CorpusAuditError, ManifestError, printable
+from corpus_audit.core.errors import CorpusAuditError, ManifestError, StudyError, printable
+from corpus_audit.core.fileio import refuse_links
 
 MANIFEST_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")  # a folder's
 BAFIS_METADATA = "metadata.json"  # a BAFIS folder's manifest
 MAX_FOLDER_FILES = 20_000  # files one folder on a store may mirror
 MAX_FOLDER_BYTES = 16 << 30  # bytes (16 GiB) one folder on a store may mirror
+MAX_NAME_BYTES = 255  # a file or folder name on Linux, macOS and Windows file systems
 COPY_THREADS = 8  # objects copied at once (each one GET stream)
 
 
@@ -74,10 +77,18 @@ def _copy(url: str, dest: Path, options: StoreOptions) -> bool:
 
 
 def _mirror_dir(study: Any, url: str, name: str) -> Path:
-    """``<study>/imports/<sha256 of url, 16 hex>/<name>`` (the source keeps its name)."""
+    """``<study>/imports/<sha256 of url, 16 hex>/<name>`` (the source keeps its name); a
+    StudyError when it, a folder above it or anything in it is a symbolic link (a study
+    received from someone else must not make the import remove or write files elsewhere)."""
     if name in ("", ".", "..") or "\\" in name or "\x00" in name:
         raise ManifestError(f"{printable(url)}: a source on a store needs a plain last name")
-    return study.path("imports", hashlib.sha256(url.encode()).hexdigest()[:16], name)
+    if len(os.fsencode(name)) > MAX_NAME_BYTES:
+        raise ManifestError(
+            f"{printable(url)[:160]}...: the last part of the URL is over {MAX_NAME_BYTES} "
+            "bytes, too long for a local name"
+        )
+    path = study.path("imports", hashlib.sha256(url.encode()).hexdigest()[:16], name)
+    return refuse_links(study.root, path, tree=True)
 
 
 def mirror_source(study: Any, url: str, read_source: Any, model: str | None) -> Path:
@@ -90,7 +101,7 @@ def mirror_source(study: Any, url: str, read_source: Any, model: str | None) -> 
         if name.lower().endswith(MANIFEST_SUFFIXES) and not url.endswith("/"):
             return _mirror_manifest(study, url, name, read_source, model, options)
         return _mirror_folder(study, url.rstrip("/"), name, read_source, model, options)
-    except ManifestError:
+    except (ManifestError, StudyError):
         raise
     except CorpusAuditError as exc:  # the store's one-line error naming the URL
         raise ManifestError(str(exc)) from None
@@ -139,6 +150,13 @@ def _listing(url: str, options: StoreOptions) -> dict[str, int]:
             raise ManifestError(
                 f"{printable(url)}/{printable(rel or key)}: an object key with an empty, '.' "
                 "or '..' part or a backslash is not mirrored (rename it); nothing imported"
+            )
+        long = next((p for p in parts if len(os.fsencode(p)) > MAX_NAME_BYTES), None)
+        if long is not None:
+            raise ManifestError(
+                f"{printable(url)}/{printable(rel)[:120]}...: an object key part of "
+                f"{len(os.fsencode(long))} bytes cannot be a local file or folder name (at most "
+                f"{MAX_NAME_BYTES}); rename it on the store; nothing imported"
             )
         out[rel] = int(info.get("size") or 0)
     if not out:

@@ -186,6 +186,30 @@ class LexiconSection(Section):
     )
 
 
+def check_endpoint(key: str, value: str) -> None:
+    """An endpoint is a scheme, a host and a port: a path, a query or a fragment would be
+    joined to every request's URL in ways each store's SDK does differently (refused, naming
+    the part; the value itself is not repeated, as it may hold a password)."""
+    from urllib.parse import urlsplit
+
+    if not value:
+        return
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        raise ConfigError(f"{key}: not a URL (http(s)://host:port)") from None
+    extra = [
+        name for name, part in (("path", parts.path.strip("/")), ("query", parts.query)) if part
+    ] + (["fragment"] if parts.fragment or value.endswith("#") else [])
+    if extra or not parts.hostname:
+        what = " and a ".join(extra) if extra else "no host"
+        raise ConfigError(
+            f"{key}: an endpoint is http(s)://host[:port] only; this one has a {what}"
+            if extra
+            else f"{key}: an endpoint is http(s)://host[:port] only; this one has {what}"
+        )
+
+
 @dataclass
 class StorageSection(Section):
     """How object stores are reached when a path is a URL (``s3://``, ``gs://``, ``hf://``,
@@ -199,6 +223,7 @@ class StorageSection(Section):
             lambda v: v == "" or v.startswith(("http://", "https://")),
             "is not empty or an http(s):// URL",
         ),
+        Check("corpus_audit.core.config:check_endpoint"),
         Help(
             "s3, gs: an S3- or GCS-compatible endpoint (MinIO, Ceph, R2, a moto server; "
             'a GCS emulator), http(s)://host:port; "" = AWS / Google (or AWS_ENDPOINT_URL, '

@@ -49,6 +49,7 @@ import duckdb
 from corpus_audit.core.catalogue import STAGES
 from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, parse_size, write_config
 from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.fileio import refuse_links
 from corpus_audit.core.interrupts import shielded
 from corpus_audit.core.registry import plugin_use_mark, plugin_uses_since
 from corpus_audit.core.study_lock import run_lock
@@ -212,6 +213,15 @@ class Study:
         database) is removed again, so the same ``init`` can simply be rerun.
         """
         root = Path(config.root)
+        for folder in (root, *root.parents):  # a file where a folder must be: one line
+            if folder.exists() or folder.is_symlink():
+                if not folder.is_dir():
+                    what = "the study directory" if folder == root else "a folder above it"
+                    raise StudyError(
+                        f"{printable(folder)}: is a file, not a folder ({what}); give a "
+                        "directory for the study"
+                    )
+                break
         if (root / CONFIG_NAME).exists() and not overwrite:
             raise StudyError(
                 f"{printable(root)}: already holds a study (study.toml exists); pick another "
@@ -352,8 +362,10 @@ class Study:
 
     # -- paths -----------------------------------------------------------------------------
     def path(self, *parts: str) -> Path:
-        """A path inside the study directory (parents created)."""
-        p = self.root.joinpath(*parts)
+        """A path inside the study directory (parents created); a StudyError when it or a
+        folder on the way is a symbolic link (:func:`~corpus_audit.core.fileio.refuse_links`:
+        nothing is written or removed through a link out of the study)."""
+        p = refuse_links(self.root, self.root.joinpath(*parts))
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
 

@@ -81,7 +81,7 @@ from corpus_audit.backends.index import (
     torch_exact_search,
 )
 from corpus_audit.core.errors import ModelError, printable
-from corpus_audit.core.fileio import atomic_path
+from corpus_audit.core.fileio import atomic_path, refuse_links
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
 
@@ -457,9 +457,11 @@ def _process_occupations(
     with study.transaction():
         study.sql("neighbors/80_stale")
     todo = [o for o in inputs if done.get(o["occupation"]) != o["signature"]]
-    index_dir = (
-        study.config.resolve(cfg.index_dir) if cfg.index_dir else study.root / "indexes"
-    ) / slug(model)
+    index_dir = refuse_links(  # an index folder under the study: never through a link
+        study.root,
+        (study.config.resolve(cfg.index_dir) if cfg.index_dir else study.root / "indexes")
+        / slug(model),
+    )
     use_torch_gpu = state.device.startswith("cuda") and not faiss_gpu_available()
     recalls: list[float] = []
     kinds: dict[str, int] = {}

@@ -38,7 +38,7 @@ def _stored(root: Path, table: str):
 
 def test_every_table_as_parquet_equals_the_table(study_root, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["-q", "export", str(study_root), "--out", str(out)]) == 0
+    assert main(["-q", "export", str(study_root), "--out", str(out), "--include-empty"]) == 0
     printed = capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     names = [t["table"] for t in manifest["tables"]]

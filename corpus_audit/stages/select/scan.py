@@ -41,10 +41,9 @@ from corpus_audit.backends.corpus import (
     ColumnMap,
     CorpusFile,
     check_text_column,
-    get_reader,
+    inspect_files,
     iter_clean_batches,
     resolve_columns,
-    source,
 )
 from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
@@ -311,8 +310,7 @@ def plan_units(
     text (parquet, saved datasets: known from the schema) or an unreadable file.
     """
     plan = UnitPlan([], {}, {})
-    for f in files:
-        info = get_reader(f.format).inspect(source(f.path, f.store))
+    for f, info in zip(files, inspect_files(files), strict=True):
         plan.known_rows[f.file_id] = info.rows
         plan.columns[f.file_id] = None
         if info.empty:

@@ -108,7 +108,9 @@ def _file_batches(study: Study, file: Any, run: StageRun) -> Iterator[pa.Table]:
     occupation`` (occupation null when the column is not configured)."""
     cfg = study.config
     reader = get_reader(file.format)
-    info = reader.inspect(source(file.path, file.store))  # a local Path, or a store's URL
+    info = reader.inspect(
+        source(file.path, file.store, file.known)
+    )  # a local Path, or a store's URL
     if info.empty:
         return
     text = resolve_columns(file.path, info.columns, cfg.corpus.text_column).text
