@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from corpus_audit.core.errors import ConfigError
+from corpus_audit.core.errors import ConfigError, shorten
 
 T = TypeVar("T")
 
@@ -80,7 +80,10 @@ class Plugin:
     def describe(self) -> str:
         """``name (distribution version, group)`` for messages."""
         where = " ".join(p for p in (self.distribution, self.version) if p) or "unknown"
-        return f"{self.kind} plugin {self.name!r} ({where}, entry point group {self.group})"
+        where = shorten(where, 80)
+        return (
+            f"{self.kind} plugin {shorten(self.name)!r} ({where}, entry point group {self.group})"
+        )
 
 
 _USE_SEQUENCE = itertools.count(1)

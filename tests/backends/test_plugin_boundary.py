@@ -1,0 +1,242 @@
+"""What a plugin returns is checked where it comes back (issue 44, H1, H2, M3): a classifier's
+NaN / infinite / out-of-range p_female and an embedder's NaN / infinite / zero vectors are
+one line naming the plugin and its distribution, and nothing is stored or cached.
+
+The plugins are real distributions as pip leaves them (``dist-info`` with ``entry_points.txt``
+in a folder put on ``sys.path``, the suite's way: ``tests/core/test_registries.py``); the
+label stage runs with the real MediaPipe detector on real photos."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from image_fixtures import encode, photo
+
+from corpus_audit.backends import classifiers, embeddings
+from corpus_audit.core.errors import BackendOutputError, CorpusAuditError
+from corpus_audit.core.registry import Registry
+
+_COUNTER = iter(range(10_000))
+
+
+def dist_info(site: Path, dist: str, version: str, group: str, entries: dict[str, str]) -> None:
+    """A distribution as pip leaves it in ``site``: METADATA and entry_points.txt."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+    )
+    lines = "".join(f"{name} = {value}\n" for name, value in entries.items())
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}", encoding="utf-8")
+
+
+def install(monkeypatch, tmp_path: Path, group: str, name: str, code: str) -> str:
+    """A plugin ``name`` in ``group`` whose module is ``code`` (its ``BACKEND`` the entry),
+    on ``sys.path`` for this test; returns the module name (fresh each call)."""
+    module = f"boundary_plugin_{next(_COUNTER)}"
+    site = tmp_path / f"site_{module}"
+    site.mkdir()
+    (site / f"{module}.py").write_text(textwrap.dedent(code), encoding="utf-8")
+    dist_info(site, "bad-plugin", "0.1", group, {name: f"{module}:BACKEND"})
+    monkeypatch.syspath_prepend(str(site))
+    return module
+
+
+def fresh(monkeypatch, module, attr: str) -> Registry:
+    """The module's registry, copied with its built-ins and plugins not looked for yet."""
+    original: Registry = getattr(module, attr)
+    copy: Registry = Registry(original.kind, original.group)
+    for known, value in original.items():
+        if original.plugin(known) is None:
+            copy.register(known, value)
+    monkeypatch.setattr(module, attr, copy)
+    return copy
+
+
+CLASSIFIER = """
+import numpy as np
+from corpus_audit import ClassifierBackend
+
+class Model:
+    id = "bad:1"
+    provenance = {{"classifier": "bad:1"}}
+
+    def p_female(self, images, faces):
+        return {value}
+
+    def close(self):
+        pass
+
+BACKEND = ClassifierBackend(lambda label, **kw: Model(), lambda label: "bad:1")
+"""
+
+
+@pytest.fixture
+def photo_study(make_study, tmp_path):
+    """A study with two portraits in ``images`` (as generate registers its images)."""
+    study = make_study(
+        [
+            Path(__file__).resolve().parents[2]
+            / "corpus_audit/demo_data/coco_val2017_captions.parquet"
+        ],
+        label={"face_model": "full_range", "classifier": "agegender"},
+    )
+    for i, name in enumerate(("astronaut", "grace")):
+        path = study.path("images", "generated", "m", f"{name}.png")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encode(photo(name), "PNG"))
+        study.con.execute(
+            "INSERT INTO images (image_id, source, prompt_id, occupation, path, model_id, seed) "
+            "VALUES (?, 'generated', 'direct:1:nurse', 'nurse', ?, 'm', ?)",
+            [f"gen:m:{name}", f"images/generated/m/{name}.png", i],
+        )
+    return study
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("np.full(len(images), np.nan)", "nan"),
+        ("np.full(len(images), np.inf)", "inf"),
+        ("np.full(len(images), 5.0)", "5.0"),
+        ("np.full(len(images), -2.0)", "-2.0"),
+        ("[0.5] * (len(images) + 1)", "a list of 3 items for 2 images"),
+        ("None", "returned None"),
+        ("['0.5'] * len(images)", "<U3 values, not numbers"),
+    ],
+)
+def test_a_classifier_plugin_s_bad_value_is_one_line_and_nothing_is_stored(
+    monkeypatch, tmp_path, photo_study, value, shown
+):
+    from corpus_audit.stages.label import label
+
+    install(
+        monkeypatch, tmp_path, "corpus_audit.classifiers", "bad", CLASSIFIER.format(value=value)
+    )
+    fresh(monkeypatch, classifiers, "CLASSIFIERS")
+    photo_study.config.label.classifier = "bad"
+    with pytest.raises(BackendOutputError) as info:
+        label(photo_study, progress=False)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "classifier plugin 'bad' (bad-plugin 0.1, entry point group corpus_audit.classifiers)"
+    )
+    assert shown in message
+    assert photo_study.count("labels") == 0  # nothing stored (before: NaN -> 0.0 'male')
+
+
+def test_a_classifier_plugin_raising_mid_run_is_one_line_naming_it(
+    monkeypatch, tmp_path, photo_study
+):
+    from corpus_audit.stages.label import label
+
+    code = CLASSIFIER.format(value="{}['missing']")
+    install(monkeypatch, tmp_path, "corpus_audit.classifiers", "bad", code)
+    fresh(monkeypatch, classifiers, "CLASSIFIERS")
+    photo_study.config.label.classifier = "bad"
+    with pytest.raises(
+        BackendOutputError,
+        match=r"^classifier plugin 'bad' \(bad-plugin 0\.1.*"
+        r"p_female raised KeyError: 'missing'",
+    ):
+        label(photo_study, progress=False)
+    assert photo_study.count("labels") == 0
+
+
+EMBEDDER = """
+import numpy as np
+
+class Model:
+    model_id = fingerprint = "bad-embedder"
+    dim = 4
+    device = "cpu"
+    precision = "fp32"
+    n_encoded = 0
+
+    def encode(self, texts):
+        return {value}
+
+    def provenance(self):
+        return {{"model": "bad"}}
+
+    def close(self):
+        pass
+
+def BACKEND(model, **kw):
+    return Model()
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("np.full((len(texts), 4), np.nan)", "NaN or infinite values for text 1 of 3"),
+        ("np.full((len(texts), 4), np.inf)", "NaN or infinite values for text 1 of 3"),
+        ("np.zeros((len(texts), 4))", "a zero vector for text 1 of 3"),
+        ("np.ones((len(texts), 5))", "expected (3, 4)"),
+        ("np.ones((len(texts) - 1, 4))", "expected (3, 4)"),
+    ],
+)
+def test_an_embedder_plugin_s_bad_vectors_never_reach_the_cache(
+    monkeypatch, tmp_path, value, shown
+):
+    install(monkeypatch, tmp_path, "corpus_audit.embedders", "bad", EMBEDDER.format(value=value))
+    fresh(monkeypatch, embeddings, "EMBEDDERS")
+    monkeypatch.setattr(embeddings, "_LOADED", {})
+    cache = embeddings.EmbeddingCache(tmp_path / "cache", "bad-embedder")
+    with pytest.raises(BackendOutputError) as info:
+        embeddings.embed_with_cache(
+            ["a nurse", "a doctor", "a chef"],
+            cache,
+            lambda: embeddings.load_embedder("m", backend="bad", device="cpu"),
+        )
+    message = str(info.value)
+    assert "\n" not in message and shown in message
+    assert message.startswith("embedder plugin 'bad' (bad-plugin 0.1, entry point group")
+    assert cache.key_files() == [] and not list(cache.dir.glob("*.npy"))  # nothing cached
+
+
+def test_an_embedder_plugin_s_unnormalised_vectors_are_normalised_with_a_note(
+    monkeypatch, tmp_path, caplog
+):
+    install(
+        monkeypatch,
+        tmp_path,
+        "corpus_audit.embedders",
+        "big",
+        EMBEDDER.format(
+            value="np.arange(1, 4 * len(texts) + 1, dtype=float).reshape(-1, 4) * 1000"
+        ),
+    )
+    fresh(monkeypatch, embeddings, "EMBEDDERS")
+    monkeypatch.setattr(embeddings, "_LOADED", {})
+    embedder = embeddings.load_embedder("m", backend="big", device="cpu")
+    vectors = embedder.encode(["a", "b"])
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
+    assert embedder.provenance()["renormalised_vectors"] == 2
+    assert "not of unit length; normalised" in caplog.text
+
+
+def test_the_cache_refuses_non_finite_and_zero_rows(tmp_path):
+    cache = embeddings.EmbeddingCache(tmp_path, "fp", dim=2)
+    for bad in ([[np.nan, 1.0]], [[np.inf, 0.0]], [[0.0, 0.0]]):
+        with pytest.raises(CorpusAuditError, match="refused to cache"):
+            cache.add(["k"], np.asarray(bad, dtype=np.float32))
+    assert cache.key_files() == [] and not list(cache.dir.glob("*.npy"))
+
+
+def test_a_plugin_naming_a_non_backend_object_is_one_line(monkeypatch, tmp_path, photo_study):
+    from corpus_audit.stages.label import label
+
+    install(monkeypatch, tmp_path, "corpus_audit.classifiers", "bad", "BACKEND = 42\n")
+    fresh(monkeypatch, classifiers, "CLASSIFIERS")
+    photo_study.config.label.classifier = "bad"
+    with pytest.raises(CorpusAuditError, match=r"names 42, not a corpus_audit\.ClassifierBackend"):
+        label(photo_study, progress=False)
+    assert "bad" not in sys.modules
