@@ -26,7 +26,6 @@ and notes at INFO), which has no handler of its own: route it as you like
 from __future__ import annotations
 
 import logging
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +40,8 @@ from corpus_audit.commands.import_images import import_images
 from corpus_audit.commands.plugins import PluginStatus, plugin_statuses
 from corpus_audit.commands.texts import run_texts
 from corpus_audit.core.catalogue import STAGE_NAMES
-from corpus_audit.core.config import dump_toml, load_config
-from corpus_audit.core.config_edit import set_config
+from corpus_audit.core.config import load_config
+from corpus_audit.core.config_edit import set_values
 from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.pipeline import init_study, run_all, stage_function, status
@@ -189,12 +188,12 @@ class Study:
         :class:`~corpus_audit.core.errors.ConfigError` naming the key and the file is left as
         it was); returns ``(key, old, new)`` per setting, as ``corpus-audit config set``."""
         core = self.core
-        assignments = []
-        for key, value in settings.items():
-            text = dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = ")
-            tomllib.loads(f"v = {text}")  # the value must survive TOML (no None, no objects)
-            assignments.append(f"{key}={text}")
-        changes = set_config(core.root, assignments)
+        if not isinstance(settings, Mapping):
+            raise StudyError(
+                f"set: settings is {type(settings).__name__}, not a mapping "
+                '({"section.key": value})'
+            )
+        changes = set_values(core.root, dict(settings))
         core.config = load_config(core.root)
         for key, old, new in changes:
             logger.info("%s: %r -> %r", key, old, new)
