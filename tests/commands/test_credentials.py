@@ -84,6 +84,14 @@ def test_credentials_in_urls_are_refused_and_never_reach_the_study(tmp_path, ser
         code, said = _cli(capfd, "config", "set", str(root), assignment)
         assert code == 2 and said.count("\n") == 1 and "is refused" in said, said
         _clean(said)
+    for argv in (
+        ("import-images", str(root), s3_keys.rsplit("/", 1)[0] + "/"),
+        ("texts", with_password, "--out", str(tmp_path / "texts")),
+    ):
+        code, said = _cli(capfd, *argv)
+        assert code == 2 and said.count("\n") == 1 and "is refused" in said, said
+        _clean(said)
+    assert not (tmp_path / "texts").exists()
     assert (root / "study.toml").read_bytes() == before
 
     with Study.open(root) as study:  # the API: Study.set
