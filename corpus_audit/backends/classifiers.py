@@ -499,7 +499,11 @@ def _clip_row_id(label: Any) -> str:
 
 
 # config name (label.classifier) -> backend; config validation takes its names from here
-CLASSIFIERS: Registry[ClassifierBackend] = Registry("classifier", "corpus_audit.classifiers")
+CLASSIFIERS: Registry[ClassifierBackend] = Registry(
+    "classifier",
+    "corpus_audit.classifiers",
+    expects=("a corpus_audit.ClassifierBackend", lambda o: isinstance(o, ClassifierBackend)),
+)
 CLASSIFIERS.register("agegender", ClassifierBackend(_build_agegender, lambda label: "agegender"))
 CLASSIFIERS.register("clip", ClassifierBackend(_build_clip, _clip_row_id))
 

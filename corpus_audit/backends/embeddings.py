@@ -110,7 +110,9 @@ EmbedderFactory = Callable[..., Embedder]
 # planner(model, device=, precision=, max_seq_length=) -> the fingerprint, without loading
 FingerprintPlanner = Callable[..., str]
 # backend name (neighbors.embedder) -> factory; config validation takes its names from here
-EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder", "corpus_audit.embedders")
+EMBEDDERS: Registry[EmbedderFactory] = Registry(
+    "embedder", "corpus_audit.embedders", expects=("an embedder factory (a callable)", callable)
+)
 _PLANNERS: dict[str, FingerprintPlanner] = {}
 _LOADED: dict[tuple[Any, ...], Embedder] = {}
 _LOCK = threading.Lock()

@@ -8,6 +8,7 @@ label stage runs with the real MediaPipe detector on real photos."""
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -34,14 +35,17 @@ def dist_info(site: Path, dist: str, version: str, group: str, entries: dict[str
     (info / "entry_points.txt").write_text(f"[{group}]\n{lines}", encoding="utf-8")
 
 
-def install(monkeypatch, tmp_path: Path, group: str, name: str, code: str) -> str:
+def install(
+    monkeypatch, tmp_path: Path, group: str, name: str, code: str, dist: str = "bad-plugin"
+) -> str:
     """A plugin ``name`` in ``group`` whose module is ``code`` (its ``BACKEND`` the entry),
-    on ``sys.path`` for this test; returns the module name (fresh each call)."""
+    declared by the distribution ``dist`` 0.1, on ``sys.path`` for this test; returns the
+    module name (fresh each call)."""
     module = f"boundary_plugin_{next(_COUNTER)}"
     site = tmp_path / f"site_{module}"
     site.mkdir()
     (site / f"{module}.py").write_text(textwrap.dedent(code), encoding="utf-8")
-    dist_info(site, "bad-plugin", "0.1", group, {name: f"{module}:BACKEND"})
+    dist_info(site, dist, "0.1", group, {name: f"{module}:BACKEND"})
     monkeypatch.syspath_prepend(str(site))
     return module
 
@@ -49,7 +53,7 @@ def install(monkeypatch, tmp_path: Path, group: str, name: str, code: str) -> st
 def fresh(monkeypatch, module, attr: str) -> Registry:
     """The module's registry, copied with its built-ins and plugins not looked for yet."""
     original: Registry = getattr(module, attr)
-    copy: Registry = Registry(original.kind, original.group)
+    copy: Registry = Registry(original.kind, original.group, original.expects)
     for known, value in original.items():
         if original.plugin(known) is None:
             copy.register(known, value)
@@ -240,3 +244,157 @@ def test_a_plugin_naming_a_non_backend_object_is_one_line(monkeypatch, tmp_path,
     with pytest.raises(CorpusAuditError, match=r"names 42, not a corpus_audit\.ClassifierBackend"):
         label(photo_study, progress=False)
     assert "bad" not in sys.modules
+
+
+def fresh_all(monkeypatch) -> None:
+    """Every plugin registry fresh (plugins looked for again on first use)."""
+    import importlib
+
+    from corpus_audit.core.registry import PLUGIN_GROUPS
+
+    for spec in PLUGIN_GROUPS.values():
+        module, _, attr = spec.partition(":")
+        fresh(monkeypatch, importlib.import_module(module), attr)
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("import sys\nsys.exit(3)\n", "SystemExit: exit status 3"),
+        ("raise KeyboardInterrupt\n", "KeyboardInterrupt: (no message)"),
+        ("class Stop(BaseException):\n    pass\nraise Stop('stop here')\n", "Stop: stop here"),
+    ],
+)
+def test_a_plugin_ending_the_process_on_import_is_its_own_one_line_error(
+    monkeypatch, tmp_path, capfd, photo_study, code, said
+):
+    """M2: `plugins` lists the others and exits 2 with one line naming the plugin (before:
+    exit 3 with no output, or "interrupted"); the API's plugins() returns; label is one line."""
+    from corpus_audit import plugins
+    from corpus_audit.cli import main
+    from corpus_audit.stages.label import label
+
+    install(monkeypatch, tmp_path, "corpus_audit.classifiers", "quits", code)
+    install(
+        monkeypatch,
+        tmp_path,
+        "corpus_audit.embedders",
+        "fine",
+        EMBEDDER.format(value="1"),
+        "ok-plugin",
+    )
+    fresh_all(monkeypatch)
+    status = main(["plugins"])
+    out, err = capfd.readouterr()
+    assert status == 2
+    lines = out.splitlines()
+    assert any(
+        line.startswith("corpus_audit.embedders  fine  ok-plugin 0.1") and line.endswith("  ok")
+        for line in lines
+    )
+    assert any(
+        line.startswith("corpus_audit.classifiers  quits") and line.endswith("FAILED")
+        for line in lines
+    )
+    assert err.count("\n") == 1 and err.startswith(
+        "error: classifier plugin 'quits' (bad-plugin 0.1"
+    )
+    assert said in err
+    fresh_all(monkeypatch)
+    by_name = {s.plugin.name: s.error for s in plugins()}  # no SystemExit out of the API
+    assert by_name["fine"] == "" and said in by_name["quits"]
+    fresh_all(monkeypatch)
+    photo_study.config.label.classifier = "quits"
+    with pytest.raises(CorpusAuditError, match=re.escape(said)):
+        label(photo_study, progress=False)
+    assert photo_study.count("labels") == 0
+
+
+def test_two_distributions_declaring_one_name_are_both_listed(monkeypatch, tmp_path, capfd):
+    from corpus_audit.cli import main
+
+    code = CLASSIFIER.format(value="np.full(len(images), 0.5)")
+    install(monkeypatch, tmp_path, "corpus_audit.classifiers", "same", code, "first-plugin")
+    install(monkeypatch, tmp_path, "corpus_audit.classifiers", "same", code, "second-plugin")
+    fresh_all(monkeypatch)
+    status = main(["plugins"])
+    out, err = capfd.readouterr()
+    rows = [line for line in out.splitlines() if "  same  " in line]
+    assert len(rows) == 2 and rows[0].endswith("ok") and rows[1].endswith("CLASH")
+    assert status == 2 and err.count("\n") == 1
+    dists = {rows[0].split("  ")[2].split()[0], rows[1].split("  ")[2].split()[0]}
+    assert dists == {"first-plugin", "second-plugin"}
+    assert "not used" in err and "declares the same name first" in err
+
+
+def test_a_plugin_naming_a_non_backend_object_is_failed_in_plugins(monkeypatch, tmp_path, capfd):
+    from corpus_audit.cli import main
+
+    install(monkeypatch, tmp_path, "corpus_audit.corpus_readers", "notreader", "BACKEND = 'x'\n")
+    install(monkeypatch, tmp_path, "corpus_audit.embedders", "notfactory", "BACKEND = 42\n", "p2")
+    fresh_all(monkeypatch)
+    status = main(["plugins"])
+    out, err = capfd.readouterr()
+    assert status == 2 and "ok" not in out.split()
+    assert "names 'x', not a corpus reader" in err and "names 42, not an embedder factory" in err
+
+
+def test_a_200000_character_plugin_name_is_cut_in_messages(monkeypatch, tmp_path, capfd):
+    from corpus_audit.cli import main
+
+    name = "n" * 200_000
+    install(monkeypatch, tmp_path, "corpus_audit.classifiers", name, "raise ValueError('no')\n")
+    fresh_all(monkeypatch)
+    status = main(["plugins"])
+    out, err = capfd.readouterr()
+    assert status == 2
+    assert max(len(line) for line in (out + err).splitlines()) < 1000
+    assert "(200,000 characters)" in err
+
+
+READER = """
+from pathlib import Path
+
+import pyarrow as pa
+
+from corpus_audit.backends.corpus import FileInfo
+
+
+class ArrowReader:
+    name = "arrow"
+    extensions = (".arrow",)
+
+    def inspect(self, path):
+        schema = pa.ipc.open_file(path).schema
+        return FileInfo(list(schema.names), None, [None], types={f.name: f.type for f in schema})
+
+    def read(self, path, unit, columns, batch_rows):
+        reader = pa.ipc.open_file(path)
+        start = 0
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            yield batch.select([c for c in columns.names() if c in batch.schema.names]), start
+            start += batch.num_rows
+
+
+BACKEND = ArrowReader()
+"""
+
+
+def test_a_corpus_reader_plugin_keeps_format_auto_working(monkeypatch, tmp_path, laion_path):
+    """M1: with a reader plugin installed, format=auto still tells parquet by its name (before:
+    AttributeError: 'str' object has no attribute 'extensions') and the plugin's extension."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus_audit.backends import corpus
+
+    install(monkeypatch, tmp_path, "corpus_audit.corpus_readers", "arrowplug", READER)
+    fresh(monkeypatch, corpus, "READERS")
+    (parquet,) = corpus.resolve_corpus([str(laion_path)])
+    assert parquet.format == "parquet"
+    table = pq.read_table(laion_path).slice(0, 50)
+    with pa.ipc.new_file(tmp_path / "x.arrow", table.schema) as writer:
+        writer.write_table(table)
+    (arrow,) = corpus.resolve_corpus([str(tmp_path / "x.arrow")])
+    assert arrow.format == "arrowplug"

@@ -37,7 +37,9 @@ from corpus_audit.core.registry import Registry
 # factory(model, settings, **options) -> TextGenerator; options are the backend's own
 TextGeneratorFactory = Callable[..., TextGenerator]
 TEXT_GENERATORS: Registry[TextGeneratorFactory] = Registry(
-    "text generator", "corpus_audit.text_generators"
+    "text generator",
+    "corpus_audit.text_generators",
+    expects=("a text generator factory (a callable)", callable),
 )
 
 
