@@ -170,3 +170,69 @@ def check_count(items: Any, n: int, who: str, what: str, unit: str) -> list[Any]
             "was stored"
         )
     return items
+
+
+def check_completion(value: Any, who: str, what: str = "stream") -> Any:
+    """One completion of a text generator: ``text`` a str, ``finish_reason`` a str, token
+    counts None or whole numbers >= 0, ``seed`` None or a whole number."""
+    text = getattr(value, "text", None)
+    if not isinstance(text, str):
+        raise BackendOutputError(
+            f"{who}: {what} returned {shown(value)} as a completion (its text is "
+            f"{shown(text)}, not a str); nothing of this batch was stored"
+        )
+    if not isinstance(getattr(value, "finish_reason", None), str):
+        raise BackendOutputError(
+            f"{who}: {what} returned a finish_reason of "
+            f"{shown(getattr(value, 'finish_reason', None))}, not a str; nothing of this batch "
+            "was stored"
+        )
+    for field in ("completion_tokens", "prompt_tokens", "seed"):
+        count = getattr(value, field, None)
+        if count is None:
+            continue
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+            raise BackendOutputError(
+                f"{who}: {what} returned {field} = {shown(count)}, not a whole number; "
+                "nothing of this batch was stored"
+            )
+        if field != "seed" and count < 0:
+            raise BackendOutputError(
+                f"{who}: {what} returned {field} = {int(count)}, a negative count; nothing of "
+                "this batch was stored"
+            )
+    return value
+
+
+def check_image(value: Any, who: str, index: int, n: int, what: str = "generate") -> Any:
+    """One generated image: ``pixels`` an ``(H, W, 3)`` uint8 array (H, W >= 1), ``nsfw``
+    True, False or None."""
+    pixels = getattr(value, "pixels", None)
+    if (
+        not isinstance(pixels, np.ndarray)
+        or pixels.dtype != np.uint8
+        or pixels.ndim != 3
+        or pixels.shape[2] != 3
+        or min(pixels.shape[:2]) < 1
+    ):
+        raise BackendOutputError(
+            f"{who}: {what} returned {shown(pixels)} as the pixels of image {index + 1} of {n} "
+            "(expected an (H, W, 3) uint8 array); nothing of this batch was stored"
+        )
+    if getattr(value, "nsfw", None) not in (True, False, None):
+        raise BackendOutputError(
+            f"{who}: {what} returned nsfw = {shown(value.nsfw)} for image {index + 1} of {n} "
+            "(True, False or None); nothing of this batch was stored"
+        )
+    return value
+
+
+def check_counts(value: Any, n: int, who: str, what: str) -> list[int]:
+    """``n`` whole numbers >= 0 (token counts of ``n`` texts)."""
+    items = check_count(value, n, who, what, "texts")
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or item < 0:
+            raise BackendOutputError(
+                f"{who}: {what} returned {shown(item)} as a token count (a whole number >= 0)"
+            )
+    return [int(i) for i in items]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from image_fixtures import encode, photo
 
+from corpus_audit import Study
 from corpus_audit.backends import classifiers, embeddings
 from corpus_audit.core.errors import BackendOutputError, CorpusAuditError
 from corpus_audit.core.registry import Registry
@@ -398,3 +399,172 @@ def test_a_corpus_reader_plugin_keeps_format_auto_working(monkeypatch, tmp_path,
         writer.write_table(table)
     (arrow,) = corpus.resolve_corpus([str(tmp_path / "x.arrow")])
     assert arrow.format == "arrowplug"
+
+
+TEXT_GENERATOR = """
+from corpus_audit.backends.text_generators import Completion
+
+
+class Model:
+    name = "bad:m"
+
+    def stream(self, requests):
+        for i, r in enumerate(requests):
+            yield {value}
+
+    def describe(self):
+        return {{"backend": "bad"}}
+
+    def close(self):
+        pass
+
+
+def BACKEND(model, settings, **options):
+    return Model()
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "said", "stored"),
+    [
+        (
+            "i, [Completion(f'text {{k}}', 'stop') for k in range(3 * r.n)]",
+            "stream returned 6 texts for a request of 2",
+            0,
+        ),
+        (
+            "i, [Completion('t', 'stop', completion_tokens=-5) for k in range(r.n)]",
+            "completion_tokens = -5, a negative count",
+            0,
+        ),
+        ("i, [Completion(None, 'stop')] * r.n", "its text is None, not a str", 0),
+        ("i, 'not a list'", "as the completions of request", 0),
+        ("0, [Completion('t', 'stop')]", "yielded request 0 twice", 1),  # the first batch was fine
+        ("i, [Completion('t', 'stop', prompt_tokens='12')]", "prompt_tokens = '12'", 0),
+    ],
+)
+def test_a_text_generator_plugin_s_wrong_output_stores_nothing(
+    monkeypatch, tmp_path, value, said, stored
+):
+    """M3, M4 through the llm_texts stage: one line naming the plugin, no text stored (before:
+    72 texts stored instead of 24, negative token counts stored, tracebacks)."""
+    from corpus_audit.backends import text_generators
+
+    install(
+        monkeypatch,
+        tmp_path,
+        "corpus_audit.text_generators",
+        "bad",
+        TEXT_GENERATOR.format(value=value),
+    )
+    fresh(monkeypatch, text_generators, "TEXT_GENERATORS")
+    study = Study.create(
+        tmp_path / "llm",
+        kind="llm",
+        models=["bad:m"],
+        settings={"llm.n": 2, "llm.only_occupations": ["nurse"], "llm.genders": []},
+    )
+    with study, pytest.raises(BackendOutputError) as info:
+        study.run("llm_texts", progress=False)
+    message = str(info.value)
+    assert "\n" not in message and said in message
+    assert message.startswith("text generator plugin 'bad' (bad-plugin 0.1")
+    with Study.open(tmp_path / "llm") as again:
+        assert len(again.table("llm_texts")) == stored
+
+
+def test_identical_texts_at_a_temperature_are_reported(monkeypatch, tmp_path):
+    from corpus_audit.backends import text_generators
+    from corpus_audit.backends.text_generators import SamplingSettings, TextRequest
+
+    value = "i, [Completion('the same text', 'stop') for k in range(r.n)]"
+    install(
+        monkeypatch,
+        tmp_path,
+        "corpus_audit.text_generators",
+        "same",
+        TEXT_GENERATOR.format(value=value),
+    )
+    fresh(monkeypatch, text_generators, "TEXT_GENERATORS")
+    generator = text_generators.load_text_generator("same:m", SamplingSettings(temperature=1.0))
+    got = text_generators.generate_all(generator, [TextRequest("p", 3, 1), TextRequest("q", 3, 2)])
+    assert [len(c) for c in got] == [3, 3]
+    (line,) = generator.warnings()
+    assert "2 requests returned the same text for every completion at temperature 1.0" in line
+
+
+GENERATOR = """
+import numpy as np
+from corpus_audit.backends.generators import GeneratedImage
+
+
+class Model:
+    max_prompt_tokens = 77
+
+    def generate(self, prompts, seeds):
+        return {value}
+
+    def count_tokens(self, texts):
+        return {tokens}
+
+    def describe(self):
+        return {{"backend": "bad"}}
+
+    def close(self):
+        pass
+
+
+def BACKEND(model, settings):
+    return Model()
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "tokens", "said"),
+    [
+        (
+            "[GeneratedImage(np.zeros((8, 8), np.uint8), None) for p in prompts]",
+            "[3] * len(texts)",
+            "as the pixels of image 1 of 2",
+        ),
+        (
+            "[GeneratedImage(np.zeros((8, 8, 3), np.float32), None) for p in prompts]",
+            "[3] * len(texts)",
+            "(8, 8, 3) (float32)",
+        ),
+        (
+            "[GeneratedImage(np.zeros((8, 8, 3), np.uint8), None)]",
+            "[3] * len(texts)",
+            "generate returned 1 items for 2 prompts",
+        ),
+        (
+            "[GeneratedImage(np.zeros((8, 8, 3), np.uint8), 'no') for p in prompts]",
+            "[3] * len(texts)",
+            "nsfw = 'no'",
+        ),
+        (
+            "[GeneratedImage(np.zeros((8, 8, 3), np.uint8), None) for p in prompts]",
+            "[-1] * len(texts)",
+            "-1 as a token count",
+        ),
+        ("1 / 0", "[3]", "generate raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_an_image_generator_plugin_s_wrong_output_is_one_line(
+    monkeypatch, tmp_path, value, tokens, said
+):
+    from corpus_audit.backends import generators
+    from corpus_audit.backends.generators import GenerationSettings
+    from corpus_audit.stages import generate as generate_stage
+    from corpus_audit.stages.generate import Drawer
+
+    code = GENERATOR.format(value=value, tokens=tokens)
+    install(monkeypatch, tmp_path, "corpus_audit.generators", "badgen", code)
+    registry = fresh(monkeypatch, generators, "GENERATORS")
+    monkeypatch.setattr(generate_stage, "GENERATORS", registry)  # imported by name there
+    drawer = Drawer("badgen", "m", GenerationSettings())
+    with pytest.raises(BackendOutputError) as info:
+        drawer((("a nurse", "a chef"), (1, 2)))
+    message = str(info.value)
+    assert "\n" not in message and said in message
+    assert message.startswith("generator plugin 'badgen' (bad-plugin 0.1")
