@@ -568,3 +568,52 @@ def test_an_image_generator_plugin_s_wrong_output_is_one_line(
     message = str(info.value)
     assert "\n" not in message and said in message
     assert message.startswith("generator plugin 'badgen' (bad-plugin 0.1")
+
+
+SOURCE = """
+from pathlib import Path
+
+from corpus_audit.backends.image_sources.base import PlainSource, SourceOptions, Unit
+
+
+class Source(PlainSource):
+    kind = "badsrc"
+    options = SourceOptions
+
+    def units(self, ctx, options):
+        return [Unit(Path("unit-1"), lambda: iter({value}))]
+
+
+BACKEND = Source()
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("[42]", "read yielded 42, not a Record or a Skip"),
+        ("[None]", "read yielded None, not a Record or a Skip"),
+        ("(1 / 0 for _ in [1])", "read raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_an_image_source_plugin_s_wrong_output_is_one_line(monkeypatch, tmp_path, value, said):
+    from corpus_audit.backends import image_sources
+    from corpus_audit.stages import images as images_stage
+
+    install(
+        monkeypatch, tmp_path, "corpus_audit.image_sources", "badsrc", SOURCE.format(value=value)
+    )
+    registry = fresh(monkeypatch, image_sources, "SOURCES")
+    monkeypatch.setattr(images_stage, "SOURCES", registry)  # imported by name there
+    coco = (
+        Path(__file__).resolve().parents[2] / "corpus_audit/demo_data/coco_val2017_captions.parquet"
+    )
+    with Study.create(tmp_path / "src", coco, settings={"select.sample_unit": "captions"}) as study:
+        study.run("select", progress=False)
+        study.set({"images.sources": [{"kind": "badsrc", "path": "x"}]})
+        with pytest.raises(BackendOutputError) as info:
+            study.run("images", progress=False)
+        message = str(info.value)
+        assert "\n" not in message and said in message
+        assert message.startswith("image source plugin 'badsrc' (bad-plugin 0.1")
+        assert len(study.table("images")) == 0
