@@ -24,9 +24,14 @@ COCO = Path(__file__).resolve().parents[1] / "corpus_audit/demo_data/coco_val201
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     root = tmp_path_factory.mktemp("api_args") / "study"
-    with Study.create(root, str(COCO)) as made:  # one path, not a list: not read by character
-        assert made.config["corpus"]["paths"] == [str(COCO.resolve())]
+    with Study.create(root, [COCO]) as made:
         yield made
+
+
+def test_a_single_path_where_a_list_is_expected_is_one_path(tmp_path):
+    """Before: the str was read character by character ("/: no such corpus file")."""
+    with Study.create(tmp_path / "one", str(COCO)) as made:
+        assert made.config["corpus"]["paths"] == [str(COCO.resolve())]
 
 
 @pytest.mark.parametrize(

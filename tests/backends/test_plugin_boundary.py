@@ -54,7 +54,12 @@ def install(
 def fresh(monkeypatch, module, attr: str) -> Registry:
     """The module's registry, copied with its built-ins and plugins not looked for yet."""
     original: Registry = getattr(module, attr)
-    copy: Registry = Registry(original.kind, original.group, original.expects)
+    expects = getattr(original, "expects", None)  # what its plugins must name
+    copy: Registry = (
+        Registry(original.kind, original.group, expects)
+        if expects
+        else Registry(original.kind, original.group)
+    )
     for known, value in original.items():
         if original.plugin(known) is None:
             copy.register(known, value)
