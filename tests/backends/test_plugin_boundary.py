@@ -22,18 +22,10 @@ from corpus_audit.backends import classifiers, embeddings
 from corpus_audit.core.errors import BackendOutputError, CorpusAuditError
 from corpus_audit.core.registry import Registry
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from test_registries import _dist_info as dist_info  # noqa: E402  (the suite's way)
+
 _COUNTER = iter(range(10_000))
-
-
-def dist_info(site: Path, dist: str, version: str, group: str, entries: dict[str, str]) -> None:
-    """A distribution as pip leaves it in ``site``: METADATA and entry_points.txt."""
-    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
-    )
-    lines = "".join(f"{name} = {value}\n" for name, value in entries.items())
-    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}", encoding="utf-8")
 
 
 def install(
