@@ -25,24 +25,26 @@ and notes at INFO), which has no handler of its own: route it as you like
 
 from __future__ import annotations
 
+import functools
 import logging
-import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import corpus_audit
 from corpus_audit.backends.classifiers import ClassifierBackend as ClassifierBackend
 from corpus_audit.commands import demo as bundled
-from corpus_audit.commands.amplify import amplify_wide
+from corpus_audit.commands.amplify import amplify_wide, check_options
 from corpus_audit.commands.export import ExportResult, export_tables, read_table, result_tables
 from corpus_audit.commands.import_images import import_images
 from corpus_audit.commands.plugins import PluginStatus, plugin_statuses
 from corpus_audit.commands.texts import run_texts
 from corpus_audit.core.catalogue import STAGE_NAMES
-from corpus_audit.core.config import dump_toml, load_config
-from corpus_audit.core.config_edit import set_config
+from corpus_audit.core.config import load_config
+from corpus_audit.core.config_edit import set_values
 from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.extras import require_stages
@@ -78,6 +80,83 @@ STAGES: tuple[str, ...] = tuple(STAGE_NAMES)
 StudyKind = Literal["amplification", "pst", "llm", "images"]
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _paths(name: str, value: Any) -> list[str]:
+    """``value``, one path or an iterable of paths (str or ``os.PathLike``), as a list of
+    str; a :class:`StudyError` naming the argument otherwise (a single path is never read
+    character by character)."""
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    if value is None or isinstance(value, (bytes, Mapping)):
+        raise StudyError(f"{name}: expected a path or a list of paths, not {type(value).__name__}")
+    try:
+        items = list(value)
+    except TypeError:
+        raise StudyError(
+            f"{name}: expected a path or a list of paths, not {type(value).__name__}"
+        ) from None
+    for i, item in enumerate(items):
+        if not isinstance(item, (str, os.PathLike)):
+            raise StudyError(f"{name}[{i}]: expected a path, not {type(item).__name__}")
+    return [str(os.fspath(item)) for item in items]
+
+
+def _names(name: str, value: Any) -> list[str]:
+    """``value``, one name or an iterable of names, as a list of str (argument named)."""
+    if isinstance(value, str):
+        return [value]
+    if value is None or isinstance(value, (bytes, Mapping, os.PathLike)):
+        raise StudyError(f"{name}: expected a name or a list of names, not {type(value).__name__}")
+    try:
+        items = list(value)
+    except TypeError:
+        raise StudyError(
+            f"{name}: expected a name or a list of names, not {type(value).__name__}"
+        ) from None
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise StudyError(f"{name}[{i}]: expected a name, not {type(item).__name__}")
+    return items
+
+
+def _typed(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    """``value`` when it is a ``kind`` (a bool is not an int), else a :class:`StudyError`
+    naming the argument."""
+    if isinstance(value, kind) and not (isinstance(value, bool) and bool not in _tuple(kind)):
+        return value
+    raise StudyError(f"{name}: expected {what}, not {type(value).__name__}")
+
+
+def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _one_thread(method: F) -> F:
+    """Guard a :class:`Study` method: one thread at a time per handle. A handle holds one
+    DuckDB connection, which serves one query at a time; a second thread gets a
+    :class:`StudyError` at once instead of DuckDB's "connection is busy" or a run lock
+    refusing its own process. The thread inside may call other guarded methods."""
+
+    @functools.wraps(method)
+    def guarded(self: Study, *args: Any, **kwargs: Any) -> Any:
+        if not self._busy.acquire(blocking=False):
+            raise StudyError(
+                f"{printable(self.root)}: this Study handle is in use by another thread "
+                f"({self._doing}); use a handle from one thread at a time (wait for the "
+                "other call, or take turns with a lock)"
+            )
+        outer, self._doing = self._doing, method.__name__
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._doing = outer
+            self._busy.release()
+
+    return guarded  # type: ignore[return-value]
+
+
 class Study:
     """One study: a directory with ``study.toml`` and ``study.duckdb``.
 
@@ -92,6 +171,8 @@ class Study:
         self._root = core.root
         self._snapshot = snapshot  # the temporary copy a read-only handle reads, if any
         self._read_only = read_only or snapshot is not None
+        self._busy = threading.RLock()  # _one_thread: one thread at a time
+        self._doing = ""  # the guarded call in progress
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
@@ -117,7 +198,14 @@ class Study:
         settings (``"paper"``). ``settings``: ``{"section.key": value}``, applied last and
         validated like ``study.toml`` (see :meth:`set`).
         """
-        corpus = [str(c) for c in corpus]
+        corpus = _paths("create: corpus", corpus)
+        models = _names("create: models", models)
+        _typed("create: root", root, (str, os.PathLike), "a path")
+        if preset is not None:
+            _typed("create: preset", preset, str, "a preset name")
+        if settings is not None:
+            _typed("create: settings", settings, Mapping, 'a mapping ({"section.key": value})')
+        overwrite = _typed("create: overwrite", overwrite, bool, "True or False")
         overrides: dict[str, dict[str, Any]] = {}
         if preset:
             overrides, notes = resolve(load_preset(preset))
@@ -166,6 +254,7 @@ class Study:
         study: opened read-only, or, when another process holds it, a snapshot copy of what it
         had committed (:mod:`corpus_audit.core.snapshot`; docs/api.md). Runs and settings are
         refused on such a handle."""
+        _typed("open: root", root, (str, os.PathLike), "a path")
         if not read_only:
             return cls(CoreStudy.open(root))
         from corpus_audit.core.snapshot import open_for_reading
@@ -173,6 +262,7 @@ class Study:
         core, folder = open_for_reading(root)
         return cls(core, snapshot=folder, read_only=True)
 
+    @_one_thread
     def close(self) -> None:
         """Release the database (the handle is not used afterwards)."""
         if self._core is not None:
@@ -288,24 +378,26 @@ class Study:
         """The effective config: ``{section: {key: value}}``, defaults filled in (a copy)."""
         return self.core.config.to_dict()
 
+    @_one_thread
     def set(self, settings: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
         """Change settings in ``study.toml``: ``{"label.classifier": "clip", "label.threshold":
         0.8}``. Validated all together like a stage loads them (a bad value is a
         :class:`~corpus_audit.core.errors.ConfigError` naming the key and the file is left as
         it was); returns ``(key, old, new)`` per setting, as ``corpus-audit config set``."""
         core = self._writable("set")
-        assignments = []
-        for key, value in settings.items():
-            text = dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = ")
-            tomllib.loads(f"v = {text}")  # the value must survive TOML (no None, no objects)
-            assignments.append(f"{key}={text}")
-        changes = set_config(core.root, assignments)
+        if not isinstance(settings, Mapping):
+            raise StudyError(
+                f"set: settings is {type(settings).__name__}, not a mapping "
+                '({"section.key": value})'
+            )
+        changes = set_values(core.root, dict(settings))
         core.config = load_config(core.root)
         for key, old, new in changes:
             logger.info("%s: %r -> %r", key, old, new)
         return changes
 
     # -- running -------------------------------------------------------------------------------
+    @_one_thread
     def run(
         self,
         stage: str | Sequence[str] | None = None,
@@ -317,19 +409,23 @@ class Study:
         stage of the study's kind in order up to ``until`` (as ``corpus-audit run``); each
         skips finished work. Returns the runs (counts, drop reasons, summary, notes), also
         logged at INFO."""
-        self._writable("run")
+        core = self._writable("run")
+        core.config = load_config(core.root)  # another handle or the CLI may have changed it
+        progress = _typed("run: progress", progress, bool, "True or False")
+        if until is not None:
+            _typed("run: until", until, str, "a stage name")
         if stage is None:
-            runs = run_all(self.core, until=until, progress=progress)
+            runs = run_all(core, until=until, progress=progress)
         else:
             if until is not None:
                 raise StudyError("run: give a stage or until, not both")
-            names = [stage] if isinstance(stage, str) else list(stage)
+            names = _names("run: stage", stage)
             for name in names:
                 if name not in STAGE_NAMES:
                     raise StudyError(f"unknown stage {name!r} (stages: {', '.join(STAGES)})")
             require_stages(names)  # a missing library: one line before anything is written
-            with run_lock(self.core.root):  # no `config set` between two of the stages
-                runs = [stage_function(name)(self.core, progress=progress) for name in names]
+            with run_lock(core.root):  # no `config set` between two of the stages
+                runs = [stage_function(name)(core, progress=progress) for name in names]
         for run in runs:
             _log_run(run)
             _summary_frame(run)
@@ -350,6 +446,7 @@ class Study:
             raise StudyError(f"{printable(page)}: the report was not written ({name})")
         return page
 
+    @_one_thread
     def import_images(
         self, sources: Iterable[str | Path], *, model: str | None = None, strict: bool = False
     ) -> StageRun:
@@ -357,11 +454,18 @@ class Study:
         import-images``: a CSV/JSONL manifest, a ``<prompt>/<n>.png`` folder or a BAFIS
         ``metadata.json``; ``model`` names the model (needed by the folder layout)."""
         core = self._writable("import_images")
-        run = import_images(core, [str(s) for s in sources], model=model, strict=strict)
+        core.config = load_config(core.root)
+        if model is not None:
+            _typed("import_images: model", model, str, "a model name")
+        strict = _typed("import_images: strict", strict, bool, "True or False")
+        run = import_images(
+            core, _paths("import_images: sources", sources), model=model, strict=strict
+        )
         _log_run(run)
         return _summary_frame(run)
 
     # -- reading -------------------------------------------------------------------------------
+    @_one_thread
     def status(self) -> pd.DataFrame:
         """Per stage, as ``corpus-audit status``: ``stage, status, done, rows_in, rows_out,
         dropped`` (``{reason: count}``), ``finished_at`` (UTC) and ``note``."""
@@ -386,6 +490,7 @@ class Study:
             frame[column] = frame[column].astype("Int64")
         return frame
 
+    @_one_thread
     def tables(self, *, non_empty: bool = False) -> list[str]:
         """The study's result tables (every table the schema makes but the bookkeeping ones),
         sorted; ``non_empty``: only those holding rows."""
@@ -394,9 +499,11 @@ class Study:
             names = [t for t in names if self.core.count(f'"{t}"') > 0]
         return names
 
+    @_one_thread
     def table(self, name: str, *, arrow: bool = False) -> pd.DataFrame | pa.Table:
         """Result table ``name`` (one of :meth:`tables`), rows sorted by all columns: a pandas
         DataFrame, or an Arrow table with ``arrow=True`` (types exactly as stored)."""
+        _typed("table: name", name, str, "a table name")
         known = self.tables()
         if name not in known:
             import difflib
@@ -410,6 +517,7 @@ class Study:
         data = read_table(self.core, name)
         return data if arrow else data.to_pandas()
 
+    @_one_thread
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
         """The rows of one read-only SQL statement (a ``SELECT``, ``WITH ... SELECT``,
         ``SHOW`` ...) over the study's tables, as a pandas DataFrame. Values go in ``params``
@@ -449,6 +557,7 @@ class Study:
             cur.close()
         return frame
 
+    @_one_thread
     def figures(self) -> dict[str, Figure]:
         """The study report's figures its data allows, as matplotlib figures by file name
         (``scatter_<model>``, ``amplification_<model>``, ``indicators``,
@@ -488,6 +597,7 @@ class Study:
             out[name] = decile_figure(frame, what)
         return out
 
+    @_one_thread
     def export(
         self,
         out: str | Path | None = None,
@@ -501,11 +611,16 @@ class Study:
         with ``manifest.json``, as ``corpus-audit export`` (atomic as a whole; tables without
         rows left out unless named or ``include_empty``; a partial stage's tables refused
         unless ``allow_partial``)."""
+        if out is not None:
+            _typed("export: out", out, (str, os.PathLike), "a path")
+        _typed("export: format", format, str, "parquet or csv")
+        core = self.core
+        core.config = load_config(core.root)
         result = export_tables(
-            self.core,
+            core,
             Path(out) if out is not None else None,
             fmt=format,
-            tables=list(tables) if tables else None,
+            tables=_names("export: tables", tables) if tables else None,
             allow_partial=allow_partial,
             include_empty=include_empty,
         )
@@ -611,9 +726,23 @@ def amplify(
 
     import pandas as pd
 
+    if not isinstance(tables, Mapping):
+        raise StudyError(
+            f"amplify: tables must be a mapping {{model: path}}, not {type(tables).__name__}"
+        )
+    named = []
+    for name, path in tables.items():
+        _typed("amplify: a model name in tables", name, str, "a str")
+        _typed(f"amplify: tables[{name!r}]", path, (str, os.PathLike), "one path")
+        named.append((name, Path(path)))
+    check_options(replicates=replicates, seed=seed, training_n=training_n)
+    report = _typed("amplify: report", report, bool, "True or False")
+    if out is not None:
+        _typed("amplify: out", out, (str, os.PathLike), "a path")
+
     def compute(folder: Path) -> Amplification:
         run = amplify_wide(
-            [(name, Path(path)) for name, path in tables.items()],
+            named,
             folder,
             training_n=training_n,
             replicates=replicates,
@@ -673,9 +802,10 @@ def analyze_texts(
     """Who and how (association, marked words, SRBS) of any text corpus, as ``corpus-audit
     texts``: creates or updates the study ``out`` and returns it open (its ``texts_*``
     tables hold the results)."""
+    _typed("analyze_texts: out", out, (str, os.PathLike), "a path")
     root = Path(out)
     run = run_texts(
-        [str(f) for f in files],
+        _paths("analyze_texts: files", files),
         root,
         text_column=text_column,
         occupation_column=occupation_column,
@@ -704,7 +834,11 @@ def arena_leaderboard(
     LMSYS-style; default: the bundled BAFIS votes): Elo in the given order with its interval
     over ``rounds`` shuffled orders, Bradley-Terry with its bootstrap interval, ranks from the
     intervals; sorted by aspect, language (``all`` first) and rank."""
-    chosen = [Path(f) for f in files] if files is not None else [arena_votes_file()]
+    chosen = (
+        [Path(f) for f in _paths("arena_leaderboard: files", files)]
+        if files is not None
+        else [arena_votes_file()]
+    )
     return leaderboard(arena_votes(chosen), rounds=rounds, seed=seed, confidence=confidence)
 
 

@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from corpus_audit.backends import boundary
 from corpus_audit.core.devices import resolve_device
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
@@ -498,7 +499,11 @@ def _clip_row_id(label: Any) -> str:
 
 
 # config name (label.classifier) -> backend; config validation takes its names from here
-CLASSIFIERS: Registry[ClassifierBackend] = Registry("classifier", "corpus_audit.classifiers")
+CLASSIFIERS: Registry[ClassifierBackend] = Registry(
+    "classifier",
+    "corpus_audit.classifiers",
+    expects=("a corpus_audit.ClassifierBackend", lambda o: isinstance(o, ClassifierBackend)),
+)
 CLASSIFIERS.register("agegender", ClassifierBackend(_build_agegender, lambda label: "agegender"))
 CLASSIFIERS.register("clip", ClassifierBackend(_build_clip, _clip_row_id))
 
@@ -508,15 +513,58 @@ def _backend(name: str) -> ClassifierBackend:
         raise ModelError(
             f"label.classifier: unknown classifier {name!r} (known: {', '.join(CLASSIFIERS)})"
         )
-    return CLASSIFIERS.get(name)
+    backend = CLASSIFIERS.get(name)
+    if not isinstance(backend, ClassifierBackend):  # a plugin naming something else
+        raise ModelError(
+            f"{boundary.backend_name(CLASSIFIERS, name)}: names {boundary.shown(backend)}, "
+            "not a corpus_audit.ClassifierBackend"
+        )
+    return backend
 
 
 def classifier_id(label: Any) -> str:
     """The ``labels.classifier`` id ``label`` (a :class:`LabelSection`) gives, without loading
-    a model (a local checkpoint is hashed)."""
-    return _backend(label.classifier).row_id(label)
+    a model (a local checkpoint is hashed); a plugin's id is checked (one line of text)."""
+    name = label.classifier
+    backend = _backend(name)
+    who, plugin = boundary.backend_name(CLASSIFIERS, name), boundary.is_plugin(CLASSIFIERS, name)
+    row_id = boundary.call(who, plugin, "row_id", backend.row_id, label)
+    return boundary.check_id(row_id, who, "row_id")
 
 
 def build_classifier(label: Any, *, device: str = "auto", seed: int = 0) -> GenderClassifier:
-    """The classifier named by ``label.classifier`` (a :class:`LabelSection`)."""
-    return _backend(label.classifier).build(label, device=device, seed=seed)
+    """The classifier named by ``label.classifier`` (a :class:`LabelSection`), behind
+    :class:`CheckedClassifier`: what it returns is checked before the stage stores it."""
+    name = label.classifier
+    backend = _backend(name)
+    who, plugin = boundary.backend_name(CLASSIFIERS, name), boundary.is_plugin(CLASSIFIERS, name)
+    built = boundary.call(who, plugin, "build", backend.build, label, device=device, seed=seed)
+    if not callable(getattr(built, "p_female", None)):
+        raise ModelError(f"{who}: build returned {boundary.shown(built)}, which has no p_female")
+    boundary.check_id(getattr(built, "id", None), who, "the classifier's id")
+    return CheckedClassifier(built, who, plugin)
+
+
+class CheckedClassifier:
+    """A classifier whose ``p_female`` is checked at the boundary
+    (:func:`corpus_audit.backends.boundary.check_probabilities`: N finite values in [0, 1]);
+    a plugin's exception is one line naming it. Everything else is the wrapped
+    classifier's (``id``, ``provenance``, ``close``, CLIP's ``image_embeddings``...)."""
+
+    def __init__(self, inner: Any, who: str, plugin: bool) -> None:
+        self.inner, self.who, self.plugin = inner, who, plugin
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("inner", "who", "plugin"):
+            raise AttributeError(name)  # not set yet (a copy being made)
+        return getattr(self.inner, name)
+
+    def p_female(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
+        """The wrapped classifier's probabilities, checked (float64, shape ``(N,)``)."""
+        got = boundary.call(self.who, self.plugin, "p_female", self.inner.p_female, images, faces)
+        return boundary.check_probabilities(got, len(images), self.who)
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            boundary.call(self.who, self.plugin, "close", close)

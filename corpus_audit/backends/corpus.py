@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_audit.backends import hub, storage
+from corpus_audit.backends import boundary, hub, storage
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusError, NotTextError, printable
 from corpus_audit.core.registry import Registry
@@ -145,7 +145,17 @@ class CorpusReader(Protocol):
 
 
 # format name (corpus.format) -> reader; config validation takes its allowed values from here
-READERS: Registry[CorpusReader] = Registry("corpus reader", "corpus_audit.corpus_readers")
+READERS: Registry[CorpusReader] = Registry(
+    "corpus reader",
+    "corpus_audit.corpus_readers",
+    expects=(
+        "a corpus reader (name, extensions, inspect, read)",
+        lambda o: (
+            isinstance(getattr(o, "name", None), str)
+            and all(callable(getattr(o, m, None)) for m in ("inspect", "read"))
+        ),
+    ),
+)
 
 
 def register_reader(reader: CorpusReader) -> CorpusReader:
@@ -627,6 +637,28 @@ def _hf_splits(path: Path) -> list[Path]:
     return [path]
 
 
+def reader_extensions() -> list[tuple[str, tuple[str, ...]]]:
+    """``(format, the name endings its reader claims)`` of every registered reader, plugins
+    loaded now (a registry holds a plugin as its lazy ``module:attribute`` until then); a
+    reader whose ``extensions`` is not a list of texts is one line naming it."""
+    out = []
+    for fmt in READERS.names():
+        reader = READERS.get(fmt)
+        extensions = getattr(reader, "extensions", None)
+        if isinstance(extensions, str) or not isinstance(extensions, (tuple, list)):
+            raise CorpusError(
+                f"{boundary.backend_name(READERS, fmt)}: its extensions are "
+                f"{boundary.shown(extensions)}, not a tuple of name endings ('.arrow',)"
+            )
+        if not all(isinstance(e, str) and e for e in extensions):
+            raise CorpusError(
+                f"{boundary.backend_name(READERS, fmt)}: its extensions hold something that is "
+                "not a name ending ('.arrow')"
+            )
+        out.append((fmt, tuple(e.lower() for e in extensions)))
+    return out
+
+
 def detect_format(path: Path | str) -> str:
     """The registered format whose extension ends ``path``'s name (longest wins); ``path``
     may be a URL (its last ``/`` component is the name)."""
@@ -639,10 +671,10 @@ def detect_format(path: Path | str) -> str:
     else:
         name = path.name.lower()
     best, best_len = None, 0
-    for _, reader in READERS.items():
-        for ext in reader.extensions:
+    for fmt, extensions in reader_extensions():
+        for ext in extensions:
             if name.endswith(ext) and len(ext) > best_len:
-                best, best_len = reader.name, len(ext)
+                best, best_len = fmt, len(ext)
     if best is None:
         raise CorpusError(
             f"{path}: cannot tell the corpus format from the name; set corpus.format "
@@ -714,8 +746,11 @@ def _hub_specs(spec: str, fmt: str) -> list[str]:
     paths in the Hub's cache with ``HF_HUB_OFFLINE`` set, ``hf://`` URLs otherwise."""
     if hub.parse(spec).path:
         return [hub.resolve(spec)]
-    readers = [get_reader(fmt)] if fmt not in ("auto", "hf") else [r for _, r in READERS.items()]
-    exts = tuple(e for r in readers for e in r.extensions)
+    if fmt in ("auto", "hf"):
+        chosen = reader_extensions()
+    else:  # an unknown format is named with the known ones
+        chosen = [(fmt, tuple(getattr(get_reader(fmt), "extensions", ())))]
+    exts = tuple(e for _, extensions in chosen for e in extensions)
     return hub.data_files(spec, exts=exts or (".parquet",))
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import uuid
@@ -39,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from corpus_audit.backends import boundary
 from corpus_audit.backends.model_sources import sbert_source
 from corpus_audit.core import slugs
 from corpus_audit.core.config import PRECISIONS  # declared with neighbors.precision
@@ -46,7 +48,7 @@ from corpus_audit.core.devices import (
     release_memory,
     resolve_device,  # noqa: F401  (re-exported)
 )
-from corpus_audit.core.errors import ModelError
+from corpus_audit.core.errors import BackendOutputError, ModelError
 from corpus_audit.core.registry import Registry
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the official id (model_sources)
@@ -111,7 +113,9 @@ EmbedderFactory = Callable[..., Embedder]
 # planner(model, device=, precision=, max_seq_length=) -> the fingerprint, without loading
 FingerprintPlanner = Callable[..., str]
 # backend name (neighbors.embedder) -> factory; config validation takes its names from here
-EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder", "corpus_audit.embedders")
+EMBEDDERS: Registry[EmbedderFactory] = Registry(
+    "embedder", "corpus_audit.embedders", expects=("an embedder factory (a callable)", callable)
+)
 _PLANNERS: dict[str, FingerprintPlanner] = {}
 _LOADED: dict[tuple[Any, ...], Embedder] = {}
 _LOCK = threading.Lock()
@@ -166,14 +170,72 @@ def load_embedder(
     key = (backend, model, device, precision, int(batch_size), int(max_seq_length))
     with _LOCK:
         if key not in _LOADED:
-            _LOADED[key] = EMBEDDERS.get(backend)(
+            who = boundary.backend_name(EMBEDDERS, backend)
+            plugin = boundary.is_plugin(EMBEDDERS, backend)
+            factory = EMBEDDERS.get(backend)
+            if not callable(factory):
+                raise ModelError(f"{who}: names {boundary.shown(factory)}, not an embedder factory")
+            built = boundary.call(
+                who,
+                plugin,
+                "loading the model",
+                factory,
                 model,
                 device=device,
                 precision=precision,
                 batch_size=batch_size,
                 max_seq_length=max_seq_length,
             )
+            if not callable(getattr(built, "encode", None)):
+                raise ModelError(f"{who}: its factory returned {boundary.shown(built)}, no encode")
+            _LOADED[key] = CheckedEmbedder(built, who, plugin)
         return _LOADED[key]
+
+
+class CheckedEmbedder:
+    """An embedder whose vectors are checked at the boundary before any caller stores or
+    caches them (:func:`corpus_audit.backends.boundary.check_vectors`: ``(n, dim)``, finite,
+    no zero row; a row off unit length is normalised here and counted in
+    ``renormalised``, which :meth:`provenance` reports). A plugin's exception is one line
+    naming it. Everything else is the wrapped embedder's (``fingerprint``, ``dim``...)."""
+
+    def __init__(self, inner: Any, who: str, plugin: bool) -> None:
+        self.inner, self.who, self.plugin = inner, who, plugin
+        self.renormalised = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("inner", "who", "plugin"):
+            raise AttributeError(name)  # not set yet (a copy being made)
+        return getattr(self.inner, name)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The wrapped embedder's vectors of ``texts``, checked: ``(len(texts), dim)``
+        float32 unit rows."""
+        texts = list(texts)
+        got = boundary.call(self.who, self.plugin, "encode", self.inner.encode, texts)
+        dim = getattr(self.inner, "dim", None)
+        vectors, fixed = boundary.check_vectors(
+            got, len(texts), self.who, dim if isinstance(dim, int) and dim > 0 else None
+        )
+        if fixed:
+            if not self.renormalised:
+                logging.getLogger("corpus_audit").warning(
+                    "%s: encode returned vectors that are not of unit length; normalised",
+                    self.who,
+                )
+            self.renormalised += fixed
+        return vectors
+
+    def provenance(self) -> dict[str, Any]:
+        out = dict(boundary.call(self.who, self.plugin, "provenance", self.inner.provenance))
+        if self.renormalised:
+            out["renormalised_vectors"] = self.renormalised
+        return out
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            boundary.call(self.who, self.plugin, "close", close)
 
 
 def plan_fingerprint(
@@ -494,6 +556,13 @@ class EmbeddingCache:
         if vectors.shape != (len(keys), self.dim):
             raise ValueError(
                 f"vectors shape {vectors.shape} does not match {len(keys)} x {self.dim}"
+            )
+        # the last guard of a cache other studies reuse: no NaN, infinity or zero row enters
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1) if len(vectors) else vectors
+        if len(vectors) and not (np.isfinite(norms).all() and (norms >= boundary.ZERO_NORM).all()):
+            raise BackendOutputError(
+                f"{self.dir}: refused to cache vectors with NaN, infinite or zero rows "
+                "(the embedder's output is not usable); nothing was cached"
             )
         self.ensure()
         name = f"part-{uuid.uuid4().hex}"

@@ -125,7 +125,9 @@ class Generator(Protocol):
 
 GeneratorFactory = Callable[[str, GenerationSettings], Generator]
 # backend name -> factory(model_id, settings); the prefix of a "<backend>:<model>" spec
-GENERATORS: Registry[GeneratorFactory] = Registry("generator", "corpus_audit.generators")
+GENERATORS: Registry[GeneratorFactory] = Registry(
+    "generator", "corpus_audit.generators", expects=("a generator factory (a callable)", callable)
+)
 
 
 def register_generator(name: str, factory: GeneratorFactory) -> None:

@@ -32,7 +32,11 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from corpus_audit.core.config import MAX_RESAMPLES
 from corpus_audit.core.errors import TableError
 from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.metrics import metric
@@ -260,6 +264,7 @@ def amplify_tables(
     ``./amplify_results``) and returns a :class:`StageRun` whose summary/messages the CLI
     prints. Values are percentage points.
     """
+    check_options(replicates=replicates, confidence=confidence, seed=seed, parity_side=parity_side)
     training_csv, generated_csv = Path(training_csv), Path(generated_csv)
     training = read_table(training_csv, with_prompt=False)
     generated = read_table(generated_csv, with_prompt=True)
@@ -299,6 +304,13 @@ def amplify_wide(
     numbers as published, not measured). Outputs as :func:`amplify_tables`, with a ``model``
     column telling the tables apart.
     """
+    check_options(
+        replicates=replicates,
+        confidence=confidence,
+        seed=seed,
+        training_n=training_n,
+        parity_side=parity_side,
+    )
     if not tables:
         raise TableError("amplify: no table given")
     names = [name for name, _ in tables]
@@ -323,6 +335,39 @@ def amplify_wide(
     )
     run.provenance.update({"tables": {n: str(p) for n, p in tables}, "training_n": training_n})
     return run
+
+
+def check_options(
+    *,
+    replicates: Any,
+    confidence: Any = 0.95,
+    seed: Any = 0,
+    training_n: Any = None,
+    parity_side: Any = PAPER_PARITY_SIDE,
+) -> None:
+    """The options of :func:`amplify_tables` / :func:`amplify_wide`, checked before any table
+    is read: ``replicates`` an int in [1, MAX_RESAMPLES] (memory and time grow with it),
+    ``confidence`` in (0, 1), ``seed`` an int >= 0, ``training_n`` None or an int >= 1 (the
+    labelled images behind a training value), ``parity_side`` upper | neither. A
+    :class:`TableError` names the option and the value."""
+
+    def whole(name: str, value: Any, low: int, high: int | None = None) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TableError(f"amplify: {name} must be a whole number, not {value!r}"[:200])
+        if value < low or (high is not None and value > high):
+            span = f"in [{low:,}, {high:,}]" if high is not None else f">= {low}"
+            raise TableError(f"amplify: {name} {value} is not {span}")
+
+    whole("replicates", replicates, 1, MAX_RESAMPLES)
+    whole("seed", seed, 0)
+    if training_n is not None:
+        whole("training_n (--training-n)", training_n, 1)
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)):
+        raise TableError(f"amplify: confidence must be a number in (0, 1), not {confidence!r}")
+    if not 0 < float(confidence) < 1:
+        raise TableError(f"amplify: confidence {confidence} is not in (0, 1)")
+    if parity_side not in ("upper", "neither"):
+        raise TableError(f"amplify: parity_side {parity_side!r} is not upper or neither"[:200])
 
 
 def _amplify(

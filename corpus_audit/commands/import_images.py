@@ -75,7 +75,7 @@ from corpus_audit.core.errors import ManifestError, printable
 from corpus_audit.core.imagefile import DecodeBudget, UnreadableImage, check_whole, image_size
 from corpus_audit.core.kinds import prompt_stage
 from corpus_audit.core.store import StageRun, Study
-from corpus_audit.core.urls import is_url
+from corpus_audit.core.urls import credentials_refused, has_credentials, is_url
 from corpus_audit.core.versions import package_versions
 
 LAYOUTS = ("csv", "jsonl", "folder", "bafis")
@@ -752,6 +752,9 @@ def import_images(
     when any file is missing, unreadable or not an image.
     """
     run = StageRun("import-images")
+    secret = [str(i + 1) for i, s in enumerate(sources) if has_credentials(str(s))]
+    if secret:  # refused before any request, and never quoted
+        raise ManifestError(credentials_refused([f"source {n}" for n in secret], "import-images"))
     sources = [  # a manifest on a store (s3://...): mirrored into the study first
         mirror_source(study, str(s), read_source, model) if is_url(str(s)) else s for s in sources
     ]

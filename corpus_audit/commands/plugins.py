@@ -3,8 +3,11 @@
 One row per entry point of the groups in
 :data:`corpus_audit.core.registry.PLUGIN_GROUPS` (``corpus_audit.classifiers``, ...): its
 name (what ``study.toml`` writes), the distribution and version that declare it, the object
-it names, and whether it imports. A plugin that fails to import is also one line on stderr
-naming the plugin and the error, and the exit status is then 2.
+it names, and whether it imports. A plugin that fails to import (whatever it raises,
+``SystemExit`` included), that names an object of the wrong kind, or that a name clash leaves
+unused (two distributions declaring one name: both are listed) is also one line on stderr
+naming the plugin and the problem, and the exit status is then 2. Names are cut in messages
+(:func:`corpus_audit.core.errors.shorten`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,12 @@ def plugin_statuses(*, check: bool = True) -> list[PluginStatus]:
         registry: Registry[Any] = load(spec)
         for plugin in registry.plugins():
             error = ""
-            if plugin.shadowed:
+            if plugin.clashes_with:
+                error = (
+                    f"{plugin.describe()}: not used: {plugin.clashes_with} declares the same "
+                    "name first (on sys.path) and is used; uninstall one of the two"
+                )
+            elif plugin.shadowed:
                 error = f"shadowed by the built-in {plugin.kind} {plugin.name!r}"
             elif check:
                 try:

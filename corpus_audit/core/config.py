@@ -48,6 +48,7 @@ from corpus_audit.core.config_fields import (
 from corpus_audit.core.errors import ConfigError  # noqa: F401  (re-exported: config.ConfigError)
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.core.registry import load
+from corpus_audit.core.urls import credential_keys, credentials_refused
 
 CONFIG_NAME = "study.toml"
 SAMPLE_UNITS = ("labelled_images", "captions")  # select.sample_unit
@@ -1227,7 +1228,11 @@ def _build_section(cls: type, name: str, data: Any, source: str) -> Any:
 
 
 def config_from_dict(data: dict[str, Any], root: Path, source: str = "<config>") -> StudyConfig:
-    """Build and validate a config from plain data (as parsed from TOML)."""
+    """Build and validate a config from plain data (as parsed from TOML). A URL with a user
+    name or password anywhere is refused first, by one line that does not quote it."""
+    secret = credential_keys(data)
+    if secret:
+        raise ConfigError(credentials_refused(secret, source))
     sections = section_classes()
     kwargs: dict[str, Any] = {}
     for name, value in data.items():

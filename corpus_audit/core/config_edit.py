@@ -20,6 +20,7 @@ setting marks the stages that read it as changed in
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from corpus_audit.core.config import (
     toml_value,
 )
 from corpus_audit.core.config_help import setting
-from corpus_audit.core.errors import ConfigError
+from corpus_audit.core.errors import ConfigError, printable
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.core.study_lock import config_lock
 
@@ -100,10 +101,52 @@ def set_config(study_dir: Path | str, assignments: list[str]) -> list[tuple[str,
     """
     root = Path(study_dir)
     with config_lock(root, CONFIG_NAME):
-        return _set_config(root, assignments)
+        return _set_config(root, [parse_assignment(text) for text in assignments])
 
 
-def _set_config(root: Path, assignments: list[str]) -> list[tuple[str, Any, Any]]:
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _plain(key: str, value: Any) -> None:
+    """Refuse a value TOML would not give back as it is (None, bytes, a set, a date, an
+    object; a table with keys that are not text), naming ``key``."""
+    if isinstance(value, (bool, int, float, str)):
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _plain(key, item)
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise ConfigError(f"{key}: a table's keys are text, not {type(k).__name__}")
+            _plain(key, item)
+        return
+    raise ConfigError(
+        f"{key}: {type(value).__name__} is not a setting value (text, a number, true/false, "
+        "a list or a table of those)"
+    )
+
+
+def set_values(study_dir: Path | str, settings: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """:func:`set_config` with values instead of ``section.key=VALUE`` texts (the API's
+    ``Study.set``): each key is ``section.key`` exactly (no ``=``, no newline: it is never
+    parsed again) and each value plain data, both checked before the file is read; the
+    setting's own type is then checked as for ``config set`` (a table or a date given for a
+    text setting is refused, never stored as its text)."""
+    pairs = []
+    for key, value in settings.items():
+        if not isinstance(key, str) or not KEY.fullmatch(key):
+            raise ConfigError(f"{printable(repr(key))[:200]}: a setting is named section.key")
+        setting(key)  # an unknown key: named with the known ones
+        _plain(key, value)
+        pairs.append((key, list(value) if isinstance(value, tuple) else value))
+    root = Path(study_dir)
+    with config_lock(root, CONFIG_NAME):
+        return _set_config(root, pairs)
+
+
+def _set_config(root: Path, pairs: list[tuple[str, Any]]) -> list[tuple[str, Any, Any]]:
     """:func:`set_config`'s work, done while the study's config lock is held."""
     path = root / CONFIG_NAME
     effective = load_config(root).to_dict()  # the file must be valid now, and exist
@@ -112,8 +155,7 @@ def _set_config(root: Path, assignments: list[str]) -> list[tuple[str, Any, Any]
     except tomlkit.exceptions.ParseError as exc:  # tomllib read it, tomlkit cannot edit it
         raise ConfigError(f"{path}: cannot be edited in place: {exc}") from None
     changes = []
-    for text in assignments:
-        key, value = parse_assignment(text)
+    for key, value in pairs:
         section, _, name = key.partition(".")
         changes.append((key, effective[section][name], value))
         _set(doc, section, name, toml_item(value))

@@ -84,6 +84,12 @@ class WorkerDiedError(CorpusAuditError):
     """A local worker process died (killed, out of memory) while serving a unit."""
 
 
+class BackendOutputError(CorpusAuditError):
+    """A backend (a plugin or a built-in model) that returned a value outside its contract
+    (NaN, out of range, wrong shape or count); the message names the backend, its
+    distribution and what it returned. Raised before anything of the batch is stored."""
+
+
 class NotTextError(CorpusError, ValueError):
     """The caption column of a batch holds no text (see :func:`corpus_audit.backends.corpus.check_text_column`)."""
 
@@ -122,6 +128,16 @@ def printable(text: object, *, keep_newlines: bool = False) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def shorten(text: object, limit: int = 80) -> str:
+    """``text`` made :func:`printable` and cut to about ``limit`` characters, the cut said
+    (``abc... (200,000 characters)``): for names from outside (a plugin's, a key) quoted in
+    a message, so one line stays one readable line."""
+    text = printable(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _escape(ch: str) -> str:

@@ -18,6 +18,7 @@ action); whatever was committed stays, and worker processes exit with their pare
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -80,3 +81,41 @@ def shielded() -> Iterator[None]:
         if not _state.shield and _state.pending is not None:
             exc, _state.pending = _state.pending, None
             raise exc
+
+
+def _noting(signum: int, frame: Any) -> None:
+    """Python's own SIGINT behaviour (raise KeyboardInterrupt), the stop recorded."""
+    exc = KeyboardInterrupt()
+    _state.requested = exc
+    raise exc
+
+
+@contextmanager
+def noting_signals() -> Iterator[None]:
+    """Inside the block, a Ctrl-C is recorded as it is raised (where Python's default SIGINT
+    handler is in place: the API), so :func:`is_signal` can tell it from a
+    ``KeyboardInterrupt`` code raised itself. Main thread only; elsewhere nothing changes."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, _noting)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def is_signal(exc: BaseException) -> bool:
+    """Whether ``exc`` (a :class:`KeyboardInterrupt` caught somewhere) is a stop a signal
+    asked for, rather than one code raised itself (a plugin's ``raise KeyboardInterrupt``
+    on import). Exact under :func:`install` (the CLI) and :func:`noting_signals`; a signal
+    only ever interrupts the main thread, so in another thread it never is one; under a
+    handler someone else installed, every KeyboardInterrupt counts as a signal."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGINT) not in (_handler, _noting):
+        return True
+    return exc is _state.requested or exc is _state.pending

@@ -15,13 +15,14 @@ from typing import Any
 
 from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES, STAGES
 from corpus_audit.core.config import StudyConfig
+from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.extras import require_stages
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.registry import load
 from corpus_audit.core.stage_state import stage_state
 from corpus_audit.core.store import StageRun, Study, StudyError
 from corpus_audit.core.study_lock import run_lock
-from corpus_audit.core.urls import is_url, local_path
+from corpus_audit.core.urls import credential_keys, credentials_refused, is_url, local_path
 
 
 def stage_function(name: str) -> Callable[..., StageRun]:
@@ -54,6 +55,9 @@ def init_study(
 def absolute_paths(corpus: list[str]) -> list[str]:
     """Corpus paths as a study stores them: absolute, a glob kept as a glob. A path or glob
     that matches nothing raises :class:`StudyError` naming it."""
+    secret = credential_keys({"corpus": {"paths": list(corpus)}})
+    if secret:  # refused before any request, and never quoted
+        raise ConfigError(credentials_refused(secret, "corpus"))
     paths: list[str] = []
     for spec in corpus:
         if is_url(spec):  # a store's URL (s3://, hf://...) is kept as written

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from corpus_audit.core.errors import ConfigError
+from corpus_audit.core import interrupts
+from corpus_audit.core.errors import ConfigError, shorten
 
 T = TypeVar("T")
 
@@ -76,11 +77,17 @@ class Plugin:
     distribution: str  # the installed distribution that declares it ('' when unknown)
     version: str  # its version ('' when unknown)
     shadowed: bool = False  # a built-in entry has the same name (the built-in is used)
+    # another distribution declares the same name first (by distribution name); this one is
+    # not used: ``plugins`` lists both
+    clashes_with: str = ""
 
     def describe(self) -> str:
         """``name (distribution version, group)`` for messages."""
         where = " ".join(p for p in (self.distribution, self.version) if p) or "unknown"
-        return f"{self.kind} plugin {self.name!r} ({where}, entry point group {self.group})"
+        where = shorten(where, 80)
+        return (
+            f"{self.kind} plugin {shorten(self.name)!r} ({where}, entry point group {self.group})"
+        )
 
 
 _USE_SEQUENCE = itertools.count(1)
@@ -130,11 +137,20 @@ class Registry(Generic[T]):
     docstring); None for a registry without plugins.
     """
 
-    def __init__(self, kind: str, group: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        group: str | None = None,
+        expects: tuple[str, Callable[[Any], bool]] | None = None,
+    ) -> None:
         self.kind = kind
         self.group = group
+        # what a plugin's entry point must name: (its description, a test of the object);
+        # a plugin naming anything else is a PluginError when it loads (`plugins` lists it)
+        self.expects = expects
         self._entries: dict[str, T] = {}
         self._plugins: dict[str, Plugin] = {}  # name -> plugin (shadowed ones included)
+        self._clashes: list[Plugin] = []  # plugins a name clash leaves unused
         self._discovered = group is None
         self._lock = threading.Lock()
 
@@ -147,8 +163,21 @@ class Registry(Generic[T]):
                 return
             for ep, dist, version in group_entry_points(self.group or ""):
                 shadowed = ep.name in self._entries and ep.name not in self._plugins
-                if ep.name in self._plugins:
-                    continue  # two distributions declare one name: the first wins
+                if ep.name in self._plugins:  # two distributions declare one name
+                    first = self._plugins[ep.name]  # the first on sys.path wins
+                    if (first.distribution, first.value) != (dist, ep.value):
+                        self._clashes.append(
+                            Plugin(
+                                self.kind,
+                                self.group or "",
+                                ep.name,
+                                ep.value,
+                                dist,
+                                version,
+                                clashes_with=first.distribution or "another distribution",
+                            )
+                        )
+                    continue
                 plugin = Plugin(
                     self.kind, self.group or "", ep.name, ep.value, dist, version, shadowed
                 )
@@ -158,9 +187,14 @@ class Registry(Generic[T]):
             self._discovered = True
 
     def plugins(self) -> list[Plugin]:
-        """The plugins found in :attr:`group`, by name (shadowed ones included)."""
+        """The plugins found in :attr:`group`, by name (shadowed ones included, and those a
+        name clash leaves unused, right after the one that is used)."""
         self._discover()
-        return [self._plugins[n] for n in sorted(self._plugins)]
+        out = []
+        for name in sorted(self._plugins):
+            out.append(self._plugins[name])
+            out.extend(p for p in self._clashes if p.name == name)
+        return out
 
     def plugin(self, name: str) -> Plugin | None:
         """The plugin entry ``name`` comes from, or None for a built-in entry."""
@@ -198,7 +232,13 @@ class Registry(Generic[T]):
             if plugin is None:
                 entry = self._entries[name] = load(entry)
             else:
-                entry = self._entries[name] = _load_plugin(plugin)
+                loaded = _load_plugin(plugin)
+                if self.expects is not None and not self.expects[1](loaded):
+                    raise PluginError(
+                        f"{plugin.describe()}: {shorten(plugin.value, 120)!r} names "
+                        f"{_shown(loaded)}, not {self.expects[0]}"
+                    )
+                entry = self._entries[name] = loaded
         if plugin is not None:
             _note_use(plugin)
         return entry
@@ -223,11 +263,35 @@ class Registry(Generic[T]):
 
 def _load_plugin(plugin: Plugin) -> Any:
     """The object a plugin's entry point names; :class:`PluginError` (one line) when its
-    module fails to import or lacks the attribute, whatever the plugin raised."""
-    try:
-        return load(plugin.value)
-    except Exception as exc:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise PluginError(
-            f"{plugin.describe()}: cannot load {plugin.value!r}: {type(exc).__name__}: {detail}"
-        ) from exc
+    module fails to import or lacks the attribute, whatever the plugin raised: also
+    ``SystemExit`` (``sys.exit`` on import), ``KeyboardInterrupt`` the plugin raised itself
+    (not a signal: :func:`interrupts.is_signal`) and any other ``BaseException``, which
+    would otherwise end the command with the plugin's status and no word."""
+    with interrupts.noting_signals():
+        try:
+            return load(plugin.value)
+        except MemoryError:
+            raise
+        except KeyboardInterrupt as exc:
+            if interrupts.is_signal(exc):
+                raise
+            raise _load_error(plugin, exc) from None
+        except BaseException as exc:
+            raise _load_error(plugin, exc) from None
+
+
+def _shown(value: Any) -> str:
+    """A short description of an object a plugin named."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return shorten(repr(value), 40)
+    return f"a {shorten(type(value).__name__, 40)} object"
+
+
+def _load_error(plugin: Plugin, exc: BaseException) -> PluginError:
+    detail = " ".join(str(exc).split()) or "(no message)"
+    if isinstance(exc, SystemExit):
+        detail = f"exit status {exc.code!r}" if exc.code is not None else "exit status None"
+    return PluginError(
+        f"{plugin.describe()}: cannot load {shorten(plugin.value, 120)!r}: "
+        f"{type(exc).__name__}: {shorten(detail, 300)}"
+    )

@@ -48,11 +48,12 @@ import duckdb
 
 from corpus_audit.core.catalogue import STAGES
 from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, parse_size, write_config
-from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.errors import ConfigError, StudyError, printable
 from corpus_audit.core.fileio import refuse_links
 from corpus_audit.core.interrupts import shielded
 from corpus_audit.core.registry import plugin_use_mark, plugin_uses_since
 from corpus_audit.core.study_lock import run_lock
+from corpus_audit.core.urls import credential_keys, credentials_refused
 from corpus_audit.core.versions import package_versions
 
 DB_NAME = "study.duckdb"
@@ -213,6 +214,9 @@ class Study:
         database) is removed again, so the same ``init`` can simply be rerun.
         """
         root = Path(config.root)
+        secret = credential_keys(config.to_dict())
+        if secret:  # refused before a byte is written
+            raise ConfigError(credentials_refused(secret, "init"))
         for folder in (root, *root.parents):  # a file where a folder must be: one line
             if folder.exists() or folder.is_symlink():
                 if not folder.is_dir():

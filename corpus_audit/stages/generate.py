@@ -72,7 +72,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 from tqdm.auto import tqdm
 
-from corpus_audit.backends import paraphrasers
+from corpus_audit.backends import boundary, paraphrasers
 from corpus_audit.backends.engines import model_actors
 from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
@@ -515,14 +515,26 @@ class Drawer:
     def __init__(
         self, backend: str, model: str, settings: GenerationSettings, quiet: bool = True
     ) -> None:
+        # a plugin's exception is one line naming it; what it returns is checked here,
+        # before the driver stores an image (backends/boundary.py)
+        self.who = boundary.backend_name(GENERATORS, backend)
+        self.plugin = boundary.is_plugin(GENERATORS, backend)
         with quiet_loading(quiet):
-            self.generator = GENERATORS.get(backend)(model, settings)
-        self.details = self.generator.describe()
+            factory = GENERATORS.get(backend)
+            self.generator = boundary.call(
+                self.who, self.plugin, "loading the model", factory, model, settings
+            )
+        self.details = boundary.call(self.who, self.plugin, "describe", self.generator.describe)
 
     def __call__(self, payload: tuple[tuple[str, ...], tuple[int, ...]]) -> Drawn:
         texts, seeds = payload
-        images = list(self.generator.generate(list(texts), list(seeds)))
-        tokens = list(self.generator.count_tokens(list(texts)))
+        who, plugin, gen = self.who, self.plugin, self.generator
+        got = boundary.call(who, plugin, "generate", gen.generate, list(texts), list(seeds))
+        images = boundary.check_count(got, len(texts), who, "generate", "prompts")
+        for i, image in enumerate(images):
+            boundary.check_image(image, who, i, len(images))
+        counted = boundary.call(who, plugin, "count_tokens", gen.count_tokens, list(texts))
+        tokens = boundary.check_counts(counted, len(texts), who, "count_tokens")
         return Drawn(images, tokens, self.generator.max_prompt_tokens, self.details)
 
     def close(self) -> None:

@@ -44,12 +44,14 @@ the study, rows in batches). The queries are in ``corpus_audit/sql/images_*.sql`
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from corpus_audit.backends import boundary
 from corpus_audit.backends.image_sources import SOURCES, parse_source
 from corpus_audit.backends.image_sources.base import (
     IMAGE_EXTS,
@@ -60,7 +62,7 @@ from corpus_audit.backends.image_sources.base import (
     Unit,
     as_int,
 )
-from corpus_audit.core.errors import ImageSourceError, StageOrderError
+from corpus_audit.core.errors import BackendOutputError, ImageSourceError, StageOrderError
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
 
@@ -253,19 +255,50 @@ def _register_unit(
     return counts
 
 
+def _checked_read(read: Any, who: str, plugin: bool) -> Any:
+    """``read`` of a unit whose items are checked (a :class:`Record` or a :class:`Skip`) and
+    whose exceptions, for a plugin, are one line naming it."""
+
+    def checked() -> Iterator[Record | Skip]:
+        items = boundary.call(who, plugin, "read", lambda: iter(read()))
+        end = object()
+        while (item := boundary.call(who, plugin, "read", next, items, end)) is not end:
+            if not isinstance(item, (Record, Skip)):
+                raise BackendOutputError(
+                    f"{who}: read yielded {boundary.shown(item)}, not a Record or a Skip"
+                )
+            yield item
+
+    return checked
+
+
 def _register_source(
     ctx: SourceContext, options: SourceOptions, writer: ImageWriter, run: StageRun, bar: Any
 ) -> dict[str, Any]:
     """All units of one source entry; returns the entry as read (for provenance)."""
     source = f"sources[{ctx.index}]:{options.kind}"
-    options = SOURCES.get(options.kind).prepare(ctx, options)  # urls: download first
+    # a plugin's exceptions are one line naming it, its units and records are checked
+    # before anything is written (backends/boundary.py)
+    who, plugin = (
+        boundary.backend_name(SOURCES, options.kind),
+        boundary.is_plugin(SOURCES, options.kind),
+    )
+    kind = SOURCES.get(options.kind)
+    options = boundary.call(who, plugin, "prepare", kind.prepare, ctx, options)  # urls: download
+    if not isinstance(options, SourceOptions):
+        raise BackendOutputError(f"{who}: prepare returned {boundary.shown(options)}, not options")
     kind = SOURCES.get(options.kind)
     linker = Linker(ctx, options)
     counts = SourceCounts()
-    for unit in kind.units(ctx, options):
+    units = boundary.call(who, plugin, "units", lambda: list(kind.units(ctx, options)))
+    for unit in units:
+        if not isinstance(unit, Unit) or not callable(unit.read):
+            raise BackendOutputError(f"{who}: units returned {boundary.shown(unit)}, not a Unit")
         if (source, str(unit.path)) not in writer.done:
+            read = _checked_read(unit.read, who, plugin)
+            unit = Unit(unit.path, read, unit.resumable)
             counts.add(_register_unit(writer, linker, unit, source, run, bar))
-    stats = kind.download_stats(ctx, options)
+    stats = boundary.call(who, plugin, "download_stats", kind.download_stats, ctx, options)
     if stats:
         writer.download_stats(source, stats)
         total = sum(s["count"] or 0 for s in stats)

@@ -250,6 +250,8 @@ def process_batch(
             to_classify.append(kept)
     if to_classify:
         probs = classifier.p_female([a for _, a, _ in to_classify], [f for _, _, f in to_classify])
+        # the classifier's values are checked where they come back (CheckedClassifier:
+        # finite, in [0, 1], one per image); NaN never reaches min / max here
         for (image_id, _, _), p in zip(to_classify, probs, strict=True):
             p = float(min(1.0, max(0.0, p)))
             out.label_rows.append((image_id, cid, p, decide(p, cfg.threshold), cfg.threshold))

@@ -26,7 +26,18 @@ from corpus_audit.core.registry import Registry
 
 __all__ = ["SOURCES", "ImageSource", "Record", "Skip", "SourceOptions", "Unit", "parse_source"]
 
-SOURCES: Registry[ImageSource] = Registry("image source", "corpus_audit.image_sources")
+SOURCES: Registry[ImageSource] = Registry(
+    "image source",
+    "corpus_audit.image_sources",
+    expects=(
+        "an image source (kind, options, prepare, units)",
+        lambda o: (
+            isinstance(getattr(o, "kind", None), str)
+            and isinstance(getattr(o, "options", None), type)
+            and all(callable(getattr(o, m, None)) for m in ("prepare", "units"))
+        ),
+    ),
+)
 for _source in (
     DirSource(),
     WebDatasetSource(),

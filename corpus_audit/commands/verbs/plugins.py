@@ -8,7 +8,7 @@ import sys
 
 from corpus_audit.commands.plugins import plugin_statuses
 from corpus_audit.commands.verbs.base import Subcommands
-from corpus_audit.core.errors import printable
+from corpus_audit.core.errors import printable, shorten
 from corpus_audit.core.registry import PLUGIN_GROUPS
 
 
@@ -32,11 +32,11 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         p = row.plugin
         state = "ok" if not row.error else ("shadowed" if p.shadowed else "FAILED")
+        if p.clashes_with:
+            state = "CLASH"
         print(
-            printable(
-                f"{p.group}  {p.name}  {p.distribution or '-'} {p.version or '-'}  "
-                f"{p.value}  {state}"
-            )
+            f"{p.group}  {shorten(p.name)}  {shorten(p.distribution or '-', 80)} "
+            f"{shorten(p.version or '-', 40)}  {shorten(p.value, 120)}  {state}"
         )
         if row.error and not p.shadowed:
             failed += 1
