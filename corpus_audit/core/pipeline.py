@@ -153,16 +153,25 @@ def status(study: Study) -> list[StageStatus]:
         elif last is None:
             out.append(StageStatus(name, False, "not run", None, None, {}, None))
         else:
+            note = _note(study, last, fingerprints)
+            shown = last
+            if last["status"] == "skipped":  # keep the counts of the run that did the work
+                done = study.last_done_run(name)
+                if done is not None:
+                    shown = done
+                    note = f"rerun {str(last['finished_at'])[:19]} skipped" + (
+                        f": {note}" if note else ""
+                    )
             out.append(
                 StageStatus(
                     name,
                     True,
-                    last["status"],
-                    last["rows_in"],
-                    last["rows_out"],
-                    last["dropped"],
-                    last["finished_at"],
-                    _note(study, last, fingerprints),
+                    shown["status"],
+                    shown["rows_in"],
+                    shown["rows_out"],
+                    shown["dropped"],
+                    shown["finished_at"],
+                    note,
                 )
             )
     return out

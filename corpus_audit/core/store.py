@@ -499,7 +499,15 @@ class Study:
 
     def last_run(self, name: str) -> dict[str, Any] | None:
         """The latest finished run of stage ``name`` as a dict, or None."""
-        cur = self.sql("store/last_run", stage=name)
+        return self._run_row("store/last_run", name)
+
+    def last_done_run(self, name: str) -> dict[str, Any] | None:
+        """The latest run of stage ``name`` that did its work (not skipped), or None."""
+        return self._run_row("store/last_done_run", name)
+
+    def _run_row(self, query: str, name: str) -> dict[str, Any] | None:
+        """The one ``stage_runs`` row ``query`` selects for stage ``name``, as a dict."""
+        cur = self.sql(query, stage=name)
         rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
         if not rows:
             return None

@@ -181,6 +181,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.provenance["labelled_images"] = n_labelled
     run.summary = summary_rows(study)
     run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
+    run.messages += threshold_note(study, classifier, cfg.threshold)
     templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
     if train:
         run.messages += shortfall_lines(status, rule, templates)
@@ -509,3 +510,22 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
             f"(p = {corr['p_value']:.3g}, {corr['n_occupations']} occupations; paper -0.458)"
         )
     return notes
+
+
+def threshold_note(study: Study, classifier: str | None, threshold: float) -> list[str]:
+    """One line when ``analysis.threshold`` (0 or in [0.5, 1]) relabels stored labels made at
+    another threshold: which labels, and that ``label.threshold`` then does not count here."""
+    if not threshold:
+        return []
+    stored = study.column(
+        "SELECT DISTINCT threshold FROM labels WHERE classifier = ? AND threshold <> ? ORDER BY 1",
+        [classifier or "", float(threshold)],
+    )
+    if not stored:
+        return []
+    made = ", ".join(f"{t:g}" for t in stored)
+    return [
+        f"analysis.threshold = {threshold:g} relabels the labels of {classifier} (made at "
+        f"threshold {made}) from p_female; label.threshold does not change this analysis "
+        "(set analysis.threshold = 0 to use the stored labels)"
+    ]
