@@ -25,6 +25,7 @@ import threading
 from corpus_audit import __version__
 from corpus_audit.commands.verbs import VERBS
 from corpus_audit.commands.verbs.base import Subcommands
+from corpus_audit.commands.verbs.output import set_verbose
 from corpus_audit.core import interrupts
 from corpus_audit.core.errors import CorpusAuditError, printable
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"corpus_audit {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = Subcommands(
         parser.add_subparsers(dest="command", required=True, metavar="COMMAND"),
         [_quiet_after_the_verb()],
@@ -52,11 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+VERBOSE_HELP = "print every table (per occupation, per prompt) and every note of a run"
+
+
 def _quiet_after_the_verb() -> argparse.ArgumentParser:
-    """``-q`` after the verb too: SUPPRESS leaves the top-level value alone when not given."""
+    """``-q`` and ``-v`` after the verb too: SUPPRESS leaves the top-level value alone when
+    not given."""
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument(
         "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
+    )
+    quiet.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
     )
     return quiet
 
@@ -81,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
+    set_verbose(getattr(args, "verbose", False))
     restore = None
     if threading.current_thread() is threading.main_thread():
         restore = interrupts.install()

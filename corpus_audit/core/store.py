@@ -163,6 +163,8 @@ class StageRun:
     provenance: dict[str, Any] = field(default_factory=dict)
     skipped: bool = False  # True when the stage found nothing left to do
     summary: list[dict[str, Any]] = field(default_factory=list)  # rows the CLI prints as a table
+    # the few rows the console always prints (the summary table only with -v when it is long)
+    headline: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # notes the CLI prints (warnings, paths)
     outputs: dict[str, str] = field(default_factory=dict)  # name -> path of files written
 
