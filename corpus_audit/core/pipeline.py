@@ -17,7 +17,7 @@ from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES, STAGES
 from corpus_audit.core.config import StudyConfig
 from corpus_audit.core.registry import load
 from corpus_audit.core.stage_state import stage_state
-from corpus_audit.core.store import StageRun, Study, StudyError
+from corpus_audit.core.store import StageRun, Study, StudyError, changed_settings
 from corpus_audit.core.study_lock import run_lock
 from corpus_audit.core.urls import is_url, local_path
 
@@ -127,10 +127,31 @@ def _note(study: Study, run: dict[str, Any], fingerprints: dict[str, list[Any]])
         except KeyError:  # a section that no longer exists
             current = None
         if current != run["config_hash"]:
-            notes.append("config changed since this run (study.toml): rerun to update")
+            notes.append(config_note(study, run["stage"], prov, list(sections)))
     if run["status"] == "skipped" and prov.get("messages"):
         notes.append(str(prov["messages"][0]))
     return "; ".join(notes)
+
+
+def config_note(study: Study, stage: str, prov: dict[str, Any], sections: list[str]) -> str:
+    """``config changed since this run (study.toml: label.threshold): rerun to update``: the
+    settings that differ from those the run recorded (older runs recorded none: then only
+    ``study.toml``), and for a setting the stage declares cannot change its results, why."""
+    try:
+        values = study.config.setting_values(*sections)
+    except KeyError:
+        values = {}
+    changed = changed_settings({"provenance": prov}, values)
+    where = f"study.toml: {', '.join(changed)}" if changed else "study.toml"
+    note = f"config changed since this run ({where}): rerun to update"
+    reasons = [
+        f"{key}: {reason}"
+        for key in changed
+        if stage in STAGES and (reason := STAGES.get(stage).unaffected_reason(key)) is not None
+    ]
+    if reasons and len(reasons) == len(changed):
+        note += " (results unchanged: " + "; ".join(reasons) + ")"
+    return note
 
 
 def status(study: Study) -> list[StageStatus]:

@@ -319,7 +319,10 @@ def test_a_setting_of_another_section_that_a_stage_declares_flags_it(study_dir):
     assert "config changed" not in _notes(study_dir)["label"]
     _edit(study_dir, images__max_pixels=1_000_000)
     notes = _notes(study_dir)
-    assert "config changed since this run (study.toml): rerun to update" in notes["label"]
+    assert (
+        "config changed since this run (study.toml: images.max_pixels): rerun to update"
+        in notes["label"]
+    )
     assert "config changed" not in notes["neighbors"]
     _edit(study_dir, images__max_pixels=StudyConfig().images.max_pixels)
     assert "config changed" not in _notes(study_dir)["label"]
