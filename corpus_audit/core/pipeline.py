@@ -161,38 +161,43 @@ def status(study: Study) -> list[StageStatus]:
     fingerprints: dict[str, list[Any]] = {}
     kind_stages = set(RUN_ORDERS[study_kind(study.config)])
     for name in STAGE_NAMES:  # the study kind's stages, and any other that has run (recaption)
-        state = stage_state(study, name)
-        if name not in kind_stages and state.state == "not run":
+        row = stage_status(study, name, fingerprints)
+        if name not in kind_stages and row.status == "not run":
             continue
-        last = state.last
-        if state.state == "partial":
-            note = (
-                f"the last run did not finish (started {str(study.unfinished(name))[:19]}); "
-                f"finished batches are kept: run `corpus-audit {name}` to complete it"
-            )
-            out.append(StageStatus(name, False, state.label, None, None, {}, None, note))
-        elif last is None:
-            out.append(StageStatus(name, False, "not run", None, None, {}, None))
-        else:
-            note = _note(study, last, fingerprints)
-            shown = last
-            if last["status"] == "skipped":  # keep the counts of the run that did the work
-                done = study.last_done_run(name)
-                if done is not None:
-                    shown = done
-                    note = f"rerun {str(last['finished_at'])[:19]} skipped" + (
-                        f": {note}" if note else ""
-                    )
-            out.append(
-                StageStatus(
-                    name,
-                    True,
-                    shown["status"],
-                    shown["rows_in"],
-                    shown["rows_out"],
-                    shown["dropped"],
-                    shown["finished_at"],
-                    note,
-                )
-            )
+        out.append(row)
     return out
+
+
+def stage_status(
+    study: Study, name: str, fingerprints: dict[str, list[Any]] | None = None
+) -> StageStatus:
+    """One line of :func:`status`. When the latest run was a skip, the counts are those of
+    the latest run that did the work, and the note says the rerun skipped and why.
+    ``fingerprints`` caches the table fingerprints across the stages of one status."""
+    state = stage_state(study, name)
+    last = state.last
+    if state.state == "partial":
+        note = (
+            f"the last run did not finish (started {str(study.unfinished(name))[:19]}); "
+            f"finished batches are kept: run `corpus-audit {name}` to complete it"
+        )
+        return StageStatus(name, False, state.label, None, None, {}, None, note)
+    if last is None:
+        return StageStatus(name, False, "not run", None, None, {}, None)
+    note = _note(study, last, {} if fingerprints is None else fingerprints)
+    shown = last
+    if last["status"] == "skipped":  # keep the counts of the run that did the work
+        done = study.last_done_run(name)
+        if done is not None:
+            shown = done
+            note = f"rerun {str(last['finished_at'])[:19]} skipped" + (f": {note}" if note else "")
+    return StageStatus(
+        name,
+        True,
+        shown["status"],
+        shown["rows_in"],
+        shown["rows_out"],
+        shown["dropped"],
+        shown["finished_at"],
+        note,
+    )
