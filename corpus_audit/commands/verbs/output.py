@@ -76,7 +76,8 @@ def print_run(run: Any, *, verbose: bool | None = None) -> None:
         print(f"  {printable(message)}")
     if len(shown) < len(messages):
         print(f"  ... {len(messages) - len(shown)} more notes (-v prints them)")
-    said = " ".join(str(m) for m in shown)
+    named = {str(m).rsplit(": ", 1)[-1] for m in shown}  # what each note ends with
     for name, path in run.outputs.items():
-        if loud or str(path) not in said:  # a path a note already names is not repeated
+        # a file a note already names at its end ("page 1, the report: /path") is not repeated
+        if loud or str(path) not in named or "/" not in str(path):
             print(f"  {printable(name)}: {printable(path)}")
