@@ -334,6 +334,12 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
         relabelled = relabel_at_threshold(study, cid, float(cfg.threshold))
         if relabelled.total:
             run.messages.append(relabelled.message(cid, float(cfg.threshold)))
+            if study.config.analysis.threshold:  # the analysis relabels at its own threshold
+                run.messages.append(
+                    f"analysis.threshold = {study.config.analysis.threshold:g} relabels from "
+                    "p_female for the analysis: this label.threshold does not change analyze's "
+                    "counts (set analysis.threshold = 0 to use these labels)"
+                )
         pending = pending_images(study, cid)
         run.rows_in = len(pending) + relabelled.total
         run.rows_out = relabelled.total

@@ -272,6 +272,15 @@ def test_a_new_threshold_relabels_from_the_stored_probabilities(built, monkeypat
     assert row.note.startswith("rerun ") and "skipped" in row.note
     assert "config changed" not in row.note
     assert first.rows_out == len(before)
+    assert not [m for m in run.messages if "analysis.threshold" in m]  # 0: nothing to say
+
+    # with analysis.threshold set, a new label.threshold does not reach analyze: said so
+    study.config.analysis.threshold = 0.8
+    study.config.label.threshold = 0.7
+    third = label(study, progress=False)
+    assert not third.skipped and third.messages[1].startswith(
+        "analysis.threshold = 0.8 relabels from p_female for the analysis"
+    )
 
 
 def test_a_face_filter_setting_filters_again(built, capfd):
