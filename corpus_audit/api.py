@@ -45,6 +45,7 @@ from corpus_audit.core.config import dump_toml, load_config
 from corpus_audit.core.config_edit import set_config
 from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
 from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.extras import require_stages
 from corpus_audit.core.pipeline import init_study, run_all, stage_function, status
 from corpus_audit.core.preset import load_preset, resolve
 from corpus_audit.core.registry import Plugin as Plugin
@@ -54,6 +55,8 @@ from corpus_audit.core.study_lock import run_lock
 from corpus_audit.methods.preferences.leaderboard import leaderboard
 from corpus_audit.report import context
 from corpus_audit.report.figures import scatter_grid
+from corpus_audit.report.labour_figure import FIGURE_NAME as LABOUR_FIGURE
+from corpus_audit.report.labour_figure import labour_figure, labour_rows
 from corpus_audit.report.leaderboard_page import arena_votes
 from corpus_audit.report.who_how_figures import decile_figure
 
@@ -72,7 +75,7 @@ logger = logging.getLogger("corpus_audit")
 #: every stage, in catalogue order (``corpus-audit --help`` lists them the same way)
 STAGES: tuple[str, ...] = tuple(STAGE_NAMES)
 
-StudyKind = Literal["amplification", "pst", "llm"]
+StudyKind = Literal["amplification", "pst", "llm", "images"]
 
 
 class Study:
@@ -83,10 +86,12 @@ class Study:
     the same study (DuckDB lets one process write a database at a time).
     """
 
-    def __init__(self, core: CoreStudy) -> None:
+    def __init__(self, core: CoreStudy, *, snapshot: Path | None = None, read_only: bool = False):
         """Wrap an open core study; use :meth:`create` or :meth:`open` instead."""
         self._core: CoreStudy | None = core
         self._root = core.root
+        self._snapshot = snapshot  # the temporary copy a read-only handle reads, if any
+        self._read_only = read_only or snapshot is not None
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
@@ -104,9 +109,11 @@ class Study:
         """Create a study directory, as ``corpus-audit init`` does.
 
         ``corpus``: corpus files, directories or globs (stored absolute; optional for a
-        ``pst`` or ``llm`` study). ``kind``: ``amplification`` (default), ``pst`` (the
-        Paired Stereotype Test) or ``llm`` (who-vs-how on texts ``models`` write:
-        ``transformers:<path>`` / ``openai:<model>``). ``preset``: start from a preset's
+        ``pst`` or ``llm`` study, none for ``images``). ``kind``: ``amplification``
+        (default), ``pst`` (the Paired Stereotype Test), ``llm`` (who-vs-how on texts
+        ``models`` write: ``transformers:<path>`` / ``openai:<model>``) or ``images`` (a model
+        audited from its images alone, no corpus: the lexicon's prompts are written at once,
+        docs/model_only.md). ``preset``: start from a preset's
         settings (``"paper"``). ``settings``: ``{"section.key": value}``, applied last and
         validated like ``study.toml`` (see :meth:`set`).
         """
@@ -124,8 +131,13 @@ class Study:
             overrides.setdefault("lexicon", {})["labor_stats"] = (
                 "builtin:more_of_the_same/occupations_en.csv"
             )
-        elif kind != "amplification":
-            raise StudyError(f"create: kind {kind!r} is not amplification, pst or llm")
+        elif kind == "images" and corpus:
+            raise StudyError(
+                "create: a kind='images' study audits a model without its training data and "
+                "reads no corpus: give no corpus (docs/model_only.md)"
+            )
+        elif kind not in ("amplification", "images"):
+            raise StudyError(f"create: kind {kind!r} is not amplification, pst, llm or images")
         if models and kind != "llm":
             raise StudyError("create: models are for a kind='llm' study (llm.models)")
         if not corpus and kind == "amplification":
@@ -134,25 +146,55 @@ class Study:
         before = set(root.iterdir()) if root.is_dir() else None
         core = init_study(root, corpus, overrides=overrides, overwrite=overwrite)
         study = cls(core)
-        if settings:
-            try:
+        try:
+            if settings:
                 study.set(settings)
-            except BaseException:  # a bad setting: leave no study behind, as a failed init
-                study.close()
-                _remove_new(root, before)
-                raise
+            if kind == "images":  # its prompts at once (as `init --kind images`)
+                study.run("prompts", progress=False)
+        except BaseException:  # a bad setting or lexicon: leave no study behind, as a failed init
+            study.close()
+            _remove_new(root, before)
+            raise
         return study
 
     @classmethod
-    def open(cls, root: str | Path) -> Study:
-        """Open an existing study (its directory or its ``study.toml``)."""
-        return cls(CoreStudy.open(root))
+    def open(cls, root: str | Path, *, read_only: bool = False) -> Study:
+        """Open an existing study (its directory or its ``study.toml``).
+
+        ``read_only=True``: for reading (:meth:`status`, :meth:`tables`, :meth:`table`,
+        :meth:`query`, :meth:`summary`, :meth:`export`) while another process may hold the
+        study: opened read-only, or, when another process holds it, a snapshot copy of what it
+        had committed (:mod:`corpus_audit.core.snapshot`; docs/api.md). Runs and settings are
+        refused on such a handle."""
+        if not read_only:
+            return cls(CoreStudy.open(root))
+        from corpus_audit.core.snapshot import open_for_reading
+
+        core, folder = open_for_reading(root)
+        return cls(core, snapshot=folder, read_only=True)
 
     def close(self) -> None:
         """Release the database (the handle is not used afterwards)."""
         if self._core is not None:
-            self._core.close()
-            self._core = None
+            from corpus_audit.core.snapshot import close_reader
+
+            core, self._core = self._core, None
+            close_reader(core, self._snapshot)
+            self._snapshot = None
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this handle only reads (``open(read_only=True)``)."""
+        return self._read_only
+
+    def _writable(self, what: str) -> CoreStudy:
+        core = self.core
+        if self._read_only:
+            raise StudyError(
+                f"{printable(self.root)}: {what} needs a handle that may write; this one was "
+                "opened with read_only=True (Study.open(root) to write)"
+            )
+        return core
 
     def __enter__(self) -> Study:
         return self
@@ -161,8 +203,71 @@ class Study:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._core is None else "open"
-        return f"Study({str(self.root)!r}, {state})"
+        if self._core is None:
+            return f"Study({str(self.root)!r}, closed)"
+        info = self.summary()
+        stages = info["stages"]
+        parts = [f"{k} {', '.join(v)}" for k, v in stages.items() if v and k != "not run"]
+        rows = ", ".join(f"{t} {n:,}" for t, n in list(info["rows"].items())[:6])
+        more = len(info["rows"]) - 6
+        return (
+            f"Study({str(self.root)!r}, {info['kind']}{', read-only' if self.read_only else ''}; "
+            f"stages: {'; '.join(parts) or 'none run'}; models: "
+            f"{', '.join(info['models']) or 'none'}; rows: {rows or 'none'}"
+            f"{f' (+{more} tables)' if more > 0 else ''})"
+        )
+
+    def _repr_html_(self) -> str:
+        """The notebook's view: kind, stages by state, models, row counts (escaped)."""
+        from html import escape
+
+        if self._core is None:
+            return f"<p>Study <code>{escape(str(self.root))}</code> (closed)</p>"
+        info = self.summary()
+        stage_rows = "".join(
+            f"<tr><th>{escape(state)}</th><td>{escape(', '.join(names) or '-')}</td></tr>"
+            for state, names in info["stages"].items()
+        )
+        table_rows = "".join(
+            f"<tr><td>{escape(t)}</td><td style='text-align:right'>{n:,}</td></tr>"
+            for t, n in info["rows"].items()
+        )
+        return (
+            f"<div><p><b>Study</b> <code>{escape(str(self.root))}</code>: "
+            f"{escape(info['kind'])}{' (read-only)' if self.read_only else ''}</p>"
+            f"<table>{stage_rows}<tr><th>models</th>"
+            f"<td>{escape(', '.join(info['models']) or '-')}</td></tr></table>"
+            f"<table><tr><th>table</th><th>rows</th></tr>{table_rows}</table></div>"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """What the study holds: ``kind``; ``stages`` (``done``, ``partial``, ``stale``: done
+        but its config or inputs changed since, ``not run``: lists of stage names);
+        ``models`` (generators and classifiers in its config); ``rows`` (row count per
+        non-empty result table, ints)."""
+        from corpus_audit.core.pipeline import study_kind
+
+        core = self.core
+        stages: dict[str, list[str]] = {"done": [], "partial": [], "stale": [], "not run": []}
+        for s in status(core):
+            if s.status.startswith("partial"):
+                stages["partial"].append(s.stage)
+            elif not s.done:
+                stages["not run"].append(s.stage)
+            elif "changed since" in (s.note or ""):
+                stages["stale"].append(s.stage)
+            else:
+                stages["done"].append(s.stage)
+        cfg = core.config
+        models = [*cfg.generate.models, *getattr(cfg.llm, "models", [])]
+        models.append(f"classifier:{cfg.label.classifier}")
+        rows = {t: int(core.count(f'"{t}"')) for t in result_tables()}
+        return {
+            "kind": study_kind(cfg),
+            "stages": stages,
+            "models": [str(m) for m in models],
+            "rows": {t: n for t, n in rows.items() if n > 0},
+        }
 
     @property
     def core(self) -> CoreStudy:
@@ -188,7 +293,7 @@ class Study:
         0.8}``. Validated all together like a stage loads them (a bad value is a
         :class:`~corpus_audit.core.errors.ConfigError` naming the key and the file is left as
         it was); returns ``(key, old, new)`` per setting, as ``corpus-audit config set``."""
-        core = self.core
+        core = self._writable("set")
         assignments = []
         for key, value in settings.items():
             text = dump_toml({"s": {"v": value}}).splitlines()[1].removeprefix("v = ")
@@ -212,6 +317,7 @@ class Study:
         stage of the study's kind in order up to ``until`` (as ``corpus-audit run``); each
         skips finished work. Returns the runs (counts, drop reasons, summary, notes), also
         logged at INFO."""
+        self._writable("run")
         if stage is None:
             runs = run_all(self.core, until=until, progress=progress)
         else:
@@ -221,11 +327,28 @@ class Study:
             for name in names:
                 if name not in STAGE_NAMES:
                     raise StudyError(f"unknown stage {name!r} (stages: {', '.join(STAGES)})")
+            require_stages(names)  # a missing library: one line before anything is written
             with run_lock(self.core.root):  # no `config set` between two of the stages
                 runs = [stage_function(name)(self.core, progress=progress) for name in names]
         for run in runs:
             _log_run(run)
+            _summary_frame(run)
         return runs
+
+    def report(self, *, progress: bool = False) -> Path:
+        """Render the study's report (``report``; ``pst_report`` in a PST study) and return
+        the page's path (``<study>/report/report.html``, ``<study>/report/pst.html``)."""
+        from corpus_audit.core.pipeline import study_kind
+
+        name = "pst_report" if study_kind(self.core.config) == "pst" else "report"
+        (run,) = self.run(name, progress=progress)
+        for path in (run.provenance.get("report_path"), run.outputs.get("report")):
+            if path:
+                return Path(path)
+        page = self.root / "report" / ("pst.html" if name == "pst_report" else "report.html")
+        if not page.is_file():
+            raise StudyError(f"{printable(page)}: the report was not written ({name})")
+        return page
 
     def import_images(
         self, sources: Iterable[str | Path], *, model: str | None = None, strict: bool = False
@@ -233,9 +356,10 @@ class Study:
         """Register images made elsewhere as the study's generated images, as ``corpus-audit
         import-images``: a CSV/JSONL manifest, a ``<prompt>/<n>.png`` folder or a BAFIS
         ``metadata.json``; ``model`` names the model (needed by the folder layout)."""
-        run = import_images(self.core, [str(s) for s in sources], model=model, strict=strict)
+        core = self._writable("import_images")
+        run = import_images(core, [str(s) for s in sources], model=model, strict=strict)
         _log_run(run)
-        return run
+        return _summary_frame(run)
 
     # -- reading -------------------------------------------------------------------------------
     def status(self) -> pd.DataFrame:
@@ -257,7 +381,10 @@ class Study:
             }
             for s in status(self.core)
         ]
-        return pd.DataFrame(rows, columns=[*columns, "note"])
+        frame = pd.DataFrame(rows, columns=[*columns, "note"])
+        for column in ("rows_in", "rows_out"):  # counts: integers, <NA> where not run
+            frame[column] = frame[column].astype("Int64")
+        return frame
 
     def tables(self, *, non_empty: bool = False) -> list[str]:
         """The study's result tables (every table the schema makes but the bookkeeping ones),
@@ -270,14 +397,63 @@ class Study:
     def table(self, name: str, *, arrow: bool = False) -> pd.DataFrame | pa.Table:
         """Result table ``name`` (one of :meth:`tables`), rows sorted by all columns: a pandas
         DataFrame, or an Arrow table with ``arrow=True`` (types exactly as stored)."""
+        known = self.tables()
+        if name not in known:
+            import difflib
+
+            near = difflib.get_close_matches(str(name), known, n=3)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise StudyError(
+                f"unknown table {printable(str(name))!r}: not a result table{hint}; "
+                "study.tables() lists them"
+            )
         data = read_table(self.core, name)
         return data if arrow else data.to_pandas()
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None):
+        """The rows of one read-only SQL statement (a ``SELECT``, ``WITH ... SELECT``,
+        ``SHOW`` ...) over the study's tables, as a pandas DataFrame. Values go in ``params``
+        (``?`` or ``$name`` placeholders), never into the SQL text. A statement that would
+        write (INSERT, UPDATE, DELETE, CREATE, DROP, COPY, ATTACH, SET ...) or more than one
+        statement is refused with :class:`StudyError`; the query runs in a transaction that
+        is rolled back. Table names: :meth:`tables`."""
+        import duckdb
+
+        core = self.core
+        if not isinstance(sql, str) or not sql.strip():
+            raise StudyError("query: give one SQL statement as a string")
+        try:
+            statements = core.con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise StudyError(f"query: {printable(str(exc).splitlines()[0])}") from None
+        if len(statements) != 1:
+            raise StudyError(f"query: one statement at a time ({len(statements)} given)")
+        kind = statements[0].type
+        if kind.name not in READ_STATEMENTS:
+            raise StudyError(
+                f"query: {kind.name} statements are refused (read-only: SELECT and the like); "
+                "use study.run / study.set to change a study"
+            )
+        cur = core.con.cursor()
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                frame = cur.execute(sql, params if params is not None else []).df()
+            finally:
+                cur.execute("ROLLBACK")
+        except duckdb.Error as exc:
+            message = printable(str(exc).strip().splitlines()[0])
+            hint = "; study.tables() lists the tables" if "does not exist" in message else ""
+            raise StudyError(f"query: {message}{hint}") from None
+        finally:
+            cur.close()
+        return frame
 
     def figures(self) -> dict[str, Figure]:
         """The study report's figures its data allows, as matplotlib figures by file name
         (``scatter_<model>``, ``amplification_<model>``, ``indicators``,
-        ``indicator_correlation``, ``similarity``, ``who_deciles_<labels>``); empty when no
-        stage has produced them."""
+        ``indicator_correlation``, ``similarity``, ``who_deciles_<labels>``,
+        ``generated_vs_labour``); empty when no stage has produced them."""
         core = self.core
         ctx = {
             "results": context.results_section(core),
@@ -289,6 +465,9 @@ class Study:
             fig, name, _title = context.draw_figure(kind, args, ctx)
             out[name] = fig
         out.update(self._who_how_figures())
+        labour = labour_figure(labour_rows(core), confidence=core.config.analysis.confidence)
+        if labour is not None:  # generated vs labour %female (a model-only audit and others)
+            out[LABOUR_FIGURE] = labour
         return out
 
     def _who_how_figures(self) -> dict[str, Figure]:
@@ -340,6 +519,19 @@ def _remove_new(root: Path, before: set[Path] | None) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+
+# the statement kinds :meth:`Study.query` runs (DuckDB's StatementType names)
+READ_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "RELATION"})
+
+
+def _summary_frame(run: StageRun) -> StageRun:
+    """The run with its ``summary`` rows as a pandas DataFrame (the API's form)."""
+    import pandas as pd
+
+    if not isinstance(run.summary, pd.DataFrame):
+        run.summary = pd.DataFrame(run.summary)  # type: ignore[assignment]
+    return run
 
 
 def _log_run(run: StageRun) -> None:

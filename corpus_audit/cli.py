@@ -40,21 +40,75 @@ def build_parser() -> argparse.ArgumentParser:
     order of :data:`corpus_audit.commands.verbs.VERBS` (the order of ``--help``)."""
     parser = argparse.ArgumentParser(
         prog="corpus-audit",
-        description="Audit image-caption corpora for gender-occupation bias and its amplification.",
+        description="Audit image-caption corpora for gender-occupation bias and its "
+        "amplification.\n`corpus-audit COMMAND --help`: what a command does, with an example.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"corpus_audit {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = Subcommands(
-        parser.add_subparsers(dest="command", required=True, metavar="COMMAND"),
+        parser.add_subparsers(
+            dest="command", required=True, metavar="COMMAND", help="one of the commands below"
+        ),
         [_quiet_after_the_verb()],
     )
     for verb in VERBS:
         verb.add_parser(sub)
+    parser.epilog = grouped_help(sub.helps)
     return parser
 
 
 VERBOSE_HELP = "print every table (per occupation, per prompt) and every note of a run"
+
+
+def grouped_help(helps: dict[str, str]) -> str:
+    """The commands of the top-level help in groups: the study, the stages by study kind (in
+    run order), import and export, tools. Every command is listed once."""
+    from corpus_audit.commands.verbs.examples import GROUPS
+    from corpus_audit.core.catalogue import ON_DEMAND, RUN_ORDERS
+
+    lines: list[str] = []
+
+    def block(title: str, names: tuple[str, ...]) -> None:
+        lines.append(f"{title}:")
+        lines.extend(f"  {n:<15} {_short(helps[n])}" for n in names)
+
+    block(*GROUPS[0])
+    for kind, order in RUN_ORDERS.items():
+        names = [n.replace("_", "-") for n in dict.fromkeys(order)]
+        if kind == "amplification":
+            names += [f"{n.replace('_', '-')} (on demand)" for n in ON_DEMAND]
+        lines.append(f"stages of {KIND_TITLES.get(kind, kind)}, in order:")
+        lines.extend(_wrap(" ".join(names)))
+    for group in GROUPS[1:]:
+        block(*group)
+    listed = {n for _, names in GROUPS for n in names}
+    stages = {n.replace("_", "-") for order in RUN_ORDERS.values() for n in order}
+    stages |= {n.replace("_", "-") for n in ON_DEMAND}
+    missing = [n for n in helps if n not in listed | stages]
+    if missing:  # a new verb without a group still shows
+        block("more", tuple(missing))
+    return "\n".join(lines)
+
+
+KIND_TITLES = {
+    "amplification": "an amplification study",
+    "pst": "a PST study (init --kind pst)",
+    "llm": "an LLM study (init --kind llm)",
+}
+
+
+def _short(text: str, width: int = 60) -> str:
+    import textwrap
+
+    return textwrap.shorten(text, width, placeholder=" ...")
+
+
+def _wrap(text: str, width: int = 76) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="  ")
 
 
 def _quiet_after_the_verb() -> argparse.ArgumentParser:

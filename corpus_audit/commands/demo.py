@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.commands.amplify import amplify_wide
+from corpus_audit.core.extras import require_demo
 from corpus_audit.core.metrics import header
 from corpus_audit.core.pipeline import init_study, run_all
 from corpus_audit.core.store import StageRun, Study
@@ -121,7 +122,9 @@ def run_demo(
     progress: bool = True,
     echo: Callable[[StageRun], None] | None = None,
 ) -> dict[str, Path]:
-    """Run every stage on the demo corpus and write the summary pages; returns output paths."""
+    """Run every stage on the demo corpus and write the summary pages; returns output paths.
+    Without the ``demo`` extra's libraries: one line naming it, before anything is written."""
+    require_demo()
     with open_or_create(root) as study:
         for run in run_all(study, progress=progress):
             if echo is not None:

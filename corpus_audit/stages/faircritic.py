@@ -25,7 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import build_classifier
-from corpus_audit.backends.faces import get_face_detector
+from corpus_audit.backends.faces import face_model_setting, get_face_detector
 from corpus_audit.backends.feedback import WRITERS
 from corpus_audit.backends.generators import derive_seed
 from corpus_audit.core.errors import ConfigError
@@ -110,7 +110,7 @@ def build_loop(study: Study, model: str) -> Any:
     )
     detector = get_face_detector(
         label.face_detector,
-        face_model=label.face_model,
+        face_model=face_model_setting(label.face_model, label.model_dir),
         min_detection_confidence=label.min_detection_confidence,
     )
     critic = LabellerCritic(

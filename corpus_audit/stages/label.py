@@ -55,7 +55,13 @@ from corpus_audit.backends.classifiers import build_classifier, classifier_id, d
 from corpus_audit.backends.engines import model_actors
 from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
-from corpus_audit.backends.faces import Face, FaceResult, face_filter, get_face_detector
+from corpus_audit.backends.faces import (
+    Face,
+    FaceResult,
+    face_filter,
+    face_model_setting,
+    get_face_detector,
+)
 from corpus_audit.core.imagefile import (
     DecodeBudget,
     Decoded,
@@ -64,6 +70,7 @@ from corpus_audit.core.imagefile import (
     large_pillow_blocks,
     study_image_path,
 )
+from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.store import StageRun, Study, dicts
 
 # Long side, in pixels, images are decoded at for the face detector and the classifiers: the
@@ -321,7 +328,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
     cfg = study.config.label
     with study.stage("label") as run:
         if study.count("images") == 0:
-            return run.skip("no images yet (run `images` and/or `generate` first)")
+            return run.skip(f"no images yet ({_image_commands(study)})")
         cid = classifier_id(cfg)
         run.provenance["filter_settings"] = filter_settings(cfg)
         run.messages += forget_filter_changes(study, study.last_run("label"))
@@ -496,7 +503,7 @@ class Labeller:
             cfg = self.label
             self.detector = get_face_detector(
                 cfg.face_detector,
-                face_model=cfg.face_model,
+                face_model=face_model_setting(cfg.face_model, cfg.model_dir),
                 min_detection_confidence=cfg.min_detection_confidence,
             )
         result = process_batch(
@@ -609,3 +616,10 @@ def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     """Per image source: images, kept by the face filter, and labels of ``cid`` by value."""
     rows = study.sql("label/summary", classifier=cid)
     return dicts(rows)
+
+
+def _image_commands(study: Study) -> str:
+    """What brings images into ``study``: the commands a skipped label run names."""
+    if study_kind(study.config) == "images":
+        return "import them with `import-images`, or run `generate`"
+    return "run `images` and/or `generate`, or `import-images`, first"

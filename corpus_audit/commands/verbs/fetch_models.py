@@ -1,10 +1,10 @@
-"""``corpus-audit fetch-models [DEST]``: MediaPipe's face-detection models out of the mediapipe
-0.10.21 wheel (the work: :mod:`corpus_audit.commands.fetch_models`, which the Makefile also
-runs as ``python -m corpus_audit.commands.fetch_models DEST``)."""
+"""``corpus-audit fetch-models [DEST]``: MediaPipe's face-detection models into the model
+folder (the work: :mod:`corpus_audit.commands.fetch_models`)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from corpus_audit.commands.verbs.base import Subcommands
 
@@ -13,20 +13,25 @@ def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser(
         "fetch-models",
         func=run,
-        help="download MediaPipe's face-detection models (from the mediapipe 0.10.21 wheel)",
-        description="Take the two face-detection models out of the mediapipe 0.10.21 wheel "
-        "(downloaded with pip, not installed) into DEST_DIR; files already there are kept.",
+        help="download the face-detection models into the model folder",
+        description="Take MediaPipe's two face-detection models out of the mediapipe 0.10.21 "
+        "wheel (downloaded with pip, not installed), check their SHA-256 and write them into "
+        "the model folder every stage reads: $CORPUS_AUDIT_MODEL_DIR, else the user cache. "
+        "Files already there with the right hash are kept. Prints the folder and what it "
+        "fetched.\n\nexample:\n  corpus-audit fetch-models",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "dest",
         nargs="?",
-        help="folder for the models (default: $CORPUS_AUDIT_MODEL_DIR, else .cache/models)",
+        help="folder for the models (default: $CORPUS_AUDIT_MODEL_DIR, else the user cache)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Fetch into ``args.dest`` (or the face detector's model folder)."""
-    from corpus_audit.backends.faces import model_dir  # mediapipe's folder rule, not for --help
-    from corpus_audit.commands.fetch_models import main
+    """Fetch into ``args.dest`` (or the model folder); errors are the CLI's one line."""
+    from corpus_audit.commands.fetch_models import fetch_and_report
+    from corpus_audit.core.model_dir import model_dir
 
-    return main([args.dest] if args.dest else [str(model_dir())])
+    dest = Path(args.dest).expanduser().absolute() if args.dest else model_dir()
+    return fetch_and_report(dest)

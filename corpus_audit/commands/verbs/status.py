@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import Subcommands, open_study
+from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands
 from corpus_audit.commands.verbs.output import print_table
 from corpus_audit.core.errors import printable
 from corpus_audit.core.status_notes import status_notes
@@ -13,13 +13,16 @@ from corpus_audit.core.status_notes import status_notes
 
 def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser("status", func=run, help="which stages are done, with their counts")
-    p.add_argument("dir")
+    p.add_argument("dir", help=DIR_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
     from corpus_audit.core.pipeline import status  # the store (DuckDB): not for --help
+    from corpus_audit.core.snapshot import close_reader, open_for_reading
 
-    with open_study(args) as study:
+    # read-only: a study another process holds (a notebook) is read from a snapshot
+    study, snapshot = open_for_reading(args.dir, writable=True)
+    try:
         rows = []
         for s in status(study):
             dropped = ", ".join(f"{k}={v}" for k, v in sorted(s.dropped.items()))
@@ -37,4 +40,6 @@ def run(args: argparse.Namespace) -> int:
         print_table(rows)
         for line in status_notes(study):
             print(printable(line))
+    finally:
+        close_reader(study, snapshot)
     return 0

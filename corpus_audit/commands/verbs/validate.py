@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from corpus_audit.commands.verbs.base import Subcommands, open_study, out_path
+from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, open_study, out_path
 from corpus_audit.commands.verbs.output import print_run
 
 
@@ -17,14 +17,14 @@ def add_parser(sub: Subcommands) -> None:
     export = actions.add_parser(
         "export", help="write an annotation sheet (HTML + CSV) for a stratified sample"
     )
-    export.add_argument("dir")
+    export.add_argument("dir", help=DIR_HELP)
     export.add_argument("--n", type=int, default=200)
     export.add_argument("--out", help="output directory (default: <study>/validation)")
     imports = actions.add_parser(
         "import", help="read annotators' label CSVs; report alpha and agreement"
     )
-    imports.add_argument("dir")
-    imports.add_argument("files", nargs="+")
+    imports.add_argument("dir", help=DIR_HELP)
+    imports.add_argument("files", nargs="+", help="annotators' filled-in label CSVs")
 
 
 def run(args: argparse.Namespace) -> int:

