@@ -65,8 +65,11 @@ def print_run(run: Any, *, verbose: bool | None = None) -> None:
     print(f"[{run.name}] {state}: {run.rows_in} in, {run.rows_out} out")
     for reason, count in sorted(run.dropped.items()):
         print(f"  dropped {count}: {printable(reason)}")
-    print_table(getattr(run, "headline", None) or [])
-    if loud or len(run.summary) <= QUIET_TABLE_ROWS:
+    headline = getattr(run, "headline", None) or []
+    print_table(headline)
+    if run.summary == headline:  # the headline is the summary: printed once
+        pass
+    elif loud or len(run.summary) <= QUIET_TABLE_ROWS:
         print_table(run.summary)
     else:
         print(f"  (a table of {len(run.summary)} rows: -v prints it)")

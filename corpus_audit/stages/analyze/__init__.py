@@ -137,6 +137,7 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
                     run.provenance[key] = last["provenance"][key]
             run.rows_out = study.count(_output_table(study))
             run.summary = summary_rows(study)
+            run.headline = headline(study)  # printed without -v too
             run.messages.append("inputs unchanged since the last analysis; tables kept")
             return run
         _analyze(study, run, progress=progress)
@@ -200,6 +201,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.provenance["models"] = sorted({g.model_id for g in gen} | {c[1].model_id for c in caps})
     run.provenance["labelled_images"] = n_labelled
     run.summary = summary_rows(study)
+    run.headline = headline(study)  # printed without -v too
     if not paper_layout(summary_table(study)):  # the summary is the generated %female
         run.messages += headline_note(study)
     run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
