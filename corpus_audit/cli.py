@@ -25,6 +25,7 @@ import threading
 from corpus_audit import __version__
 from corpus_audit.commands.verbs import VERBS
 from corpus_audit.commands.verbs.base import Subcommands
+from corpus_audit.commands.verbs.output import set_verbose
 from corpus_audit.core import interrupts
 from corpus_audit.core.errors import CorpusAuditError, printable
 
@@ -44,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"corpus_audit {__version__}")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    # -v is named in -q's line: the top-level help keeps to 40 lines (each verb's lists both)
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars (-v: every table and note)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
     sub = Subcommands(
         parser.add_subparsers(
             dest="command", required=True, metavar="COMMAND", help="one of the commands below"
@@ -55,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         verb.add_parser(sub)
     parser.epilog = grouped_help(sub.helps)
     return parser
+
+
+VERBOSE_HELP = "every table and note of a run (per occupation, per prompt)"
 
 
 def grouped_help(helps: dict[str, str]) -> str:
@@ -108,10 +116,14 @@ def _wrap(text: str, width: int = 76) -> list[str]:
 
 
 def _quiet_after_the_verb() -> argparse.ArgumentParser:
-    """``-q`` after the verb too: SUPPRESS leaves the top-level value alone when not given."""
+    """``-q`` and ``-v`` after the verb too: SUPPRESS leaves the top-level value alone when
+    not given."""
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument(
         "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars"
+    )
+    quiet.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
     )
     return quiet
 
@@ -136,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
+    set_verbose(getattr(args, "verbose", False))
     restore = None
     if threading.current_thread() is threading.main_thread():
         restore = interrupts.install()

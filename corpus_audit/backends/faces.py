@@ -36,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from corpus_audit.core.errors import ModelError
+from corpus_audit.core.native_logs import quiet_native_logs
 from corpus_audit.core.registry import Registry
 from corpus_audit.methods.faces import Face, FaceResult, order_left_to_right  # noqa: F401  (re-exported)
 
@@ -146,9 +147,10 @@ class MediaPipeFaceDetector:
         label = face_model if face_model in MODEL_FILES else self.model_path.name
         self.name = f"mediapipe:{label}"
         try:
-            import mediapipe as mp
-            from mediapipe.tasks import python as mp_tasks
-            from mediapipe.tasks.python import vision
+            with quiet_native_logs():  # LiteRT/absl log to fd 2 as they load
+                import mediapipe as mp
+                from mediapipe.tasks import python as mp_tasks
+                from mediapipe.tasks.python import vision
         except ImportError as exc:  # pragma: no cover - the image extra installs it
             raise ModelError(
                 f"mediapipe is not installed ({exc}); pip install 'corpus_audit[image]'"
@@ -160,12 +162,14 @@ class MediaPipeFaceDetector:
             min_detection_confidence=self.min_detection_confidence,
         )
         try:
-            self._detector = vision.FaceDetector.create_from_options(options)
+            with quiet_native_logs():
+                self._detector = vision.FaceDetector.create_from_options(options)
         except Exception as exc:
             raise ModelError(
                 f"{self.model_path}: MediaPipe cannot load this model: {exc}"
             ) from None
         self._lock = threading.Lock()
+        self._ran = False  # the first image logs LiteRT's alignment warning
         _OPEN_DETECTORS.add(self)
         self.provenance = {
             "detector": self.name,
@@ -183,7 +187,12 @@ class MediaPipeFaceDetector:
         with self._lock:
             if self._detector is None:
                 raise RuntimeError("detector is closed")
-            result = self._detector.detect(mp_image)
+            if self._ran:
+                result = self._detector.detect(mp_image)
+            else:
+                with quiet_native_logs():
+                    result = self._detector.detect(mp_image)
+                self._ran = True
         faces = []
         for det in result.detections:
             box = det.bounding_box
@@ -205,7 +214,8 @@ class MediaPipeFaceDetector:
         """Release the MediaPipe graph (idempotent)."""
         with self._lock:
             if self._detector is not None:
-                self._detector.close()
+                with quiet_native_logs():
+                    self._detector.close()
                 self._detector = None
 
 

@@ -26,7 +26,7 @@ What the declaration drives:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from corpus_audit.core.registry import Registry
 
@@ -47,14 +47,78 @@ class Stage:
     owns: Mapping[str, str] = field(default_factory=dict)  # table -> the rows that are its own
     # flags of its CLI verb that set a key of its config section before the run: key -> help
     options: Mapping[str, str] = field(default_factory=dict)
+    # settings of `config` whose change cannot change what the stage wrote, and why
+    # ("section.key" or a whole "section" -> the reason); a rerun after such a change says
+    # the reason instead of redoing the work (see `unaffected_reason`)
+    unaffected: Mapping[str, str] = field(default_factory=dict)
+
+    def unaffected_reason(self, key: str) -> str | None:
+        """Why a change of setting ``key`` (``section.key``) cannot change this stage's
+        results, or None when it can (then a rerun redoes what it changes)."""
+        return self.unaffected.get(key, self.unaffected.get(key.partition(".")[0]))
 
 
 STAGES: Registry[Stage] = Registry("stage")
 
+# Reasons a changed setting cannot change a stage's results (`Stage.unaffected`).
+SPEED = "affects only speed and memory (batch sizes, threads, processes), not the results"
+DEVICE = "where the models run; the stored results are kept"
+CACHE = "where embeddings and indexes are cached; the values are the same"
+NAME = "the study's name is only shown in reports"
+TRANSPORT = (
+    "how API requests are sent (concurrency, time-outs, retries, body cap), not what they ask"
+)
+NOT_READ = "read by other stages, not by this one"
+# the settings of earlier stages that are only their speed or cache
+UPSTREAM_SPEED = {
+    "select.batch_rows": SPEED,
+    "select.prefilter": "select's RE2 prefilter: the same matches, faster",
+    "indicators.batch_size": SPEED,
+    "indicators.ner_batch_size": SPEED,
+    "indicators.ner_processes": SPEED,
+    "neighbors.batch_size": SPEED,
+    "neighbors.chunk_size": SPEED,
+    "neighbors.cache_dir": CACHE,
+    "neighbors.index_dir": CACHE,
+    "label.batch_size": SPEED,
+    "label.decode_workers": SPEED,
+    "engine.device": DEVICE,
+}
+LABEL_SPEED = {
+    "label.batch_size": SPEED,
+    "label.decode_workers": SPEED,
+    "engine.device": DEVICE,
+    "study.seed": "seeds only a classifier with random weights (clip_pretrained = random)",
+}
+GENERATE_TRANSPORT = {
+    f"generate.{key}": TRANSPORT
+    for key in (
+        "api_concurrency",
+        "api_timeout",
+        "api_max_body_mb",
+        "api_max_attempts",
+        "api_backoff",
+        "api_max_backoff",
+    )
+} | {
+    "generate.api_prices": "only the cost estimate printed with the images",
+    "generate.channels_last": SPEED,
+    "generate.compile": SPEED,
+    "generate.paraphrase_batch_size": SPEED,
+}
+
 
 def declare(stage: Stage) -> Stage:
-    """Add ``stage`` to the catalogue (in run order; see :data:`RUN_ORDER` for repeats)."""
-    return STAGES.register(stage.name, stage)
+    """Add ``stage`` to the catalogue (in run order; see :data:`RUN_ORDER` for repeats).
+    Its ``unaffected`` keeps only the settings its ``config`` covers (shared tables of
+    reasons name settings of several stages)."""
+    covered = set(stage.config)
+    unaffected = {
+        key: why
+        for key, why in stage.unaffected.items()
+        if key in covered or key.partition(".")[0] in covered
+    }
+    return STAGES.register(stage.name, replace(stage, unaffected=unaffected))
 
 
 declare(
@@ -74,6 +138,15 @@ declare(
             "samples": "strategy = 'keyword'",
             "prompts": "when the study has a corpus",
             "prompt_categories": "when the study has a corpus",
+        },
+        unaffected={
+            "study.name": NAME,
+            "storage.retries": "how often a failed read is retried; the rows read are the same",
+            "select.batch_rows": SPEED,
+            "select.prefilter": "the RE2 prefilter only skips rows that cannot match: same matches",
+            "lexicon.gender_terms": NOT_READ + " (indicators)",
+            "lexicon.labor_stats": NOT_READ + " (analyze, report, who_how)",
+            "lexicon.official_stats": NOT_READ + " (categories)",
         },
     )
 )
@@ -117,6 +190,12 @@ declare(
             "draw the no-indicator sample from the captions without indicators",
         ),
         owns={"samples": "strategy = 'no_indicators'"},
+        unaffected={
+            "study.name": NAME,
+            **UPSTREAM_SPEED,
+            "lexicon.labor_stats": NOT_READ + " (analyze, report, who_how)",
+            "lexicon.official_stats": NOT_READ + " (categories)",
+        },
     )
 )
 declare(
@@ -141,6 +220,11 @@ declare(
             "write the nn and nn_no_indicators samples and the similarity diagnostics",
         ),
         owns={"samples": "strategy IN ('nn', 'nn_no_indicators')"},
+        unaffected={
+            **UPSTREAM_SPEED,
+            "lexicon.labor_stats": NOT_READ + " (analyze, report, who_how)",
+            "lexicon.official_stats": NOT_READ + " (categories)",
+        },
     )
 )
 declare(
@@ -158,6 +242,7 @@ declare(
             "write the image rows and the reasons images were skipped",
         ),
         owns={"images": "source = 'training'"},
+        unaffected=UPSTREAM_SPEED,
     )
 )
 declare(
@@ -191,6 +276,7 @@ declare(
             "per model: batches with seeds derived from the study seed, stored as PNG",
         ),
         owns={"images": "source = 'generated'"},
+        unaffected={"study.name": NAME, **UPSTREAM_SPEED, **GENERATE_TRANSPORT},
     )
 )
 declare(
@@ -207,6 +293,7 @@ declare(
             "face detection (MediaPipe): keep images with exactly one face",
             "perceived-gender classifier on the kept images",
         ),
+        unaffected=LABEL_SPEED,
     )
 )
 #: the result tables of ``analyze`` (beside its ``training_subsets``), all read by ``report``
@@ -247,6 +334,11 @@ declare(
             "%female per subset and prompt, amplification with the direction rule",
             "bootstrap intervals, indicator match and correlation, image similarity",
         ),
+        unaffected={
+            "study.name": NAME,
+            "analysis.thumbnails": "only how many thumbnails the report shows",
+            **UPSTREAM_SPEED,
+        },
     )
 )
 # LLM-written texts (docs/who_vs_how.md): the texts of `who_how` in an LLM study
@@ -262,6 +354,21 @@ declare(
             "per model: batches of n, every batch committed as it arrives (resumable)",
             "unspecified prompts until n texts a side, abandoned below 10 % of n",
         ),
+        unaffected={
+            **{
+                f"llm.{key}": TRANSPORT
+                for key in (
+                    "concurrency",
+                    "timeout_s",
+                    "max_body_mb",
+                    "max_retries",
+                    "backoff_s",
+                    "max_backoff_s",
+                )
+            },
+            "llm.batch_size": SPEED,
+            "engine.device": DEVICE,
+        },
     )
 )
 
@@ -292,6 +399,7 @@ declare(
             "gender association of every text (batches committed, resumable)",
             "agreement, who vs labour statistics, calibrated marked words, SRBS",
         ),
+        unaffected={"texts.batch_size": SPEED},
     )
 )
 declare(
@@ -335,6 +443,7 @@ declare(
             "model": "captioning model: a local directory, a cached hub id, or paraphrase:SPEC",
             "variant": "name of the caption variant to write (default: recaption.variant)",
         },
+        unaffected={"recaption.batch_size": SPEED, "engine.device": DEVICE},
     )
 )
 declare(
@@ -372,6 +481,7 @@ declare(
             "keep the rows that mention an occupation in any variant; label every caption",
             "compare each variant with the baseline: rates, transitions, paired differences",
         ),
+        unaffected=UPSTREAM_SPEED,
     )
 )
 declare(
@@ -432,6 +542,7 @@ declare(
             "the two-face rule on the stored faces (single prompts: the one-face rule)",
             "each person's crop through the perceived-gender classifier",
         ),
+        unaffected=LABEL_SPEED,
     )
 )
 declare(
@@ -447,6 +558,7 @@ declare(
             "per prompt and round: generate a batch, judge it with the labeller",
             "biased: append the feedback writer's guidelines for the next round",
         ),
+        unaffected={**LABEL_SPEED, **GENERATE_TRANSPORT},
     )
 )
 declare(

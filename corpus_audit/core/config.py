@@ -1029,6 +1029,19 @@ class StudyConfig:
             if f.metadata.get("file", True)
         }
 
+    def setting_values(self, *sections: str) -> dict[str, Any]:
+        """``{"section.key": value}`` of every setting the names cover (a section: all its
+        keys; ``section.key``: that one), values as ``study.toml`` holds them; what a stage
+        run records so a later run and ``status`` can name the settings that changed."""
+        data = self.to_dict()
+        out: dict[str, Any] = {}
+        for name in sections:
+            section, _, key = name.partition(".")
+            keys = [key] if key else list(data[section])
+            for k in keys:
+                out[f"{section}.{k}"] = data[section][k]
+        return out
+
     def section_hash(self, *sections: str) -> str:
         """A short stable hash of the named sections (all when none), for provenance.
 

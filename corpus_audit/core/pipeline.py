@@ -20,7 +20,7 @@ from corpus_audit.core.extras import require_stages
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.registry import load
 from corpus_audit.core.stage_state import stage_state
-from corpus_audit.core.store import StageRun, Study, StudyError
+from corpus_audit.core.store import StageRun, Study, StudyError, changed_settings
 from corpus_audit.core.study_lock import run_lock
 from corpus_audit.core.urls import credential_keys, credentials_refused, is_url, local_path
 
@@ -126,10 +126,31 @@ def _note(study: Study, run: dict[str, Any], fingerprints: dict[str, list[Any]])
         except KeyError:  # a section that no longer exists
             current = None
         if current != run["config_hash"]:
-            notes.append("config changed since this run (study.toml): rerun to update")
+            notes.append(config_note(study, run["stage"], prov, list(sections)))
     if run["status"] == "skipped" and prov.get("messages"):
         notes.append(str(prov["messages"][0]))
     return "; ".join(notes)
+
+
+def config_note(study: Study, stage: str, prov: dict[str, Any], sections: list[str]) -> str:
+    """``config changed since this run (study.toml: label.threshold): rerun to update``: the
+    settings that differ from those the run recorded (older runs recorded none: then only
+    ``study.toml``), and for a setting the stage declares cannot change its results, why."""
+    try:
+        values = study.config.setting_values(*sections)
+    except KeyError:
+        values = {}
+    changed = changed_settings({"provenance": prov}, values)
+    where = f"study.toml: {', '.join(changed)}" if changed else "study.toml"
+    note = f"config changed since this run ({where}): rerun to update"
+    reasons = [
+        f"{key}: {reason}"
+        for key in changed
+        if stage in STAGES and (reason := STAGES.get(stage).unaffected_reason(key)) is not None
+    ]
+    if reasons and len(reasons) == len(changed):
+        note += " (results unchanged: " + "; ".join(reasons) + ")"
+    return note
 
 
 def status(study: Study) -> list[StageStatus]:
@@ -139,32 +160,46 @@ def status(study: Study) -> list[StageStatus]:
     fingerprints: dict[str, list[Any]] = {}
     kind_stages = set(RUN_ORDERS[study_kind(study.config)])
     for name in STAGE_NAMES:  # the study kind's stages, and any other that has run (recaption)
-        state = stage_state(study, name)
-        if name not in kind_stages and state.state == "not run":
+        row = stage_status(study, name, fingerprints)
+        if name not in kind_stages and row.status == "not run":
             continue
-        last = state.last
-        if state.state == "partial":
-            note = (
-                f"the last run did not finish (started {str(study.unfinished(name))[:19]}); "
-                f"finished batches are kept: run `corpus-audit {name}` to complete it"
-            )
-            out.append(StageStatus(name, False, state.label, None, None, {}, None, note))
-        elif last is None:
-            out.append(StageStatus(name, False, "not run", None, None, {}, None))
-        else:
-            out.append(
-                StageStatus(
-                    name,
-                    True,
-                    last["status"],
-                    last["rows_in"],
-                    last["rows_out"],
-                    last["dropped"],
-                    last["finished_at"],
-                    _note(study, last, fingerprints),
-                )
-            )
+        out.append(row)
     return out
+
+
+def stage_status(
+    study: Study, name: str, fingerprints: dict[str, list[Any]] | None = None
+) -> StageStatus:
+    """One line of :func:`status`. When the latest run was a skip, the counts are those of
+    the latest run that did the work, and the note says the rerun skipped and why.
+    ``fingerprints`` caches the table fingerprints across the stages of one status."""
+    state = stage_state(study, name)
+    last = state.last
+    if state.state == "partial":
+        note = (
+            f"the last run did not finish (started {str(study.unfinished(name))[:19]}); "
+            f"finished batches are kept: run `corpus-audit {name}` to complete it"
+        )
+        return StageStatus(name, False, state.label, None, None, {}, None, note)
+    if last is None:
+        return StageStatus(name, False, "not run", None, None, {}, None)
+    note = _note(study, last, {} if fingerprints is None else fingerprints)
+    shown = last
+    if last["status"] == "skipped":  # keep the counts of the run that did the work
+        done = study.last_done_run(name)
+        if done is not None:
+            shown = done
+            note = f"rerun {str(last['finished_at'])[:19]} skipped" + (f": {note}" if note else "")
+    return StageStatus(
+        name,
+        True,
+        shown["status"],
+        shown["rows_in"],
+        shown["rows_out"],
+        shown["dropped"],
+        shown["finished_at"],
+        note,
+    )
 
 
 def next_steps(study: Study) -> list[str]:

@@ -165,6 +165,8 @@ class StageRun:
     provenance: dict[str, Any] = field(default_factory=dict)
     skipped: bool = False  # True when the stage found nothing left to do
     summary: list[dict[str, Any]] = field(default_factory=list)  # rows the CLI prints as a table
+    # the few rows the console always prints (the summary table only with -v when it is long)
+    headline: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # notes the CLI prints (warnings, paths)
     outputs: dict[str, str] = field(default_factory=dict)  # name -> path of files written
 
@@ -193,6 +195,37 @@ class StageRun:
         self.skipped = True
         self.messages.append(message)
         return self
+
+
+def changed_settings(last: dict[str, Any] | None, values: dict[str, Any]) -> list[str]:
+    """The settings (``section.key``) of ``values`` whose value differs from the one the run
+    ``last`` (a ``stage_runs`` row as a dict, or None) recorded; none when it recorded none."""
+    before = ((last or {}).get("provenance") or {}).get("config_values") or {}
+    now = json.loads(json.dumps(values, default=str))
+    return [key for key, value in now.items() if key in before and before[key] != value]
+
+
+def setting_notes(stage: str, changed: list[str], *, skipped: bool) -> list[str]:
+    """What a run of ``stage`` says about the settings ``changed`` since its last run: the
+    declared reason a setting cannot change its results (``Stage.unaffected``), and, when the
+    run found nothing to redo, each other changed setting (never silently ignored)."""
+    if not changed or stage not in STAGES:
+        return []
+    spec = STAGES.get(stage)
+    notes = []
+    ignored = []
+    for key in changed:
+        reason = spec.unaffected_reason(key)
+        if reason is not None:
+            notes.append(f"{key} changed: {reason}")
+        elif skipped:
+            ignored.append(key)
+    if ignored:
+        notes.append(
+            f"{', '.join(ignored)} changed since the last run, but this run redid nothing: "
+            "its stored results keep the earlier value"
+        )
+    return notes
 
 
 class Study:
@@ -451,6 +484,8 @@ class Study:
         if not config_sections and name in STAGES:
             config_sections = STAGES.get(name).config
         run = StageRun(name)
+        values = self.config.setting_values(*config_sections)
+        changed = changed_settings(self.last_run(name), values)
         inputs = self.input_fingerprints(name)
         plugins_before = plugin_use_mark()
         started = _utcnow()
@@ -466,11 +501,14 @@ class Study:
                     self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
             raise
         finished = _utcnow()
+        run.messages += setting_notes(name, changed, skipped=run.skipped)
         provenance = {
             "config_hash": self.config.section_hash(*config_sections)
             if config_sections
             else self.config.section_hash(),
             "config_sections": list(config_sections),  # so status can recompute the hash
+            # every setting the hash covers, so a later run and status name what changed
+            "config_values": json.loads(json.dumps(values, default=str)),
             "inputs": inputs,  # table -> [rows, hash] when the run started
             "seed": self.config.study.seed,
             "versions": _versions(),
@@ -529,7 +567,15 @@ class Study:
 
     def last_run(self, name: str) -> dict[str, Any] | None:
         """The latest finished run of stage ``name`` as a dict, or None."""
-        cur = self.sql("store/last_run", stage=name)
+        return self._run_row("store/last_run", name)
+
+    def last_done_run(self, name: str) -> dict[str, Any] | None:
+        """The latest run of stage ``name`` that did its work (not skipped), or None."""
+        return self._run_row("store/last_done_run", name)
+
+    def _run_row(self, query: str, name: str) -> dict[str, Any] | None:
+        """The one ``stage_runs`` row ``query`` selects for stage ``name``, as a dict."""
+        cur = self.sql(query, stage=name)
         rows = cur.fetchall()  # fetchall closes the result; fetchone would leave it pending
         if not rows:
             return None

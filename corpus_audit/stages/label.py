@@ -81,7 +81,7 @@ DECODE_MAX_SIDE = 2048
 
 PENDING_SQL = """
 SELECT i.image_id, i.path, f.image_id IS NOT NULL AS filtered, f.kept_face,
-       fa.x, fa.y, fa.w, fa.h, fa.score, fa.image_width
+       fa.x, fa.y, fa.w, fa.h, fa.score, fa.image_width, l.image_id IS NOT NULL AS labelled
 FROM images i
 LEFT JOIN face_filter f USING (image_id)
 LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
@@ -101,6 +101,9 @@ class Pending:
     kept_face: int | None
     # the kept face stored when it was filtered: x, y, w, h, score, image_width (None: none)
     stored_face: tuple | None = None
+    # a label of the classifier is stored (the face filter runs again after a filter setting
+    # changed; the label of an image kept again is reused)
+    labelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,9 @@ def pending_images(study: Study, cid: str) -> list[Pending]:
     """Images without a face-filter row, or kept but without a label from ``cid``."""
     rows = study.con.execute(PENDING_SQL, [cid]).fetchall()
     return [
-        Pending(r[0], r[1], bool(r[2]), r[3], tuple(r[4:10]) if r[4] is not None else None)
+        Pending(
+            r[0], r[1], bool(r[2]), r[3], tuple(r[4:10]) if r[4] is not None else None, bool(r[10])
+        )
         for r in rows
     ]
 
@@ -246,7 +251,7 @@ def process_batch(
             out.reasons["unreadable"] += 1
             continue
         kept = _filter_image(cfg, item.image_id, image, detector, out)
-        if kept is not None:
+        if kept is not None and not item.labelled:
             to_classify.append(kept)
     if to_classify:
         probs = classifier.p_female([a for _, a, _ in to_classify], [f for _, _, f in to_classify])
@@ -327,21 +332,137 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
         if study.count("images") == 0:
             return run.skip(f"no images yet ({_image_commands(study)})")
         cid = classifier_id(cfg)
+        run.provenance["filter_settings"] = filter_settings(cfg)
+        run.messages += forget_filter_changes(study, study.last_run("label"))
         refiltered = forget_pixel_limit_changes(study)
         if refiltered:
             run.messages.append(
                 f"images.max_pixels changed: {refiltered} images are filtered again (refused as "
                 "too large before and within the limit now, or over the limit now)"
             )
+        relabelled = relabel_at_threshold(study, cid, float(cfg.threshold))
+        if relabelled.total:
+            run.messages.append(relabelled.message(cid, float(cfg.threshold)))
+            if study.config.analysis.threshold:  # the analysis relabels at its own threshold
+                run.messages.append(
+                    f"analysis.threshold = {study.config.analysis.threshold:g} relabels from "
+                    "p_female for the analysis: this label.threshold does not change analyze's "
+                    "counts (set analysis.threshold = 0 to use these labels)"
+                )
         pending = pending_images(study, cid)
-        run.rows_in = len(pending)
+        run.rows_in = len(pending) + relabelled.total
+        run.rows_out = relabelled.total
         if not pending:
-            run.skipped = True
+            run.skipped = not relabelled.total
             run.summary = _summary(study, cid)
+            if relabelled.total:
+                run.provenance["threshold"] = cfg.threshold
             return run
         reasons, models = _label_batches(study, run, pending, cid, progress=progress)
         _record(study, run, cid, models, reasons)
     return run
+
+
+# -- settings changed since the stored results ----------------------------------------------------
+
+# The [label] settings the face filter results depend on: a change filters every image again.
+FILTER_KEYS = (
+    "face_detector",
+    "face_model",
+    "min_detection_confidence",
+    "min_face_fraction",
+    "count_small_faces",
+)
+
+
+def filter_settings(cfg: Any) -> dict[str, Any]:
+    """The face filter's settings of ``cfg`` (a :class:`LabelSection`), as recorded in a run's
+    provenance, plus ``crop_to_face`` (the classifier's input depends on the kept face)."""
+    return {key: getattr(cfg, key) for key in (*FILTER_KEYS, "crop_to_face")}
+
+
+def forget_filter_changes(study: Study, last: dict[str, Any] | None) -> list[str]:
+    """When a face filter setting differs from the one ``last`` (the latest finished run)
+    recorded, remove every ``face_filter`` and ``faces`` row (one transaction) so this run
+    filters every image again; the labels of images kept again are reused unless
+    ``crop_to_face`` is on or changed (the classifier saw the face crop), then they go too.
+    Returns the notes to print (none when nothing changed or nothing was stored)."""
+    before = (last or {}).get("provenance", {}).get("filter_settings")
+    now = filter_settings(study.config.label)
+    if not before or not study.count("face_filter"):
+        return []
+    changed = [k for k in now if k in before and before[k] != now[k]]
+    if not changed:
+        return []
+    filter_changed = [k for k in changed if k in FILTER_KEYS]
+    crops = now["crop_to_face"] or "crop_to_face" in changed
+    tables = ["labels"] if crops else []
+    if filter_changed:
+        tables += ["faces", "face_filter"]
+    n = study.count("face_filter")
+    with study.transaction() as con:
+        for table in tables:
+            con.execute(f"DELETE FROM {table}")
+    said = ", ".join(f"label.{k} {before[k]!r} -> {now[k]!r}" for k in changed)
+    if filter_changed:
+        what = f"the face filter runs again on all {n} images (the face detector runs)"
+        if not crops:
+            what += "; labels of images kept again are reused"
+        else:
+            what += " and every kept image is classified again (face crops)"
+    else:
+        what = "every kept image is classified again (the classifier's input changed)"
+    return [f"{said}: {what}"]
+
+
+@dataclass(frozen=True)
+class Relabelled:
+    """Labels of one classifier set again at a new threshold: ``total`` rows whose threshold
+    changed, ``changed`` of them with a different label."""
+
+    total: int
+    changed: int
+
+    def message(self, cid: str, threshold: float) -> str:
+        return (
+            f"label.threshold changed: {self.total} labels of {cid} set again at threshold "
+            f"{threshold} from the stored p_female (no model run); {self.changed} changed label"
+        )
+
+
+# The stored labels of $classifier at another threshold, set again from p_female at
+# $threshold by the rule of `decide` (female: p >= t and p > 0.5; male: 1 - p >= t and
+# p < 0.5; else ambiguous).
+RELABEL_SQL = """
+UPDATE labels SET
+    label = CASE
+        WHEN p_female >= $threshold AND p_female > 0.5 THEN 'female'
+        WHEN 1 - p_female >= $threshold AND p_female < 0.5 THEN 'male'
+        ELSE 'ambiguous'
+    END,
+    threshold = $threshold
+WHERE classifier = $classifier AND threshold <> $threshold
+"""
+
+RELABEL_COUNT_SQL = """
+SELECT count(*),
+       count(*) FILTER (WHERE label <> CASE
+           WHEN p_female >= $threshold AND p_female > 0.5 THEN 'female'
+           WHEN 1 - p_female >= $threshold AND p_female < 0.5 THEN 'male'
+           ELSE 'ambiguous' END)
+FROM labels WHERE classifier = $classifier AND threshold <> $threshold
+"""
+
+
+def relabel_at_threshold(study: Study, cid: str, threshold: float) -> Relabelled:
+    """Set the stored labels of classifier ``cid`` made at another threshold again at
+    ``threshold`` (in [0.5, 1]) from their ``p_female``, in one transaction: no model runs."""
+    params = {"classifier": cid, "threshold": threshold}
+    total, changed = study.con.execute(RELABEL_COUNT_SQL, params).fetchone()
+    if total:
+        with study.transaction() as con:
+            con.execute(RELABEL_SQL, params)
+    return Relabelled(int(total), int(changed))
 
 
 # -- the batches as engine work -------------------------------------------------------------------

@@ -240,6 +240,17 @@ window.addEventListener('load', function () {
     assert out["external"] == []
 
 
+def test_demo_console_is_at_most_sixty_lines_and_names_each_path_once(demo_run: Path):
+    """What `corpus-audit demo` prints without -v (the fixture's run): counts and notes per
+    stage, no table per occupation, and each output path once."""
+    lines = (demo_run.parent / "stdout.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 60, "\n".join(lines)
+    tail = lines[next(i for i, line in enumerate(lines) if line.startswith("[demo] done")) :]
+    paths = [word for line in tail for word in line.split() if word.startswith(str(demo_run))]
+    assert len(paths) >= 3 and len(paths) == len(set(paths)), paths  # the three pages and more
+    assert not [line for line in lines if line.startswith(("politician ", "student "))]
+
+
 PAGES = ("report/report.html", "published/amplification.html", "published/leaderboard.html")
 
 

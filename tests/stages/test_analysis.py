@@ -498,9 +498,16 @@ def test_analyze_threshold_relabels_from_probabilities(small_study):
     small_study.con.execute(
         "UPDATE labels SET p_female = 0.92 WHERE image_id = 'gen:m1:paper:1:teacher:0'"
     )
+    before = analyze(small_study, progress=False)  # analysis.threshold = 0: stored labels
+    assert not [m for m in before.messages if "analysis.threshold" in m]
     small_study.config.analysis.threshold = 0.95  # 0.92 is no longer a confident 'female'
     write_config(small_study.config)
-    analyze(small_study, progress=False)
+    run = analyze(small_study, progress=False)
+    stored = small_study.column("SELECT DISTINCT threshold FROM labels ORDER BY 1")
+    made = ", ".join(f"{t:g}" for t in stored)
+    note = [m for m in run.messages if m.startswith("analysis.threshold = 0.95 relabels")]
+    assert note and f"(made at threshold {made}) from p_female" in note[0]
+    assert "label.threshold does not change this analysis" in note[0]
     row = small_study.con.execute(
         "SELECT n_female, n_male FROM percent_female WHERE side = 'generated' AND "
         "occupation = 'teacher' AND template_id = 1"

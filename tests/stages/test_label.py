@@ -4,6 +4,7 @@ real MediaPipe detector and the real agegender classifier; resumability; a secon
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 from pathlib import Path
 
@@ -231,3 +232,77 @@ def test_unreadable_after_filtering_is_counted(built):
     run = label(study, progress=False)
     assert run.rows_in == 1 and run.rows_out == 0
     assert run.dropped == {"unreadable_now": 1}
+
+
+def test_a_new_threshold_relabels_from_the_stored_probabilities(built, monkeypatch):
+    """`label.threshold` changed after `label`: the rerun sets every stored label again from
+    its p_female (no model loads), says how many changed, and `status` keeps the counts of
+    the run that labelled; a rerun with nothing left is a skip shown beside those counts."""
+    from corpus_audit.core.pipeline import status
+
+    study, _ = built
+    first = label(study, progress=False)
+    before = {r["image_id"]: r for r in _table(study, "SELECT * FROM labels")}
+    study.config.label.threshold = 0.6
+    # a stale note: the declared [label] section changed since the run
+    assert "config changed since this run" in {s.stage: s for s in status(study)}["label"].note
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("relabelling at a new threshold must not load a model")
+
+    monkeypatch.setattr(label_module, "build_classifier", no_model)
+    monkeypatch.setattr(label_module, "get_face_detector", no_model)
+    run = label(study, progress=False)
+    after = {r["image_id"]: r for r in _table(study, "SELECT * FROM labels")}
+    assert set(after) == set(before) and not run.skipped
+    assert all(r["threshold"] == 0.6 for r in after.values())
+    assert all(r["label"] == decide(r["p_female"], 0.6) for r in after.values())
+    changed = sum(after[i]["label"] != before[i]["label"] for i in after)
+    assert changed >= 1  # some p_female lies in [0.6, 0.9) or (0.1, 0.4] (a real photo)
+    assert run.rows_out == len(after)
+    assert f"{len(after)} labels of agegender set again at threshold 0.6" in run.messages[0]
+    assert f"{changed} changed label" in run.messages[0]
+    by_source = {r["source"]: r for r in run.summary}
+    assert sum(r["female"] + r["male"] + r["ambiguous"] for r in by_source.values()) == len(after)
+
+    again = label(study, progress=False)  # nothing left: a skip
+    assert again.skipped and again.rows_out == 0
+    row = {s.stage: s for s in status(study)}["label"]
+    assert row.status == "done" and row.rows_out == len(after)  # the relabelling run's counts
+    assert row.note.startswith("rerun ") and "skipped" in row.note
+    assert "config changed" not in row.note
+    assert first.rows_out == len(before)
+    assert not [m for m in run.messages if "analysis.threshold" in m]  # 0: nothing to say
+
+    # with analysis.threshold set, a new label.threshold does not reach analyze: said so
+    study.config.analysis.threshold = 0.8
+    study.config.label.threshold = 0.7
+    third = label(study, progress=False)
+    assert not third.skipped and third.messages[1].startswith(
+        "analysis.threshold = 0.8 relabels from p_female for the analysis"
+    )
+
+
+def test_a_face_filter_setting_filters_again(built, capfd):
+    """`label.min_face_fraction` changed after `label`: the rerun filters every image again
+    (the small face now counts) and says so; labels of images kept again are reused. The
+    C++ runtimes under MediaPipe (LiteRT, TFLite, absl) leave nothing on stderr."""
+    study, expect = built
+    capfd.readouterr()
+    label(study, progress=False)
+    err = capfd.readouterr().err
+    native = r"\.cc:\d+\]|XNNPACK|LiteRT|TensorFlow Lite|InitGoogle|absl|^[IW]\d{4} "
+    assert not [line for line in err.splitlines() if re.search(native, line)], err
+    small = next(i for i, k in expect.items() if k == "small_face")
+    assert study.con.execute(
+        "SELECT reason FROM face_filter WHERE image_id = ?", [small]
+    ).fetchone() == ("small_face",)
+    study.config.label.min_face_fraction = 0.0
+    run = label(study, progress=False)
+    assert "label.min_face_fraction 0.1 -> 0.0" in run.messages[0]
+    assert "face filter runs again on all 15 images" in run.messages[0]
+    assert run.rows_in == 15 and study.count("face_filter") == 15
+    assert study.con.execute(
+        "SELECT kept FROM face_filter WHERE image_id = ?", [small]
+    ).fetchone() == (True,)
+    assert study.count("labels", "image_id = ?", [small]) == 1

@@ -137,6 +137,7 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
                     run.provenance[key] = last["provenance"][key]
             run.rows_out = study.count(_output_table(study))
             run.summary = summary_rows(study)
+            run.headline = headline(study)  # printed without -v too
             run.messages.append("inputs unchanged since the last analysis; tables kept")
             return run
         _analyze(study, run, progress=progress)
@@ -200,9 +201,11 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.provenance["models"] = sorted({g.model_id for g in gen} | {c[1].model_id for c in caps})
     run.provenance["labelled_images"] = n_labelled
     run.summary = summary_rows(study)
+    run.headline = headline(study)  # printed without -v too
     if not paper_layout(summary_table(study)):  # the summary is the generated %female
         run.messages += headline_note(study)
     run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
+    run.messages += threshold_note(study, classifier, cfg.threshold)
     templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
     if train:
         run.messages += shortfall_lines(status, rule, templates)
@@ -545,3 +548,22 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
             f"(p = {corr['p_value']:.3g}, {corr['n_occupations']} occupations; paper -0.458)"
         )
     return notes
+
+
+def threshold_note(study: Study, classifier: str | None, threshold: float) -> list[str]:
+    """One line when ``analysis.threshold`` (0 or in [0.5, 1]) relabels stored labels made at
+    another threshold: which labels, and that ``label.threshold`` then does not count here."""
+    if not threshold:
+        return []
+    stored = study.column(
+        "SELECT DISTINCT threshold FROM labels WHERE classifier = ? AND threshold <> ? ORDER BY 1",
+        [classifier or "", float(threshold)],
+    )
+    if not stored:
+        return []
+    made = ", ".join(f"{t:g}" for t in stored)
+    return [
+        f"analysis.threshold = {threshold:g} relabels the labels of {classifier} (made at "
+        f"threshold {made}) from p_female; label.threshold does not change this analysis "
+        "(set analysis.threshold = 0 to use the stored labels)"
+    ]
