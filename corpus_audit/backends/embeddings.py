@@ -8,7 +8,7 @@ SBERT backend choices (measured in ``benchmarks/bench_embed.py``, see ``docs/nei
 
 - ``sentence-transformers/all-MiniLM-L6-v2`` (the default; ``all-MiniLM-L6-v2`` names it too)
   loads from the local Hugging Face cache, the Hub when online, else the ``[offline-models]``
-  copy checked against pinned hashes (:mod:`corpus_audit.backends.model_sources`); any other
+  copy checked against pinned hashes (:mod:`corpus_audit.core.model_sources`); any other
   sentence-transformers id or local path loads as given.
 - Texts are sorted by length and cut into batches, so a batch pads to similar lengths.
 - ``precision="auto"`` runs bfloat16 on CPUs with native bf16 (AVX512-BF16/AMX) and float16 on
@@ -41,7 +41,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from corpus_audit.backends import boundary
-from corpus_audit.backends.model_sources import sbert_source
 from corpus_audit.core import slugs
 from corpus_audit.core.config import PRECISIONS  # declared with neighbors.precision
 from corpus_audit.core.devices import (
@@ -49,6 +48,7 @@ from corpus_audit.core.devices import (
     resolve_device,  # noqa: F401  (re-exported)
 )
 from corpus_audit.core.errors import BackendOutputError, ModelError
+from corpus_audit.core.model_sources import sbert_source
 from corpus_audit.core.registry import Registry
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the official id (model_sources)
@@ -317,7 +317,7 @@ def planned_fingerprint(
 def resolve_sbert_model(model: str) -> tuple[str, str]:
     """``(what to load, identity)`` for a model name.
 
-    The built-in aliases resolve through :func:`corpus_audit.backends.model_sources.sbert_source`
+    The built-in aliases resolve through :func:`corpus_audit.core.model_sources.sbert_source`
     (the local HF cache, the Hub when online, the pinned ``[offline-models]`` copy); an existing path loads from disk
     (identity = resolved path + a hash of its config files and weight sizes); anything else
     is handed to sentence-transformers as a hub id.

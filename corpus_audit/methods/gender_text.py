@@ -244,7 +244,7 @@ def counted_names(male: tuple[str, ...], female: tuple[str, ...]) -> dict[str, s
 @lru_cache(maxsize=4)
 def load_spacy(model: str) -> Language:
     """Load an installed spaCy pipeline by package name or path (once per process); the
-    default ``en_core_web_sm`` through :func:`corpus_audit.backends.model_sources.spacy_source`.
+    default ``en_core_web_sm`` through :func:`corpus_audit.core.model_sources.spacy_source`.
 
     Raises :class:`ModelError` when it cannot be loaded or has no ``ner`` component.
     """
@@ -252,7 +252,7 @@ def load_spacy(model: str) -> Language:
         import spacy
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise ModelError(f"spaCy is not installed ({exc}); install corpus_audit[text]") from None
-    from corpus_audit.backends.model_sources import spacy_source
+    from corpus_audit.core.model_sources import spacy_source
 
     source = spacy_source(model)  # the default: the official package, else the pinned copy
     try:

@@ -44,8 +44,8 @@ import pyarrow as pa
 
 from corpus_audit.backends.engines import engine_from_config
 from corpus_audit.backends.engines.base import ONE_CPU, Engine
-from corpus_audit.backends.model_sources import spacy_source
 from corpus_audit.core.errors import StageOrderError
+from corpus_audit.core.model_sources import spacy_source
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.gender_text import WordMatcher, gender_guesser_version

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from corpus_audit.backends import model_sources
 from corpus_audit.backends.embeddings import resolve_sbert_model
-from corpus_audit.backends.model_sources import (
+from corpus_audit.core import model_sources
+from corpus_audit.core.errors import ModelError
+from corpus_audit.core.model_sources import (
     OFFICIAL_SBERT,
     SBERT_OFFLINE_FILES,
     sbert_source,
     spacy_source,
     verify_files,
 )
-from corpus_audit.core.errors import ModelError
 
 
 def test_the_default_spacy_pipeline_comes_from_the_checked_offline_copy_here():
