@@ -355,7 +355,9 @@ def figures_section(
     rendered: list[figs.RenderedFigure] = []
     jobs = figure_jobs(study, ctx)
     for kind, args in tqdm(jobs, desc="report figures", unit="fig", disable=not progress):
-        rendered.append(_render_figure(kind, args, ctx, out_dir))
+        figure = _render_figure(kind, args, ctx, out_dir)
+        if figure is not None:  # None: the figure function had nothing to draw
+            rendered.append(figure)
     rendered += preference_figures(ctx, out_dir, _file_name)
     rendered += arena_figures(ctx, out_dir, _file_name)
     return [
@@ -409,9 +411,12 @@ FIGURE_CAPTIONS = {
 
 def _render_figure(
     kind: str, args: Any, ctx: dict[str, Any], out_dir: Path | None
-) -> figs.RenderedFigure:
-    """Draw one figure of ``kind`` (a key of :data:`FIGURE_CAPTIONS`) and save it."""
+) -> figs.RenderedFigure | None:
+    """Draw one figure of ``kind`` (a key of :data:`FIGURE_CAPTIONS`) and save it; None when
+    the figure function had nothing to draw."""
     fig, name, title = draw_figure(kind, args, ctx)
+    if fig is None:
+        return None
     return figs.save(fig, name, title, FIGURE_CAPTIONS[kind], out_dir)
 
 

@@ -51,9 +51,12 @@ def _panels(data: Any) -> list[tuple[Any, str]]:
 
 def category_bars(rows: Any, language: str) -> Any:
     """Grouped bars of one language, one panel per (prompt family, variant); ``rows`` is the
-    :func:`corpus_audit.methods.categories.category_distribution` frame."""
-    data = rows[rows["language"] == language]
-    panels = _panels(data) or [(None, "(no data)")]
+    :func:`corpus_audit.methods.categories.category_distribution` frame. Whiskers: the Wilson
+    interval. None when the language has no %female (nothing to draw)."""
+    data = rows[rows["language"] == language] if len(rows) else rows
+    if len(data) == 0 or data["percent_female"].notna().sum() == 0:
+        return None  # nothing to draw: the caller shows a "no data" line
+    panels = _panels(data)
     categories = sorted(data["category"].unique())
     models = sorted(data["model_id"].unique())
     width_in = max(6.0, 0.55 * len(categories) * max(1, len(models)) + 2.0)
@@ -88,7 +91,7 @@ def category_bars(rows: Any, language: str) -> Any:
                 label = None  # one legend entry
         ax.axhline(50, color="#999999", lw=0.6, ls="--")
         ax.set_ylim(0, 100)
-        ax.set_ylabel("%female")
+        ax.set_ylabel("%female (Wilson interval)")
         ax.set_title(" · ".join(p for p in (family, variant) if p), fontsize=9)
         ax.set_xticks(x, [c.replace(" & ", " &\n") for c in categories], fontsize=8)
     seen: dict[str, Any] = {}
