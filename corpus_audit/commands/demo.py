@@ -43,12 +43,11 @@ from corpus_audit.commands.amplify import amplify_wide
 from corpus_audit.core.metrics import header
 from corpus_audit.core.pipeline import init_study, run_all
 from corpus_audit.core.store import StageRun, Study
-from corpus_audit.methods.corpus_groups import is_paper_group
 from corpus_audit.report.context import neighbor_groups
 from corpus_audit.report.leaderboard_page import write_leaderboard_page
 from corpus_audit.report.visible import finalize
 from corpus_audit.stages.indicators import PAPER_LAION_SHARE, indicator_summary
-from corpus_audit.stages.indicators.corpus import corpus_summary
+from corpus_audit.stages.indicators.corpus import corpus_rows, corpus_summary
 
 CORPORA_FILE = "corpora.toml"  # demo_data/: the files' corpus groups, hypernymized ones
 DEMO_FILES = (
@@ -91,7 +90,6 @@ DEMO_SAMPLE_SIZE = 10
 # The demo has no images, so its subsets cannot be cut at N labelled images: they are the first
 # 10 captions of each ranking (select.sample_unit = "captions").
 DEMO_SAMPLE_UNIT = "captions"
-POOLED = "all corpora (pooled)"
 # summary/corpus_summary.csv: one row per corpus group, then the pooled row
 CORPUS_COLUMNS = (
     "corpus",
@@ -290,23 +288,6 @@ def write_summary(study: Study) -> dict[str, Path]:
         nn_path.write_text(_render("neighbors.html.j2", groups=neighbors), encoding="utf-8")
         outputs["top_neighbors_html"] = nn_path
     return outputs
-
-
-def corpus_rows(study: Study) -> list[dict[str, Any]]:
-    """One row per corpus group and the pooled row last (the occupation-NULL rows of
-    ``corpus_summary``), with ``corpus`` (the pooled row: :data:`POOLED`), ``pooled``,
-    ``paper_pct`` (the paper's LAION share beside the group compared with it, else None)."""
-    out = []
-    for r in corpus_summary(study):
-        if r["occupation"] is not None:
-            continue
-        pooled = r["corpus_group"] is None
-        row = dict(r)
-        row["corpus"] = POOLED if pooled else r["corpus_group"]
-        row["pooled"] = pooled
-        row["paper_pct"] = PAPER_LAION_SHARE if is_paper_group(r["corpus_group"]) else None
-        out.append(row)
-    return out
 
 
 def per_occupation_by_corpus(study: Study, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ from corpus_audit.report.who_how import who_how_section
 from corpus_audit.stages.analyze import input_fingerprint, untrained_classifiers
 from corpus_audit.stages.analyze.image_similarity import summary as image_summary
 from corpus_audit.stages.analyze.read import amplification_pairs, rows, table3
+from corpus_audit.stages.indicators.corpus import corpus_rows
 from corpus_audit.stages.subsets import SHORTFALL_TEXT
 
 IMAGE_STAGES = ("images", "generate", "label")
@@ -306,6 +307,9 @@ def indicators_section(study: Study) -> dict[str, Any]:
         "correlation": corr[0] if corr else None,
         "examples": examples,
         "ran": study.last_run("indicators") is not None or study.count("indicators") > 0,
+        # per corpus group and pooled (corpus_summary; _corpora.html.j2)
+        "corpora": corpus_rows(study),
+        "confidence_pct": f"{study.config.analysis.confidence * 100:g}",
     }
 
 

@@ -351,3 +351,21 @@ def test_summary_page_leads_with_laion_against_the_paper(demo_run: Path, tmp_pat
     assert "CC3M is hypernymized" in out["lead"]
     assert out["lead_top"] < 200
     assert out["per_occupation_columns"] == 6 + 3  # the pooled columns + one per corpus
+
+
+def test_report_compares_laion_alone_with_the_paper(demo_run: Path):
+    """The study report (page 1) gives the per-corpus table under its pooled headline: the
+    LAION-only share against the paper's, one row per corpus and the pooled row."""
+    with duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as con:
+        laion = con.execute(
+            "SELECT mean_occupation_pct FROM corpus_summary "
+            "WHERE corpus_group = 'LAION-400M' AND occupation IS NULL"
+        ).fetchall()[0][0]
+    page = (demo_run / "report" / "report.html").read_text(encoding="utf-8")
+    lead = re.search(r'<p class="lead" id="corpora-paper">(.*?)</p>', page, re.S).group(1)
+    assert f"LAION-400M alone: {laion:.1f} %" in lead and "the paper's 59.5 %" in lead
+    assert "not comparable" in lead
+    table = re.search(r'<table id="corpora-table">.*?</table>', page, re.S).group(0)
+    names = re.findall(r"<tr(?: class=\"pooled\")?><td>([^<]+)</td>", table)
+    assert names == ["CC3M", "LAION-400M", "MS-COCO", "all corpora (pooled)"]
+    assert "CC3M is hypernymized" in page

@@ -27,8 +27,9 @@ CREATE TABLE IF NOT EXISTS corpus_summary (
     both_genders        BIGINT NOT NULL,     -- labelled both
     pct_any_indicator   DOUBLE,              -- 100 * with_indicator / captions (pooled over the
                                              -- captions); NULL when captions = 0
-    ci_low              DOUBLE,              -- Wilson interval of pct_any_indicator at
-    ci_high             DOUBLE,              -- analysis.confidence (percent)
+    ci_low              DOUBLE,              -- lower end of the Wilson interval of
+                                             -- pct_any_indicator at analysis.confidence (percent)
+    ci_high             DOUBLE,              -- upper end of that Wilson interval (percent)
     mean_occupation_pct DOUBLE,              -- occupation-NULL rows: the mean over the group's
                                              -- occupations of each one's pct_any_indicator (the
                                              -- paper's statistic); NULL on per-occupation rows

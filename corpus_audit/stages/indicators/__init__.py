@@ -52,6 +52,7 @@ from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.gender_text import WordMatcher, gender_guesser_version
 from corpus_audit.methods.lexicon import load_gender_terms
 from corpus_audit.stages.indicators.corpus import (
+    PAPER_LAION_SHARE,
     corpus_summary,
     file_groups,
     write_corpus_summary,
@@ -67,8 +68,6 @@ STAGE = "indicators"
 STRATEGY = "no_indicators"
 # one batch of captions to label (sql/indicators/batch.sql), as the tagger reads it
 _BATCH_SCHEMA = pa.schema([("caption_id", pa.int64()), ("text", pa.string())])
-# % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et al.)
-PAPER_LAION_SHARE = 59.5
 MARKUP_RULE = (
     "html-unescape+strip-tags/1"  # version of gender_text.clean_markup, for the fingerprint
 )

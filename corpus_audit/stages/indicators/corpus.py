@@ -17,9 +17,12 @@ import pyarrow as pa
 
 from corpus_audit.core.config import CONFIG_NAME
 from corpus_audit.core.store import Study, dicts
-from corpus_audit.methods.corpus_groups import FileGroup, assign_groups
+from corpus_audit.methods.corpus_groups import FileGroup, assign_groups, is_paper_group
 from corpus_audit.methods.stats import wilson_interval
 
+#: % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et
+#: al.); the same number as ``indicators.PAPER_LAION_SHARE``
+PAPER_LAION_SHARE = 59.5
 #: the columns of corpus_summary (sql/schema/007_indicators.sql), in table order
 SUMMARY_COLUMNS = (
     "corpus_group",
@@ -116,3 +119,24 @@ def corpus_summary(study: Study) -> list[dict[str, Any]]:
             "SELECT * FROM corpus_summary ORDER BY corpus_group NULLS LAST, occupation NULLS FIRST"
         )
     )
+
+
+#: the corpus name of the pooled row in pages and CSVs
+POOLED = "all corpora (pooled)"
+
+
+def corpus_rows(study: Study) -> list[dict[str, Any]]:
+    """One row per corpus group and the pooled row last (the occupation-NULL rows of
+    ``corpus_summary``), with ``corpus`` (the pooled row: :data:`POOLED`), ``pooled``,
+    ``paper_pct`` (the paper's LAION share beside the group compared with it, else None)."""
+    out = []
+    for r in corpus_summary(study):
+        if r["occupation"] is not None:
+            continue
+        pooled = r["corpus_group"] is None
+        row = dict(r)
+        row["corpus"] = POOLED if pooled else r["corpus_group"]
+        row["pooled"] = pooled
+        row["paper_pct"] = PAPER_LAION_SHARE if is_paper_group(r["corpus_group"]) else None
+        out.append(row)
+    return out
