@@ -98,5 +98,5 @@ def who_scatter(who: pd.DataFrame, min_associated: int = 1, title: str = "associ
     ax.set_ylim(0, 100)
     ax.set_xlabel("% women, labour statistics")
     ax.set_ylabel(f"% women among {title}\n(Wilson interval)")
-    ax.set_title(f"Who is represented ({title}) vs labour statistics", fontsize=9)
+    ax.set_title(f"Who is represented ({title})\nvs labour statistics", fontsize=9)
     return fig

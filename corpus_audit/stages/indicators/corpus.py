@@ -23,7 +23,7 @@ from corpus_audit.methods.stats import wilson_interval
 #: % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et
 #: al.); the same number as ``indicators.PAPER_LAION_SHARE``
 PAPER_LAION_SHARE = 59.5
-#: the columns of corpus_summary (sql/schema/007_indicators.sql), in table order
+#: the columns of corpus_summary (sql/schema/008_indicators.sql), in table order
 SUMMARY_COLUMNS = (
     "corpus_group",
     "occupation",
@@ -111,7 +111,7 @@ def _with_interval(row: dict[str, Any], confidence: float) -> dict[str, Any]:
 def corpus_summary(study: Study) -> list[dict[str, Any]]:
     """The stored ``corpus_summary`` rows: per group its occupation-NULL row first, then its
     occupations; the pooled rows (``corpus_group`` None) last. Empty before ``indicators``
-    ran (or in a study made before migration 7 ran it)."""
+    ran (or in a study made before migration 8 ran it)."""
     if not study.table_exists("corpus_summary"):
         return []
     return dicts(

@@ -2,7 +2,7 @@
 -- corpus_audit/stages/indicators/__init__.py. Rewritten in one transaction at the end of every
 -- indicators run, from captions, mentions, indicators, indicator_triggers and corpus_files,
 -- with the groups of corpus.groups / corpus.hypernymized (corpus_audit/methods/corpus_groups.py).
--- Percentages are 0-100. Migration 7, idempotent.
+-- Percentages are 0-100. Migration 8, idempotent.
 
 -- The corpus group of each corpus file, as the last indicators run assigned it.
 CREATE TABLE IF NOT EXISTS corpus_file_groups (
