@@ -54,6 +54,8 @@ from corpus_audit.core.study_lock import run_lock
 from corpus_audit.methods.preferences.leaderboard import leaderboard
 from corpus_audit.report import context
 from corpus_audit.report.figures import scatter_grid
+from corpus_audit.report.labour_figure import FIGURE_NAME as LABOUR_FIGURE
+from corpus_audit.report.labour_figure import labour_figure, labour_rows
 from corpus_audit.report.leaderboard_page import arena_votes
 from corpus_audit.report.who_how_figures import decile_figure
 
@@ -72,7 +74,7 @@ logger = logging.getLogger("corpus_audit")
 #: every stage, in catalogue order (``corpus-audit --help`` lists them the same way)
 STAGES: tuple[str, ...] = tuple(STAGE_NAMES)
 
-StudyKind = Literal["amplification", "pst", "llm"]
+StudyKind = Literal["amplification", "pst", "llm", "images"]
 
 
 class Study:
@@ -104,9 +106,11 @@ class Study:
         """Create a study directory, as ``corpus-audit init`` does.
 
         ``corpus``: corpus files, directories or globs (stored absolute; optional for a
-        ``pst`` or ``llm`` study). ``kind``: ``amplification`` (default), ``pst`` (the
-        Paired Stereotype Test) or ``llm`` (who-vs-how on texts ``models`` write:
-        ``transformers:<path>`` / ``openai:<model>``). ``preset``: start from a preset's
+        ``pst`` or ``llm`` study, none for ``images``). ``kind``: ``amplification``
+        (default), ``pst`` (the Paired Stereotype Test), ``llm`` (who-vs-how on texts
+        ``models`` write: ``transformers:<path>`` / ``openai:<model>``) or ``images`` (a model
+        audited from its images alone, no corpus: the lexicon's prompts are written at once,
+        docs/model_only.md). ``preset``: start from a preset's
         settings (``"paper"``). ``settings``: ``{"section.key": value}``, applied last and
         validated like ``study.toml`` (see :meth:`set`).
         """
@@ -124,8 +128,13 @@ class Study:
             overrides.setdefault("lexicon", {})["labor_stats"] = (
                 "builtin:more_of_the_same/occupations_en.csv"
             )
-        elif kind != "amplification":
-            raise StudyError(f"create: kind {kind!r} is not amplification, pst or llm")
+        elif kind == "images" and corpus:
+            raise StudyError(
+                "create: a kind='images' study audits a model without its training data and "
+                "reads no corpus: give no corpus (docs/model_only.md)"
+            )
+        elif kind not in ("amplification", "images"):
+            raise StudyError(f"create: kind {kind!r} is not amplification, pst, llm or images")
         if models and kind != "llm":
             raise StudyError("create: models are for a kind='llm' study (llm.models)")
         if not corpus and kind == "amplification":
@@ -134,13 +143,15 @@ class Study:
         before = set(root.iterdir()) if root.is_dir() else None
         core = init_study(root, corpus, overrides=overrides, overwrite=overwrite)
         study = cls(core)
-        if settings:
-            try:
+        try:
+            if settings:
                 study.set(settings)
-            except BaseException:  # a bad setting: leave no study behind, as a failed init
-                study.close()
-                _remove_new(root, before)
-                raise
+            if kind == "images":  # its prompts at once (as `init --kind images`)
+                study.run("prompts", progress=False)
+        except BaseException:  # a bad setting or lexicon: leave no study behind, as a failed init
+            study.close()
+            _remove_new(root, before)
+            raise
         return study
 
     @classmethod
@@ -276,8 +287,8 @@ class Study:
     def figures(self) -> dict[str, Figure]:
         """The study report's figures its data allows, as matplotlib figures by file name
         (``scatter_<model>``, ``amplification_<model>``, ``indicators``,
-        ``indicator_correlation``, ``similarity``, ``who_deciles_<labels>``); empty when no
-        stage has produced them."""
+        ``indicator_correlation``, ``similarity``, ``who_deciles_<labels>``,
+        ``generated_vs_labour``); empty when no stage has produced them."""
         core = self.core
         ctx = {
             "results": context.results_section(core),
@@ -289,6 +300,9 @@ class Study:
             fig, name, _title = context.draw_figure(kind, args, ctx)
             out[name] = fig
         out.update(self._who_how_figures())
+        labour = labour_figure(labour_rows(core), confidence=core.config.analysis.confidence)
+        if labour is not None:  # generated vs labour %female (a model-only audit and others)
+            out[LABOUR_FIGURE] = labour
         return out
 
     def _who_how_figures(self) -> dict[str, Figure]:

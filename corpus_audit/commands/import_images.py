@@ -73,6 +73,7 @@ from corpus_audit.commands.import_remote import (  # the layouts' names, shared
 )
 from corpus_audit.core.errors import ManifestError, printable
 from corpus_audit.core.imagefile import DecodeBudget, UnreadableImage, check_whole, image_size
+from corpus_audit.core.kinds import prompt_stage
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.core.urls import is_url
 from corpus_audit.core.versions import package_versions
@@ -518,8 +519,15 @@ def _match(
     if e.prompt_id is not None:
         found = by_id.get(e.prompt_id)
         if found is None:
+            occupation = e.prompt_id.rsplit(":", 1)[-1]
+            why = (
+                ""
+                if any(p.occupation == occupation for p in prompts)
+                else f": no prompt of the study is for the occupation {occupation!r} "
+                "(lexicon.occupations, lexicon.prompts)"
+            )
             raise ManifestError(
-                f"{e.where}: prompt_id {e.prompt_id!r} is not a prompt of the study"
+                f"{e.where}: prompt_id {e.prompt_id!r} is not a prompt of the study{why}"
             )
         if e.prompt is not None and normalise(e.prompt) != normalise(found.text):
             raise ManifestError(
@@ -552,7 +560,8 @@ def _match(
         shown = e.prompt if e.prompt is not None else e.hints
         raise ManifestError(
             f"{e.where}: prompt {shown!r} is not a prompt of the study (texts are matched "
-            "exactly after whitespace normalisation; `select` or `pst_prompts` writes them)"
+            "exactly after whitespace normalisation; `select`, `prompts` or `pst_prompts` "
+            "writes them)"
         )
     if len(candidates) > 1:
         ids = ", ".join(p.prompt_id for p in candidates[:4])
@@ -750,8 +759,8 @@ def import_images(
     prompts = study_prompts(study)
     if not prompts:
         raise ManifestError(
-            f"{study.root}: the study has no prompts yet: run `corpus-audit select` (or "
-            "`pst_prompts` in a PST study) before importing images"
+            f"{study.root}: the study has no prompts yet: run `corpus-audit "
+            f"{prompt_stage(study.config)} {study.root}` before importing images"
         )
     matched = resolve_entries([e for s in read for e in s.entries], prompts)
     _refuse_generated_names(study, matched)

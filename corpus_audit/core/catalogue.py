@@ -69,7 +69,30 @@ declare(
             "RE2 prefilter, then DuckDB SQL matching of every occupation form",
             "draw the keyword sample per occupation (md5 of seed and caption, reproducible)",
         ),
-        owns={"samples": "strategy = 'keyword'"},
+        owns={
+            "samples": "strategy = 'keyword'",
+            "prompts": "when the study has a corpus",
+            "prompt_categories": "when the study has a corpus",
+        },
+    )
+)
+# A model audited without its training data (`init --kind images`, docs/model_only.md): its
+# prompts come from the lexicon alone, no corpus read.
+declare(
+    Stage(
+        "prompts",
+        "corpus_audit.stages.prompts:prompts",
+        "the lexicon's prompts of a study without a corpus (init --kind images)",
+        config=("lexicon",),
+        writes=("prompts", "prompt_categories"),
+        steps=(
+            "render lexicon.prompts over the occupations (templated sets and prompt tables)",
+            "replace prompts and prompt_categories when they changed",
+        ),
+        owns={
+            "prompts": "when the study has no corpus",
+            "prompt_categories": "when the study has no corpus",
+        },
     )
 )
 declare(
@@ -209,6 +232,7 @@ ANALYZE_RESULTS = (
     "percent_female_corrected",
     "amplification_corrected",
     "amplification_summary_corrected",
+    "generated_gender",
 )
 declare(
     Stage(
@@ -216,7 +240,16 @@ declare(
         "corpus_audit.stages.analyze:analyze",
         "training vs generated %female, amplification per strategy, statistics",
         config=("analysis", "study", "select", "indicators", "neighbors", "label"),
-        reads=("samples", "prompts", "images", "face_filter", "labels", "mentions", "indicators"),
+        reads=(
+            "samples",
+            "prompts",
+            "prompt_categories",
+            "images",
+            "face_filter",
+            "labels",
+            "mentions",
+            "indicators",
+        ),
         writes=("training_subsets", *ANALYZE_RESULTS),
         after=("select", "indicators", "neighbors", "images", "generate", "label"),
         steps=(
@@ -497,10 +530,14 @@ PST_RUN_ORDER = [
 ]
 # What `corpus-audit run` executes in an LLM study (`[llm] enabled`; `init --kind llm`).
 LLM_RUN_ORDER = ["llm_texts", "who_how", "report"]
+# What `corpus-audit run` executes in a study without a corpus (`init --kind images`): the
+# images are generated (generate.models) or imported (`import-images`) for the prompts.
+IMAGES_RUN_ORDER = ["prompts", "generate", "label", "analyze", "categories", "report"]
 RUN_ORDERS = {  # study kind -> run order
     "amplification": RUN_ORDER,
     "pst": PST_RUN_ORDER,
     "llm": LLM_RUN_ORDER,
+    "images": IMAGES_RUN_ORDER,
 }
 # Stages no run order includes: they run when asked (`corpus-audit recaption DIR --model ...`).
 ON_DEMAND = ("recaption",)
@@ -550,7 +587,8 @@ def data_flow() -> str:
     test keeps the page equal to it."""
     lines = []
     width = max(len(t) + len(o) + 3 for _, s in STAGES.items() for t, o in _outputs(s))
-    for name in dict.fromkeys([*RUN_ORDER, *ON_DEMAND, *PST_RUN_ORDER, *LLM_RUN_ORDER]):
+    orders = [*RUN_ORDER, *ON_DEMAND, *PST_RUN_ORDER, *LLM_RUN_ORDER, *IMAGES_RUN_ORDER]
+    for name in dict.fromkeys(orders):
         outputs = _outputs(STAGES.get(name)) or [("(files only)", "")]
         for i, (table, owned) in enumerate(outputs):
             shown = f"{table} [{owned}]" if owned else table

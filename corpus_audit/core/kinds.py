@@ -8,15 +8,21 @@ flags; what a kind means lives here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corpus_audit.core.errors import StudyError
 from corpus_audit.core.preset import load_preset, resolve
 
-KINDS = ("amplification", "pst", "llm")  # amplification: the default kind
+if TYPE_CHECKING:
+    from corpus_audit.core.config import StudyConfig
+
+KINDS = ("amplification", "pst", "llm", "images")  # amplification: the default kind
 # kinds whose study may go without a corpus (PST: the caption side is optional; LLM: the texts
-# come from llm.models, docs/who_vs_how.md)
-WITHOUT_CORPUS = ("pst", "llm")
+# come from llm.models, docs/who_vs_how.md; images: a model audited without its training data,
+# docs/model_only.md)
+WITHOUT_CORPUS = ("pst", "llm", "images")
+# kinds that never read a corpus: init refuses --corpus for them
+NO_CORPUS = ("images",)
 # the labour statistics an LLM study compares its texts with (bundled with the lexicon)
 LLM_LABOR_STATS = "builtin:more_of_the_same/occupations_en.csv"
 
@@ -59,9 +65,34 @@ def init_settings(
         settings, notes = resolve(load_preset(preset))
     own = kind_settings(kind, models)
     if not has_corpus and kind not in WITHOUT_CORPUS:
-        raise StudyError("init: give --corpus (only a --kind pst or llm study may go without one)")
+        raise StudyError(
+            "init: give --corpus (only a --kind pst, llm or images study may go without one)"
+        )
+    if has_corpus and kind in NO_CORPUS:
+        raise StudyError(
+            "init: a --kind images study audits a model without its training data and reads no "
+            "corpus: drop --corpus (or leave out --kind images to compare the model with a "
+            "corpus, docs/model_only.md)"
+        )
     for layer in (own, flags or {}):
         for section, values in layer.items():
             given = {k: v for k, v in values.items() if v is not None}
             settings.setdefault(section, {}).update(given)
     return settings, notes
+
+
+def study_kind(config: StudyConfig) -> str:
+    """``pst`` for a Paired Stereotype Test study (``[pst] enabled``), ``llm`` for a study of
+    LLM-written texts (``[llm] enabled``), ``images`` for a study without a corpus (a model
+    audited from its images alone, ``init --kind images``), else ``amplification``."""
+    if config.pst.enabled:
+        return "pst"
+    if config.llm.enabled:
+        return "llm"
+    return "amplification" if config.corpus.paths else "images"
+
+
+def prompt_stage(config: StudyConfig) -> str:
+    """The stage that writes the prompts images are generated or imported for: ``pst_prompts``
+    (PST study), ``prompts`` (a study without a corpus) or ``select``."""
+    return {"pst": "pst_prompts", "images": "prompts"}.get(study_kind(config), "select")

@@ -15,6 +15,7 @@ from typing import Any
 
 from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES, STAGES
 from corpus_audit.core.config import StudyConfig
+from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.registry import load
 from corpus_audit.core.stage_state import stage_state
 from corpus_audit.core.store import StageRun, Study, StudyError
@@ -83,14 +84,6 @@ def run_all(study: Study, *, until: str | None = None, progress: bool = True) ->
         order = run_order[: len(run_order) - run_order[::-1].index(until)]
     with run_lock(study.root):  # held across the stages: no `config set` between two
         return [stage_function(name)(study, progress=progress) for name in order]
-
-
-def study_kind(config: StudyConfig) -> str:
-    """``pst`` for a Paired Stereotype Test study (``[pst] enabled``), ``llm`` for a study of
-    LLM-written texts (``[llm] enabled``), else ``amplification``."""
-    if config.pst.enabled:
-        return "pst"
-    return "llm" if config.llm.enabled else "amplification"
 
 
 @dataclass
@@ -166,3 +159,38 @@ def status(study: Study) -> list[StageStatus]:
                 )
             )
     return out
+
+
+def next_steps(study: Study) -> list[str]:
+    """The note ``status`` prints for a study without a corpus (``init --kind images``): the
+    command to run next (prompts, images to import or generate, label, analyze, report), and
+    that ``generate`` is not needed when images were imported and no model is configured.
+    Empty for the other kinds."""
+    if study_kind(study.config) != "images":
+        return []
+    root = study.root
+    if not study.count("prompts"):
+        return [f"next: corpus-audit prompts {root}"]
+    lines = []
+    n_images = study.count("images", "source = 'generated'")
+    models = study.config.generate.models
+    if not n_images:
+        if models:
+            return [f"next: corpus-audit generate {root}"]
+        return [
+            f"next: import the model's images (corpus-audit import-images {root} SOURCE --model "
+            f"NAME), or set generate.models and run corpus-audit generate {root}"
+        ]
+    if not models and stage_state(study, "generate").state == "not run":
+        lines.append("generate: not needed (images imported; generate.models is empty)")
+    unlabelled = study.count(
+        "images", "source = 'generated' AND image_id NOT IN (SELECT image_id FROM face_filter)"
+    )
+    if unlabelled:
+        lines.append(f"next: corpus-audit label {root} ({unlabelled} image(s) without a label)")
+        return lines
+    for name in ("analyze", "report"):
+        if stage_state(study, name).state in ("not run", "partial"):
+            lines.append(f"next: corpus-audit {name} {root}")
+            return lines
+    return lines

@@ -21,6 +21,7 @@ NOTES: tuple[tuple[str | None, str], ...] = (
     (None, "corpus_audit.backends.openai_images:status_lines"),
     (None, "corpus_audit.report.imports:status_lines"),
     ("llm", "corpus_audit.stages.llm_texts:status_lines"),
+    (None, "corpus_audit.core.pipeline:next_steps"),  # a study without a corpus: what next
 )
 
 

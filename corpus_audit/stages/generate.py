@@ -89,6 +89,7 @@ from corpus_audit.backends.generators import (
 from corpus_audit.backends.openai_images import generate_missing, status_lines
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.fileio import atomic_path
+from corpus_audit.core.kinds import prompt_stage
 from corpus_audit.core.slugs import slug
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
@@ -186,7 +187,7 @@ def settings_from_config(study: Study) -> GenerationSettings:
 
 # -- what to generate -----------------------------------------------------------------------
 def _prompt_stage(study: Study) -> str:
-    return "pst_prompts" if study.config.pst.enabled else "select"
+    return prompt_stage(study.config)
 
 
 def prompt_specs(study: Study) -> list[PromptSpec]:

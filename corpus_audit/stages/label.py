@@ -64,6 +64,7 @@ from corpus_audit.core.imagefile import (
     large_pillow_blocks,
     study_image_path,
 )
+from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.store import StageRun, Study, dicts
 
 # Long side, in pixels, images are decoded at for the face detector and the classifiers: the
@@ -316,7 +317,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
     cfg = study.config.label
     with study.stage("label") as run:
         if study.count("images") == 0:
-            return run.skip("no images yet (run `images` and/or `generate` first)")
+            return run.skip(f"no images yet ({_image_commands(study)})")
         cid = classifier_id(cfg)
         refiltered = forget_pixel_limit_changes(study)
         if refiltered:
@@ -488,3 +489,10 @@ def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     """Per image source: images, kept by the face filter, and labels of ``cid`` by value."""
     rows = study.sql("label/summary", classifier=cid)
     return dicts(rows)
+
+
+def _image_commands(study: Study) -> str:
+    """What brings images into ``study``: the commands a skipped label run names."""
+    if study_kind(study.config) == "images":
+        return "import them with `import-images`, or run `generate`"
+    return "run `images` and/or `generate`, or `import-images`, first"

@@ -111,6 +111,11 @@ def test_image_audit(monkeypatch, tmp_path):
     cells = _execute("image_audit.ipynb", monkeypatch, tmp_path)
     assert _text(cells[1]).strip() == "8"  # eight images imported
     assert "agegender" in _text(cells[2])
+    # the model-only table: nurse pooled over both prompts (4 of 8 female) beside BLS 2024 87.9 %
+    pooled = _text(cells[3])
+    assert re.search(r"nurse\s+8\s+4\s+4\s+0\s+0\b", pooled), pooled  # pandas may wrap
+    assert "50.0" in pooled and "87.9" in pooled
+    assert _has_png(cells[4])  # generated vs labour %female
     # index, prompt_id, n_images, n_female, n_male, percent_female (pandas may wrap the rest)
     rows = re.findall(r"^\d+\s+\S+\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)", _text(cells[-1]), re.M)
     # astronaut x3 + camera man x1, then the reverse: 75 % and 25 % female

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from corpus_audit.commands.verbs.base import Subcommands, add_switch
 from corpus_audit.core.errors import printable
@@ -23,8 +24,9 @@ def add_parser(sub: Subcommands) -> None:
         "--kind",
         choices=list(KINDS),
         default="amplification",
-        help="amplification (default), pst: the Paired Stereotype Test (docs/pst.md), or llm: "
-        "who-vs-how on texts language models write (docs/who_vs_how.md)",
+        help="amplification (default), pst: the Paired Stereotype Test (docs/pst.md), llm: "
+        "who-vs-how on texts language models write (docs/who_vs_how.md), or images: a model "
+        "audited from its images alone, no corpus (docs/model_only.md)",
     )
     p.add_argument(
         "--model",
@@ -35,7 +37,8 @@ def add_parser(sub: Subcommands) -> None:
     p.add_argument(
         "--corpus",
         nargs="+",
-        help="corpus files, directories or globs (optional with --kind pst: the caption side)",
+        help="corpus files, directories or globs (optional with --kind pst: the caption side; "
+        "none with --kind llm or images)",
     )
     p.add_argument("--format", choices=CORPUS_FORMATS)
     p.add_argument("--text-column", help="caption column (default: TEXT/caption/text)")
@@ -69,10 +72,31 @@ def run(args: argparse.Namespace) -> int:
         args.kind, has_corpus=bool(args.corpus), preset=args.preset, models=args.model, flags=flags
     )
     study = init_study(Path(args.dir), args.corpus or [], overrides=settings, overwrite=args.force)
-    study.close()
-    print(f"study created: {printable(Path(args.dir) / 'study.toml')}")
+    try:
+        print(f"study created: {printable(Path(args.dir) / 'study.toml')}")
+        if args.kind == "images":  # its prompts at once: images can be imported right away
+            _write_prompts(study)
+    finally:
+        study.close()
     if args.preset:
         print(f"  settings of the {args.preset!r} preset written")
     for note in notes:
         print(f"  {printable(note)}")
     return 0
+
+
+def _write_prompts(study: Any) -> None:
+    """Run the ``prompts`` stage of a new ``--kind images`` study and say what comes next."""
+    from corpus_audit.core.pipeline import stage_function
+
+    run = stage_function("prompts")(study, progress=False)
+    sets = run.provenance.get("prompt_sets") or []
+    print(
+        f"  {run.rows_out} prompts ({printable(', '.join(sets))}, "
+        f"{run.provenance.get('occupations')} occupations) from the lexicon"
+    )
+    root = printable(study.root)
+    print(
+        f"  next: corpus-audit import-images {root} SOURCE --model NAME (or set "
+        f"generate.models and run corpus-audit generate {root}), then label, analyze, report"
+    )

@@ -49,6 +49,7 @@ class PromptTemplate:
 class PromptSet:
     name: str
     templates: tuple[PromptTemplate, ...]
+    language: str = "en"  # the TOML's ``language`` (the prompts' language code)
 
     def prompt_id(self, template_id: int, occupation: str) -> str:
         """Stable id of one prompt: ``<set>:<template_id>:<occupation>``."""
@@ -228,7 +229,8 @@ def load_prompt_set(spec: str = "builtin:prompts_en.toml", base: Path | None = N
     ids = [t.id for t in out]
     if len(set(ids)) != len(ids):
         raise LexiconError(f"{path}: duplicate template ids {ids}")
-    return PromptSet(str(data.get("name", path.stem)), tuple(out))
+    language = str(data.get("language", "en")).strip().lower() or "en"
+    return PromptSet(str(data.get("name", path.stem)), tuple(out), language)
 
 
 def render_prompts(prompt_set: PromptSet, occupations: list[Occupation]) -> list[dict[str, object]]:

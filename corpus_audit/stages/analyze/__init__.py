@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import is_untrained
 from corpus_audit.core.errors import StageOrderError
+from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.preset import paper_differences
 from corpus_audit.core.stage_state import require_inputs, require_sample_captions
 from corpus_audit.core.store import StageRun, Study, dicts
@@ -38,8 +39,14 @@ from corpus_audit.methods.amplification import (
     summarize,
 )
 from corpus_audit.methods.correlation import indicator_correlation
+from corpus_audit.methods.lexicon.labour_map import map_digest
 from corpus_audit.methods.stats import stable_seed
 from corpus_audit.stages.analyze import correction
+from corpus_audit.stages.analyze.generated_gender import (
+    generated_gender_rows,
+    headline,
+    headline_note,
+)
 from corpus_audit.stages.analyze.image_similarity import enabled as image_similarity_enabled
 from corpus_audit.stages.analyze.image_similarity import image_similarity_rows, summary_messages
 from corpus_audit.stages.analyze.percent import (
@@ -66,6 +73,7 @@ ANALYSIS_TABLES = (
     "indicator_correlation",
     "image_similarity",
     *correction.CORRECTION_TABLES,
+    "generated_gender",
 )
 
 # Columns each input table contributes to the fingerprint.
@@ -88,15 +96,25 @@ def input_fingerprint(study: Study) -> str:
     parts: dict[str, object] = {"config": study.config.section_hash(*sections)}
     for table, cols in _FINGERPRINT_COLUMNS.items():
         parts[table] = study.fingerprint(table, cols)
+    # generated_gender: the prompts' languages and the shipped labour statistics; the output
+    # tables themselves, so a study made before one of them existed fills it on the next run
+    parts["prompt_categories"] = study.fingerprint("prompt_categories", "prompt_id, language")
+    parts["labour_statistics"] = map_digest()
+    parts["outputs"] = list(ANALYSIS_TABLES)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def analyze(study: Study, *, progress: bool = True) -> StageRun:
     """Compute every analysis table from the study's tables (see the module docstring)."""
     if not any(study.count(t) for t in ("samples", "mentions", "images")):
+        first = (
+            f"import the model's images (`corpus-audit import-images {study.root} SOURCE`) or "
+            f"`corpus-audit generate {study.root}`, then `label`"
+            if study_kind(study.config) == "images"
+            else f"run `corpus-audit select {study.root}` and the later stages"
+        )
         raise StageOrderError(
-            f"{study.root}: nothing to analyse (no mentions, samples or images); run "
-            f"`corpus-audit select {study.root}` and the later stages first"
+            f"{study.root}: nothing to analyse (no mentions, samples or images); {first} first"
         )
     require_inputs(study, "analyze")
     require_sample_captions(study, by="analyze")
@@ -117,7 +135,7 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
             ):
                 if key in last["provenance"]:
                     run.provenance[key] = last["provenance"][key]
-            run.rows_out = study.count("amplification")
+            run.rows_out = study.count(_output_table(study))
             run.summary = summary_rows(study)
             run.messages.append("inputs unchanged since the last analysis; tables kept")
             return run
@@ -140,6 +158,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         gen = generated_sets(study)
         caps = caption_prompt_sets(study)
         match = indicator_match_rows(study, cfg.confidence)
+        gender_rows = generated_gender_rows(study, cfg.confidence)
         occ_rows = occupation_indicator_rows(study)
         sim_rows: list[dict] = []
         if image_similarity_enabled(study):
@@ -169,17 +188,20 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
                 "indicator_correlation": [corr],
                 "image_similarity": sim_rows,
                 **corrected,
+                "generated_gender": gender_rows,
             },
         )
 
     run.rows_in = n_labelled
-    run.rows_out = len(amp_rows)
+    run.rows_out = len(gender_rows) if _output_table(study) == "generated_gender" else len(amp_rows)
     for row in amp_rows:
         if row["excluded"]:
             run.drop(f"pair excluded: {row['exclude_reason']}")
     run.provenance["models"] = sorted({g.model_id for g in gen} | {c[1].model_id for c in caps})
     run.provenance["labelled_images"] = n_labelled
     run.summary = summary_rows(study)
+    if not paper_layout(summary_table(study)):  # the summary is the generated %female
+        run.messages += headline_note(study)
     run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
     templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
     if train:
@@ -187,6 +209,12 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
     run.messages += summary_messages(sim_rows)
     run.provenance["correction"] = correction.provenance(corrected, summ_rows, cfg.correction)
     run.messages += correction.messages(run.provenance["correction"])
+
+
+def _output_table(study: Study) -> str:
+    """The table whose rows ``rows_out`` counts: the amplification pairs, or in a study
+    without a corpus (no training side) the generated_gender rows."""
+    return "generated_gender" if study_kind(study.config) == "images" else "amplification"
 
 
 def _corrected(
@@ -423,7 +451,9 @@ def _insert(con, table: str, rows: list[dict]) -> None:
 
 
 def summary_rows(study: Study) -> list[dict]:
-    """What the CLI prints: the paper-layout table, or without it the caption-side summary."""
+    """What the CLI prints: the paper-layout table; without it the generated images' %female
+    per occupation against the labour statistics (a model-only audit, the most skewed first),
+    or the caption-side summary."""
     layout = paper_layout(summary_table(study))
     if layout:
         out = []
@@ -435,7 +465,7 @@ def summary_rows(study: Study) -> list[dict]:
                     line[col] = _cell_text(cell)
                 out.append(line)
         return out
-    return dicts(study.sql("analyze/indicator_summary"))
+    return headline(study) or dicts(study.sql("analyze/indicator_summary"))
 
 
 def _cell_text(cell: dict | None) -> str | None:
@@ -473,11 +503,17 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
         )
 
     differ = paper_differences(study.config)
-    if differ:
+    if differ and study_kind(study.config) != "images":  # the paper's numbers are amplification
         notes.append(
             f"not comparable with the paper in {len(differ)} setting(s) (listed in the report "
             "header): " + ", ".join(d["key"] for d in differ)
         )
+    if study_kind(study.config) == "images":  # no corpus: no training side, no amplification
+        notes.append(
+            "a model audited without its training data: generated_gender holds %female per "
+            "occupation and prompt against the labour statistics (docs/model_only.md)"
+        )
+        return notes
     if not gen:
         notes.append("no generated images from prompts: no amplification table")
     if train and not any(t.n for t in train):

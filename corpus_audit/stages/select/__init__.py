@@ -60,7 +60,8 @@ from corpus_audit.backends.corpus import (
 )
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.config import parse_size
-from corpus_audit.core.errors import CorpusError
+from corpus_audit.core.errors import CorpusError, StageOrderError
+from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.store import StageRun, Study, sql_text
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.lexicon import resolve_path as lexicon_path
@@ -156,6 +157,12 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
     (bad lexicon file); the study is unchanged by a failed run.
     """
     cfg = study.config
+    if study_kind(cfg) == "images":
+        raise StageOrderError(
+            f"{study.root}: `select` reads a corpus and this study has none (a model audited "
+            "without its training data, init --kind images); its prompts come from "
+            f"`corpus-audit prompts {study.root}`"
+        )
     occupations = load_occupations(cfg.lexicon.occupations, base=study.root)
     lex = cfg.lexicon
     prompt_sets = study_prompts(
