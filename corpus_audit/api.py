@@ -594,7 +594,9 @@ class Study:
             what = "associated texts" if labels == "association" else "specified texts"
             name = decile_figure_name(model, labels)
             frame = pd.DataFrame(frame).drop(columns="model").sort_values("decile")
-            out[name] = decile_figure(frame, what)
+            fig = decile_figure(frame, what)
+            if fig is not None:  # None: no occupation in any decile, nothing drawn
+                out[name] = fig
         return out
 
     @_one_thread

@@ -17,7 +17,10 @@ intervals, the win-rate heatmaps; labelled as the published votes.
 
 Outputs, under the study directory:
 - ``summary/indicator_summary.csv`` and ``summary/indicator_summary.html``: per occupation,
-  captions and % with male / female / both / any indicator (caption text escaped);
+  captions and % with male / female / both / any indicator (caption text escaped); the page
+  leads with one row per corpus and the pooled row (``summary/corpus_summary.csv``, from the
+  study's ``corpus_summary`` table): the LAION row is the one compared with the paper's LAION
+  share, and CC3M is flagged as hypernymized (declared in ``demo_data/corpora.toml``);
 - ``summary/top_neighbors.html``: the top captions per prompt for a few occupations;
 - ``report/report.html``: the study report (page 1);
 - ``published/amplification.html`` (page 2) and its CSVs;
@@ -30,6 +33,7 @@ nn_no_indicators) instead of the paper's 500: see ``DEMO_SAMPLE_SIZE``.
 from __future__ import annotations
 
 import csv
+import tomllib
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -43,8 +47,10 @@ from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.context import neighbor_groups
 from corpus_audit.report.leaderboard_page import write_leaderboard_page
 from corpus_audit.report.visible import finalize
-from corpus_audit.stages.indicators import indicator_summary
+from corpus_audit.stages.indicators import PAPER_LAION_SHARE, indicator_summary
+from corpus_audit.stages.indicators.corpus import corpus_rows, corpus_summary
 
+CORPORA_FILE = "corpora.toml"  # demo_data/: the files' corpus groups, hypernymized ones
 DEMO_FILES = (
     "laion400m_sample_10k.parquet",
     "coco_val2017_captions.parquet",
@@ -85,6 +91,25 @@ DEMO_SAMPLE_SIZE = 10
 # The demo has no images, so its subsets cannot be cut at N labelled images: they are the first
 # 10 captions of each ranking (select.sample_unit = "captions").
 DEMO_SAMPLE_UNIT = "captions"
+# summary/corpus_summary.csv: one row per corpus group, then the pooled row
+CORPUS_COLUMNS = (
+    "corpus",
+    "files",
+    "rows_total",
+    "captions",
+    "occupations",
+    "mean_occupation_pct",
+    "paper_pct",
+    "pct_any_indicator",
+    "ci_low",
+    "ci_high",
+    "with_indicator",
+    "male_only",
+    "female_only",
+    "both_genders",
+    "name_triggers",
+    "hypernymized",
+)
 SUMMARY_COLUMNS = (
     "occupation",
     "captions",
@@ -101,6 +126,24 @@ def demo_corpus() -> list[str]:
     return [str(folder.joinpath(name)) for name in DEMO_FILES]
 
 
+def demo_corpora() -> list[dict[str, Any]]:
+    """The demo corpus files' groups and flags (``demo_data/corpora.toml``): ``file``,
+    ``group``, ``hypernymized``, in the file's order."""
+    folder = resources.files("corpus_audit").joinpath("demo_data")
+    data = tomllib.loads(folder.joinpath(CORPORA_FILE).read_text(encoding="utf-8"))
+    return list(data["corpus"])
+
+
+def corpus_overrides() -> dict[str, Any]:
+    """``corpus.groups`` and ``corpus.hypernymized`` of the demo study, from
+    :func:`demo_corpora`."""
+    corpora = demo_corpora()
+    return {
+        "groups": {c["file"]: c["group"] for c in corpora},
+        "hypernymized": [c["group"] for c in corpora if c["hypernymized"]],
+    }
+
+
 def open_or_create(root: Path) -> Study:
     """The demo study at ``root``: reopened when it exists (stages resume), else created."""
     if (root / "study.toml").is_file():
@@ -110,6 +153,7 @@ def open_or_create(root: Path) -> Study:
         demo_corpus(),
         overrides={
             "study": {"name": "demo", "seed": 0},
+            "corpus": corpus_overrides(),
             "select": {"sample_size": DEMO_SAMPLE_SIZE, "sample_unit": DEMO_SAMPLE_UNIT},
             "neighbors": {"k": DEMO_SAMPLE_SIZE},
         },
@@ -219,19 +263,48 @@ def write_summary(study: Study) -> dict[str, Path]:
         writer = csv.DictWriter(fh, fieldnames=list(SUMMARY_COLUMNS), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+    corpora = corpus_rows(study)
+    corpus_csv = out_dir / "corpus_summary.csv"
+    with corpus_csv.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(CORPUS_COLUMNS), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(corpora)
     examples = _indicator_examples(study)
     html_path = out_dir / "indicator_summary.html"
     html_path.write_text(
-        _render("summary.html.j2", rows=rows, columns=SUMMARY_COLUMNS, examples=examples),
+        _render(
+            "summary.html.j2",
+            rows=per_occupation_by_corpus(study, rows),
+            columns=SUMMARY_COLUMNS,
+            examples=examples,
+            corpora=corpora,
+            groups=[c["corpus"] for c in corpora if not c["pooled"]],
+            paper_pct=PAPER_LAION_SHARE,
+            confidence_pct=f"{study.config.analysis.confidence * 100:g}",
+        ),
         encoding="utf-8",
     )
-    outputs = {"summary_csv": csv_path, "summary_html": html_path}
+    outputs = {"summary_csv": csv_path, "corpus_csv": corpus_csv, "summary_html": html_path}
     neighbors = _top_neighbors(study)
     if neighbors:
         nn_path = out_dir / "top_neighbors.html"
         nn_path.write_text(_render("neighbors.html.j2", groups=neighbors), encoding="utf-8")
         outputs["top_neighbors_html"] = nn_path
     return outputs
+
+
+def per_occupation_by_corpus(study: Study, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pooled per-occupation ``rows`` with ``by_corpus``: corpus group -> (% with an
+    indicator, captions) of that occupation in the group (absent when it has none)."""
+    cells: dict[str, dict[str, tuple[float, int]]] = {}
+    for r in corpus_summary(study):
+        if r["occupation"] is None or r["corpus_group"] is None:
+            continue
+        cells.setdefault(r["occupation"], {})[r["corpus_group"]] = (
+            r["pct_any_indicator"],
+            r["captions"],
+        )
+    return [{**r, "by_corpus": cells.get(r["occupation"], {})} for r in rows]
 
 
 def _indicator_examples(study: Study, per_label: int = 5) -> list[dict[str, Any]]:

@@ -134,6 +134,23 @@ class CorpusSection(Section):
     text_column: Annotated[str, Help("override of the TEXT/caption/text aliases")] = ""
     url_column: Annotated[str, Help("override of the URL/url aliases")] = ""
     key_column: Annotated[str, Help("optional stable key column (img2dataset's `key`)")] = ""
+    groups: Annotated[
+        dict[str, Annotated[str, Text("a corpus group name")]],
+        Help(
+            "corpus file glob -> group name for the per-corpus results (indicators' "
+            "corpus_summary): the first glob (in file order) matching a file's path or name "
+            "wins; a file no glob matches is a group of its own, named by its file name "
+            "(docs/indicators.md)"
+        ),
+    ] = field(default_factory=dict)
+    hypernymized: Annotated[
+        list[Annotated[str, Text("a corpus group name")]],
+        Help(
+            "groups whose captions replace names by hypernyms (CC3M: 'actor', 'person'): "
+            "declared, not detected; the per-corpus results flag them, since no first name "
+            "can mark a caption's gender there"
+        ),
+    ] = field(default_factory=list)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy.stats import norm, pearsonr, ttest_1samp
+from scipy.stats import t as t_dist
 
 
 def z_value(confidence: float) -> float:
@@ -63,6 +64,21 @@ def ttest_zero(values: Sequence[float]) -> tuple[float | None, float | None]:
         res = ttest_1samp(arr, 0.0)
     t, p = float(res.statistic), float(res.pvalue)
     return (None if math.isnan(t) else t, None if math.isnan(p) else p)
+
+
+def t_interval(
+    values: Sequence[float], confidence: float = 0.95
+) -> tuple[float | None, float | None]:
+    """Student-t interval of the mean of ``values`` (same unit as the values): mean +- t(n-1)
+    x sd / sqrt(n). ``(None, None)`` for fewer than two values; a zero-width interval when
+    they are all equal."""
+    n = len(values)
+    if n < 2:
+        return (None, None)
+    arr = np.asarray(values, dtype=float)
+    mean = float(arr.mean())
+    half = float(t_dist.ppf(0.5 + confidence / 2, n - 1) * arr.std(ddof=1) / math.sqrt(n))
+    return (mean - half, mean + half)
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> tuple[float | None, float | None, int]:

@@ -4,9 +4,10 @@ One self-contained page (``amplification.html``), like the study report: figures
 ``data:`` URIs, the style sheet is inline, no script, no external URL; rendered by Jinja2 with
 autoescape on (occupation and prompt names come from a user's file). Per table (model):
 
-- the per-prompt table: mean A over included occupations, included / excluded counts,
-  bootstrap interval (when both sides carry counts), one-sample t-test; with ``reference``
-  (published means) a second row beside the recomputed one;
+- the per-prompt table: mean A over included occupations, included / excluded counts, its
+  interval with level and method in the header (the bootstrap one when both sides carry
+  counts, else the Student-t interval over the included occupations' A), one-sample t-test;
+  with ``reference`` (published means) a column beside the recomputed one;
 - a T-vs-G scatter per prompt with the amplification, de-amplification and direction-switch
   regions shaded (:func:`corpus_audit.report.figures.scatter_grid`), excluded pairs as crosses;
 - the excluded pairs, and the per-occupation values: T with its Wilson interval when the
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from corpus_audit import __version__
 from corpus_audit.core.fileio import write_text_atomic
 from corpus_audit.core.metrics import METRICS
-from corpus_audit.methods.stats import wilson_interval
+from corpus_audit.methods.stats import t_interval, wilson_interval
 from corpus_audit.report import figures as figs
 from corpus_audit.report.render import render
 
@@ -65,8 +66,7 @@ def _model_context(
         {
             "prompt": s.prompt,
             "mean": s.mean,
-            "ci_low": s.ci_low,
-            "ci_high": s.ci_high,
+            **_interval(s, result, confidence),
             "t": s.t_stat,
             "p": s.p_value,
             "included": s.n_included,
@@ -82,6 +82,7 @@ def _model_context(
             "mean": o.mean,
             "ci_low": o.ci_low,
             "ci_high": o.ci_high,
+            "ci_method": "bootstrap" if o.ci_low is not None else None,
             "t": None,
             "p": None,
             "included": sum(s.n_included for s in result.per_prompt),
@@ -114,10 +115,26 @@ def _model_context(
         "prompts": prompts,
         "rows": rows,
         "has_reference": bool(reference),
+        "ci_methods": sorted({r["ci_method"] for r in rows if r["ci_method"]}),
         "excluded": [p for p in result.pairs if p.excluded],
         "occupations": list(by_occ.values()),
         "figure": _scatter(result, prompts),
     }
+
+
+def _interval(summary: Any, result: ModelResult, confidence: float) -> dict[str, Any]:
+    """A prompt's interval of mean A: the bootstrap one when the table carries the counts
+    behind both T and G, else the Student-t interval over its included occupations' A (the
+    spread the t-test beside it uses); ``ci_method`` names which (None: neither)."""
+    if summary.ci_low is not None:
+        return {"ci_low": summary.ci_low, "ci_high": summary.ci_high, "ci_method": "bootstrap"}
+    values = [
+        p.amplification
+        for p in result.pairs
+        if p.prompt == summary.prompt and not p.excluded and p.amplification is not None
+    ]
+    lo, hi = t_interval(values, confidence)
+    return {"ci_low": lo, "ci_high": hi, "ci_method": "t" if lo is not None else None}
 
 
 def _scatter(result: ModelResult, prompts: list[Any]) -> dict[str, str]:

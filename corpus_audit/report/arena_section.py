@@ -60,24 +60,25 @@ def arena_figures(
     out = []
     for aspect in arena["aspects"]:
         label = aspect.replace("_", " ")
-        out.append(
-            figs.save(
+        part = pairs[(pairs["aspect"] == aspect) & (pairs["language"] == "all")]
+        title = f"Imported arena votes, win rate: {label}"
+        jobs = (
+            (
                 interval_figure(ratings, aspect),
                 f"arena_ratings_{safe(aspect)}",
                 f"Imported arena votes, ratings per prompt language: {label}",
                 INTERVAL_CAPTION,
-                out_dir,
-            )
-        )
-        part = pairs[(pairs["aspect"] == aspect) & (pairs["language"] == "all")]
-        title = f"Imported arena votes, win rate: {label}"
-        out.append(
-            figs.save(
+            ),
+            (
                 win_rate_heatmap(part, title),
                 f"arena_win_rate_{safe(aspect)}",
                 title,
                 WIN_RATE_CAPTION,
-                out_dir,
-            )
+            ),
         )
+        out += [
+            figs.save(fig, name, fig_title, caption, out_dir)
+            for fig, name, fig_title, caption in jobs
+            if fig is not None  # None: nothing to draw
+        ]
     return out

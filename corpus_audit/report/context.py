@@ -38,6 +38,7 @@ from corpus_audit.report.who_how import who_how_section
 from corpus_audit.stages.analyze import input_fingerprint, untrained_classifiers
 from corpus_audit.stages.analyze.image_similarity import summary as image_summary
 from corpus_audit.stages.analyze.read import amplification_pairs, rows, table3
+from corpus_audit.stages.indicators.corpus import corpus_rows
 from corpus_audit.stages.subsets import SHORTFALL_TEXT
 
 IMAGE_STAGES = ("images", "generate", "label")
@@ -306,6 +307,9 @@ def indicators_section(study: Study) -> dict[str, Any]:
         "correlation": corr[0] if corr else None,
         "examples": examples,
         "ran": study.last_run("indicators") is not None or study.count("indicators") > 0,
+        # per corpus group and pooled (corpus_summary; _corpora.html.j2)
+        "corpora": corpus_rows(study),
+        "confidence_pct": f"{study.config.analysis.confidence * 100:g}",
     }
 
 
@@ -355,7 +359,9 @@ def figures_section(
     rendered: list[figs.RenderedFigure] = []
     jobs = figure_jobs(study, ctx)
     for kind, args in tqdm(jobs, desc="report figures", unit="fig", disable=not progress):
-        rendered.append(_render_figure(kind, args, ctx, out_dir))
+        figure = _render_figure(kind, args, ctx, out_dir)
+        if figure is not None:  # None: the figure function had nothing to draw
+            rendered.append(figure)
     rendered += preference_figures(ctx, out_dir, _file_name)
     rendered += arena_figures(ctx, out_dir, _file_name)
     return [
@@ -409,9 +415,12 @@ FIGURE_CAPTIONS = {
 
 def _render_figure(
     kind: str, args: Any, ctx: dict[str, Any], out_dir: Path | None
-) -> figs.RenderedFigure:
-    """Draw one figure of ``kind`` (a key of :data:`FIGURE_CAPTIONS`) and save it."""
+) -> figs.RenderedFigure | None:
+    """Draw one figure of ``kind`` (a key of :data:`FIGURE_CAPTIONS`) and save it; None when
+    the figure function had nothing to draw."""
     fig, name, title = draw_figure(kind, args, ctx)
+    if fig is None:
+        return None
     return figs.save(fig, name, title, FIGURE_CAPTIONS[kind], out_dir)
 
 

@@ -7,11 +7,15 @@ amplification page: figures are PNG ``data:`` URIs, the style sheet is inline, n
 external URL, a Content-Security-Policy that allows nothing else; Jinja2 with autoescape on
 (model names and prompts come from the file).
 
-Per aspect (bias, image quality, prompt alignment): one table per language (all, en, de) with
-the rank from the Bradley-Terry intervals, battles, Elo in the given order (timestamps), Elo
-median and 95 % interval over shuffled orders, Bradley-Terry with its 95 % bootstrap interval;
-a figure of the intervals (one panel per language); the win-rate heatmap per language
-(wins / (wins + losses) of the row model against the column model, battles in brackets).
+At the top, an overview of models x aspects (LMSYS / HEIM style, all prompts): per cell the
+rank from the Bradley-Terry intervals and the rating with its interval, rows by the mean rank
+over the aspects. Per aspect (bias, image quality, prompt alignment): one table per language
+(all, en, de) with ONE rank column, labelled with its method (Bradley-Terry, 95 % percentile
+bootstrap intervals), the rows in that rank's order (ties by the rating), battles,
+Bradley-Terry with its interval, Elo median and 95 % interval over shuffled orders, Elo in the
+given order (timestamps); a figure of the intervals (one panel per language); the win-rate
+heatmap per language (wins / (wins + losses) of the row model against the column model,
+battles in brackets).
 The numbers are :func:`corpus_audit.methods.preferences.leaderboard.leaderboard` and
 :func:`~corpus_audit.methods.preferences.leaderboard.pairs` of the votes read by
 :func:`corpus_audit.methods.preferences.arena_import.read_arena_file`, the same functions
@@ -57,9 +61,18 @@ def arena_votes(files: Sequence[Path]) -> Any:
     ).reset_index(drop=True)
 
 
-def _uri(fig: Any, name: str) -> str:
+def _uri(fig: Any, name: str) -> str | None:
+    """The figure as a PNG data URI; None for no figure (no data to draw)."""
+    if fig is None:
+        return None
     png = figs.save(fig, name, "", "", None).png
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _figure(fig: Any, alt: str) -> dict[str, str] | None:
+    """``{"uri", "alt"}`` of a figure for the template; None when there is none."""
+    uri = _uri(fig, "figure")
+    return None if uri is None else {"uri": uri, "alt": alt}
 
 
 def win_rate_heatmap(pairs: Any, title: str) -> Any:
@@ -71,15 +84,42 @@ def win_rate_heatmap(pairs: Any, title: str) -> Any:
 
 def interval_figure(ratings: Any, aspect: str) -> Any:
     """Elo median with its interval, Elo in the given order, Bradley-Terry: one panel per
-    language (:func:`corpus_audit.report.preference_figures.rating_intervals`)."""
+    language, in the leaderboard's order (all prompts first), models in their rank order
+    (:func:`corpus_audit.report.preference_figures.rating_intervals`); None without ratings."""
     part = ratings[ratings["aspect"] == aspect].copy()
-    order = {lang: i for i, lang in enumerate(part["language"].drop_duplicates())}
-    part["aspect"] = [
-        f"{order[lang]}. {LANGUAGE_TITLES.get(lang, lang)}" for lang in part["language"]
-    ]
-    fig = rating_intervals(part)
-    fig.suptitle(f"{ASPECT_TITLES.get(aspect, aspect)}: ratings per prompt language", fontsize=10)
-    return fig
+    languages = list(part["language"].drop_duplicates())
+    part["aspect"] = [LANGUAGE_TITLES.get(lang, lang) for lang in part["language"]]
+    return rating_intervals(
+        part,
+        panels=[LANGUAGE_TITLES.get(lang, lang) for lang in languages],
+        title=f"{ASPECT_TITLES.get(aspect, aspect)}: ratings per prompt language",
+    )
+
+
+def overview(ratings: Any) -> dict[str, Any]:
+    """The models x aspects table at the top of the page (all prompts): per model and aspect
+    the rank from the Bradley-Terry intervals and the rating with its interval; rows by the
+    mean of a model's ranks over the aspects it was rated on, then its mean rating (the
+    order of the ``mean rank`` column)."""
+    part = ratings[ratings["language"] == "all"]
+    aspects = list(part["aspect"].drop_duplicates())
+    rows = []
+    for model, mine in part.groupby("model_id", sort=True):
+        cells = {r["aspect"]: r for r in mine.to_dict("records")}
+        ranks = [int(c["rank"]) for c in cells.values()]
+        rows.append(
+            {
+                "model_id": model,
+                "cells": cells,
+                "mean_rank": sum(ranks) / len(ranks),
+                "mean_rating": sum(float(c["bt_rating"]) for c in cells.values()) / len(cells),
+            }
+        )
+    rows.sort(key=lambda r: (r["mean_rank"], -r["mean_rating"], r["model_id"]))
+    return {
+        "aspects": [{"aspect": a, "title": ASPECT_TITLES.get(a, a)} for a in aspects],
+        "rows": rows,
+    }
 
 
 def _count(votes: Any, aspect: str, language: str) -> int:
@@ -109,10 +149,7 @@ def page_context(votes: Any, *, rounds: int = 1000, seed: int = 0) -> dict[str, 
                     "title": LANGUAGE_TITLES.get(language, language),
                     "rows": rows,
                     "votes": _count(votes, aspect, language),
-                    "heatmap": {
-                        "uri": _uri(win_rate_heatmap(pair_rows[mask], title), "heatmap"),
-                        "alt": title,
-                    },
+                    "heatmap": _figure(win_rate_heatmap(pair_rows[mask], title), title),
                 }
             )
         aspects.append(
@@ -120,14 +157,15 @@ def page_context(votes: Any, *, rounds: int = 1000, seed: int = 0) -> dict[str, 
                 "aspect": aspect,
                 "title": ASPECT_TITLES.get(aspect, aspect),
                 "languages": languages,
-                "figure": {
-                    "uri": _uri(interval_figure(ratings, aspect), "intervals"),
-                    "alt": f"Rating intervals per prompt language: {aspect.replace('_', ' ')}",
-                },
+                "figure": _figure(
+                    interval_figure(ratings, aspect),
+                    f"Rating intervals per prompt language: {aspect.replace('_', ' ')}",
+                ),
             }
         )
     counts = votes.groupby("aspect").size().to_dict()
     return {
+        "overview": overview(ratings),
         "aspects": aspects,
         "rounds": rounds,
         "seed": seed,

@@ -14,6 +14,7 @@ renders it to PNG (and SVG).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -50,9 +51,12 @@ def _panels(data: Any) -> list[tuple[Any, str]]:
 
 def category_bars(rows: Any, language: str) -> Any:
     """Grouped bars of one language, one panel per (prompt family, variant); ``rows`` is the
-    :func:`corpus_audit.methods.categories.category_distribution` frame."""
-    data = rows[rows["language"] == language]
-    panels = _panels(data) or [(None, "(no data)")]
+    :func:`corpus_audit.methods.categories.category_distribution` frame. Whiskers: the Wilson
+    interval. None when the language has no %female (nothing to draw)."""
+    data = rows[rows["language"] == language] if len(rows) else rows
+    if len(data) == 0 or data["percent_female"].notna().sum() == 0:
+        return None  # nothing to draw: the caller shows a "no data" line
+    panels = _panels(data)
     categories = sorted(data["category"].unique())
     models = sorted(data["model_id"].unique())
     width_in = max(6.0, 0.55 * len(categories) * max(1, len(models)) + 2.0)
@@ -87,7 +91,7 @@ def category_bars(rows: Any, language: str) -> Any:
                 label = None  # one legend entry
         ax.axhline(50, color="#999999", lw=0.6, ls="--")
         ax.set_ylim(0, 100)
-        ax.set_ylabel("%female")
+        ax.set_ylabel("%female (Wilson interval)")
         ax.set_title(" · ".join(p for p in (family, variant) if p), fontsize=9)
         ax.set_xticks(x, [c.replace(" & ", " &\n") for c in categories], fontsize=8)
     seen: dict[str, Any] = {}
@@ -108,15 +112,30 @@ def category_bars(rows: Any, language: str) -> Any:
     return fig
 
 
-def rating_intervals(ratings: Any) -> Any:
-    """One panel per aspect; ``ratings`` is the
-    :func:`corpus_audit.methods.preferences.elo.preference_ratings` frame."""
-    aspects = sorted(ratings["aspect"].unique())
+def rating_intervals(
+    ratings: Any,
+    *,
+    panels: Sequence[str] | None = None,
+    title: str = "Model ratings from human votes",
+) -> Any:
+    """One panel per value of ``ratings["aspect"]`` (in ``panels`` order when given, else
+    sorted); ``ratings`` is the :func:`corpus_audit.methods.preferences.elo.preference_ratings`
+    frame (or a leaderboard's). Models top to bottom in rank order (``rank``, then the
+    Bradley-Terry rating, when the frame has them; else the Elo median). The legend stands
+    below the panels, outside the data. None when there is no rating (nothing to draw)."""
+    if ratings is None or len(ratings) == 0:
+        return None
+    present = list(ratings["aspect"].unique())
+    aspects = [a for a in panels if a in present] if panels else sorted(present)
     n_models = max(1, ratings["model_id"].nunique())
-    fig = new_figure(4.2 * max(1, len(aspects)), 0.45 * n_models + 1.6)
+    fig = new_figure(4.2 * max(1, len(aspects)), 0.45 * n_models + 2.0)
     axes = fig.subplots(1, max(1, len(aspects)), squeeze=False)[0]
     for ax, aspect in zip(axes, aspects, strict=False):
-        part = ratings[ratings["aspect"] == aspect].sort_values("elo_median")
+        part = ratings[ratings["aspect"] == aspect]
+        if "rank" in part and "bt_rating" in part:  # rank 1 at the top: drawn last
+            part = part.sort_values(["rank", "bt_rating"], ascending=[False, True])
+        else:
+            part = part.sort_values("elo_median")
         y = list(range(len(part)))
         med = [_clean(v) for v in part["elo_median"]]
         ax.errorbar(
@@ -130,7 +149,7 @@ def rating_intervals(ratings: Any) -> Any:
             fmt="o",
             color=PROMPT_COLORS[0],
             capsize=3,
-            label="Elo median, 95 % over orders",
+            label="Elo median, 95 % interval over shuffled orders",
         )
         ax.scatter(
             part["elo"], y, marker="|", s=80, color="#333333", zorder=3, label="Elo, given order"
@@ -146,17 +165,22 @@ def rating_intervals(ratings: Any) -> Any:
                 label="Bradley-Terry",
             )
         ax.set_yticks(y, list(part["model_id"]), fontsize=8)
+        ax.set_ylim(-0.6, len(part) - 0.4)
         ax.set_xlabel("rating (Elo points)")
-        ax.set_title(aspect.replace("_", " "), fontsize=9)
-    axes[0].legend(fontsize=7, loc="lower right")
-    fig.suptitle("Model ratings from human votes", fontsize=10)
+        ax.set_title(str(aspect).replace("_", " "), fontsize=9)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=7)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
 def pair_heatmap(part: Any, value: str, label: str, title: str) -> Any:
     """Row model against column model: ``value`` (a share in [0, 1]; NaN drawn as "–") with
     the battles behind it, one cell per pair that met; ``part`` has ``model_id``,
-    ``opponent``, ``value`` and ``battles`` columns. ``label`` names the colour bar."""
+    ``opponent``, ``value`` and ``battles`` columns. ``label`` names the colour bar. None
+    when no pair met (nothing to draw)."""
+    if part is None or len(part) == 0:
+        return None
     models = sorted(set(part["model_id"]) | set(part["opponent"]))
     index = {m: i for i, m in enumerate(models)}
     grid = np.full((len(models), len(models)), np.nan)

@@ -87,4 +87,8 @@ def preference_figures(
          f"Pairwise score: {aspect.replace('_', ' ')}", PAIR_CAPTION)
         for aspect in prefs["aspects"]
     ]  # fmt: skip
-    return [figs.save(fig, name, title, caption, out_dir) for fig, name, title, caption in jobs]
+    return [
+        figs.save(fig, name, title, caption, out_dir)
+        for fig, name, title, caption in jobs
+        if fig is not None  # None: nothing to draw
+    ]

@@ -30,10 +30,13 @@ def labor_scatter(
     annotate: bool | None = None,
 ) -> Any:
     """Scatter of :func:`corpus_audit.methods.pst.score.labor_comparison` rows (one kind and variant):
-    roles without a labour statistic or without a perceived %female are left out."""
+    roles without a labour statistic or without a perceived %female are left out; None when
+    no role is left. The legend stands below the axes, outside the data."""
     from matplotlib.figure import Figure
 
     usable = rows[rows["labor_percent_female"].notna() & rows["percent_female"].notna()]
+    if usable.empty:
+        return None  # nothing to draw: the caller shows a "no data" line
     fig = Figure(figsize=(5.2, 4.6), dpi=DPI, layout="constrained")
     ax = fig.subplots()
     ax.plot([0, 100], [0, 100], color="black", lw=0.6, ls="--", label="perceived = statistics")
@@ -72,5 +75,5 @@ def labor_scatter(
     ax.set_ylabel(ylabel)
     stat = "r undefined" if r is None else f"r = {r:.3f}, p = {p:.3g}, n = {len(usable)}"
     ax.set_title(f"{title}\n({stat})", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=7)
     return fig

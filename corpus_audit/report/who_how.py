@@ -100,8 +100,11 @@ def _figures(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     for (model, labels), frame in deciles.groupby(["model", "labels"], sort=False):
         what = "associated texts" if labels == "association" else "specified texts"
         of = f"{model}, " if model else ""  # LLM texts: one figure per model
+        fig = decile_figure(pd.DataFrame(frame).drop(columns="model"), what)
+        if fig is None:  # no occupation in any decile: nothing to draw
+            continue
         rendered = save(
-            decile_figure(pd.DataFrame(frame).drop(columns="model"), what),
+            fig,
             decile_figure_name(model, labels),
             f"Occupations per decile of % women ({of}{what})",
             "Occupations with enough labelled texts, split by the side of 50 % their labour "
@@ -128,8 +131,11 @@ def _who_scatters(study: Study, out_dir: Path | None) -> list[dict[str, str]]:
     ).df()
     out = []
     for model, frame in who.groupby("model", sort=True):
+        fig = who_scatter(frame, 1, f"associated texts of {model}")
+        if fig is None:  # no occupation with a labour statistic: nothing to draw
+            continue
         rendered = save(
-            who_scatter(frame, 1, f"texts of {model}"),
+            fig,
             f"who_vs_labour_{model_file_name(model)}",
             f"% women vs labour statistics ({model})",
             "Per occupation: % women among the texts of prompts without a gender that the rule "

@@ -90,6 +90,8 @@ def labor_figures(study: Study, out_dir: Path) -> list[dict[str, str]]:
         who = "generated images" if side == "image" else "corpus captions"
         fig = labor_scatter(rows, r, p, title=f"{kind} / {variant} ({who})",
                             ylabel=f"%female ({who})")  # fmt: skip
+        if fig is None:  # no role with both numbers: no figure (the tables say why)
+            continue
         name = f"pst_labor_{side}_{kind}_{variant}"
         saved = save(fig, name, f"{kind} {variant}: %female vs labour statistics", "", out_dir)
         uri = "data:image/png;base64," + base64.b64encode(saved.png).decode("ascii")

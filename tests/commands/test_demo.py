@@ -317,3 +317,137 @@ def test_the_built_wheel_runs_the_demo_outside_the_repository(demo_run: Path, tm
         duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as repo,
     ):
         assert mine.execute(query).fetchall() == repo.execute(query).fetchall()
+
+
+def _probe(page: Path, script: str, tmp_path: Path) -> dict:
+    """Render a copy of ``page`` in headless Chromium with ``script`` (a function body that
+    returns a JSON-able value, run after load); its value. The console must stay empty."""
+    import html as html_lib
+    import json
+
+    from test_report_browser import HEAD_PROBE, chromium, console_lines, run_chromium
+
+    chromium()
+    probe = (
+        "<script>window.addEventListener('load', function () {"
+        "var out = (function () {" + script + "})();"
+        "var pre = document.createElement('pre'); pre.id = 'probe-result';"
+        "pre.textContent = JSON.stringify(out); document.body.appendChild(pre);});</script>"
+    )
+    text = page.read_text(encoding="utf-8")
+    copy = tmp_path / f"probed-{page.name}"
+    copy.write_text(
+        text.replace("<head>", "<head>" + HEAD_PROBE, 1).replace("</body>", probe + "</body>", 1),
+        encoding="utf-8",
+    )
+    proc = run_chromium(["--dump-dom", copy.as_uri()], tmp_path / f"profile-{page.stem}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'<pre id="probe-result">(.*?)</pre>', proc.stdout, re.DOTALL)
+    assert found, proc.stdout[-1500:]
+    assert console_lines(proc.stderr) == []
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
+def _regex_count(name: str, occ: str) -> int:
+    column = CAPTION_COLUMN.get(name, "caption")
+    return duckdb.execute(
+        f"SELECT count(*) FROM read_parquet(?) WHERE regexp_matches(lower({column}), ?)",
+        [str(DEMO_DATA / name), rf"\b{occ}s?\b"],
+    ).fetchall()[0][0]
+
+
+def test_corpus_summary_splits_the_corpora(demo_run: Path):
+    """corpus_summary: one group per demo file (demo_data/corpora.toml), the pooled rows the
+    sum of the groups, CC3M declared hypernymized (and indeed without a name trigger), LAION
+    the group compared with the paper; the CSV of page 1 holds the same rows."""
+    from corpus_audit.commands.demo import demo_corpora
+    from corpus_audit.stages.indicators.corpus import POOLED
+
+    corpora = {c["group"]: c for c in demo_corpora()}
+    with duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as con:
+        cols = [
+            "corpus_group", "occupation", "captions", "with_indicator", "pct_any_indicator",
+            "ci_low", "ci_high", "mean_occupation_pct", "name_triggers", "hypernymized",
+            "rows_total",
+        ]  # fmt: skip
+        rows = [
+            dict(zip(cols, r, strict=True))
+            for r in con.execute(f"SELECT {', '.join(cols)} FROM corpus_summary").fetchall()
+        ]
+        distinct = con.execute("SELECT count(DISTINCT caption_id) FROM mentions").fetchall()[0][0]
+    top = {r["corpus_group"]: r for r in rows if r["occupation"] is None}
+    assert set(top) == {*corpora, None}
+    for occ in ("student", "teacher"):  # per file: a regex recount of the parquet file
+        cells = {r["corpus_group"]: r for r in rows if r["occupation"] == occ}
+        for group, meta in corpora.items():
+            assert cells[group]["captions"] == _regex_count(meta["file"], occ), (occ, group)
+        assert cells[None]["captions"] == sum(cells[g]["captions"] for g in corpora)
+    assert top[None]["captions"] == distinct == sum(top[g]["captions"] for g in corpora)
+    assert top[None]["rows_total"] == 10_000 + 25_014 + 15_833
+    for r in top.values():
+        assert r["pct_any_indicator"] == pytest.approx(100 * r["with_indicator"] / r["captions"])
+        assert r["ci_low"] < r["pct_any_indicator"] < r["ci_high"]
+    assert top["CC3M"]["hypernymized"] and top["CC3M"]["name_triggers"] == 0
+    assert not top["LAION-400M"]["hypernymized"] and top["LAION-400M"]["name_triggers"] > 20
+    # the pooled number the page led with before is not LAION's
+    assert abs(top["LAION-400M"]["mean_occupation_pct"] - top[None]["mean_occupation_pct"]) > 2
+    table = list(csv.DictReader((demo_run / "summary/corpus_summary.csv").open()))
+    assert [r["corpus"] for r in table] == [*sorted(corpora), POOLED]
+    laion = next(r for r in table if r["corpus"] == "LAION-400M")
+    assert float(laion["paper_pct"]) == 59.5
+    assert float(laion["mean_occupation_pct"]) == pytest.approx(
+        top["LAION-400M"]["mean_occupation_pct"]
+    )
+    assert all(r["paper_pct"] == "" for r in table if r["corpus"] != "LAION-400M")
+
+
+def test_summary_page_leads_with_laion_against_the_paper(demo_run: Path, tmp_path: Path):
+    """Page 1's summary in Chromium: the lead compares LAION-only with the paper's LAION
+    number, one table row per corpus and the pooled row last, CC3M flagged hypernymized."""
+    with duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as con:
+        laion, pooled = con.execute(
+            "SELECT max(mean_occupation_pct) FILTER (WHERE corpus_group = 'LAION-400M'), "
+            "max(mean_occupation_pct) FILTER (WHERE corpus_group IS NULL) "
+            "FROM corpus_summary WHERE occupation IS NULL"
+        ).fetchall()[0]
+    out = _probe(
+        demo_run / "summary" / "indicator_summary.html",
+        """
+        var rows = Array.prototype.slice.call(
+            document.querySelectorAll('#corpus-summary tbody tr'));
+        var lead = document.getElementById('corpus-lead');
+        return {
+          corpora: rows.map(function (r) { return r.cells[0].textContent.trim(); }),
+          lead: lead.textContent.replace(/\\s+/g, ' '),
+          lead_top: lead.getBoundingClientRect().top,
+          per_occupation_columns: document.querySelectorAll('#per-occupation thead th').length
+        };
+        """,
+        tmp_path,
+    )
+    assert out["corpora"] == ["CC3M", "LAION-400M", "MS-COCO", "all corpora (pooled)"]
+    assert out["lead"].strip().startswith(f"LAION-400M: {laion:.1f} %")
+    assert "the paper reports 59.5 % for LAION-400M" in out["lead"]
+    assert f"pooled: {pooled:.1f} %" in out["lead"]
+    assert "not comparable with the paper's LAION number" in out["lead"]
+    assert "CC3M is hypernymized" in out["lead"]
+    assert out["lead_top"] < 200
+    assert out["per_occupation_columns"] == 6 + 3  # the pooled columns + one per corpus
+
+
+def test_report_compares_laion_alone_with_the_paper(demo_run: Path):
+    """The study report (page 1) gives the per-corpus table under its pooled headline: the
+    LAION-only share against the paper's, one row per corpus and the pooled row."""
+    with duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as con:
+        laion = con.execute(
+            "SELECT mean_occupation_pct FROM corpus_summary "
+            "WHERE corpus_group = 'LAION-400M' AND occupation IS NULL"
+        ).fetchall()[0][0]
+    page = (demo_run / "report" / "report.html").read_text(encoding="utf-8")
+    lead = re.search(r'<p class="lead" id="corpora-paper">(.*?)</p>', page, re.S).group(1)
+    assert f"LAION-400M alone: {laion:.1f} %" in lead and "the paper's 59.5 %" in lead
+    assert "not comparable" in lead
+    table = re.search(r'<table id="corpora-table">.*?</table>', page, re.S).group(0)
+    names = re.findall(r"<tr(?: class=\"pooled\")?><td>([^<]+)</td>", table)
+    assert names == ["CC3M", "LAION-400M", "MS-COCO", "all corpora (pooled)"]
+    assert "CC3M is hypernymized" in page

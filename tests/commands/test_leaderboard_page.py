@@ -56,9 +56,16 @@ def test_page_shows_the_leaderboard_numbers(page, votes_path):
         for (rank, model, rest), rec in zip(rows, part.to_dict("records"), strict=True):
             assert (int(rank), html.unescape(model)) == (rec["rank"], rec["model_id"])
             cells = re.findall(r"-?\d+\.\d", rest)
-            expected = [rec[c] for c in ("elo", "elo_median", "elo_ci_low", "elo_ci_high")]
-            expected += [rec[c] for c in ("bt_rating", "bt_ci_low", "bt_ci_high")]
+            expected = [rec[c] for c in ("bt_rating", "bt_ci_low", "bt_ci_high")]
+            expected += [rec[c] for c in ("elo_median", "elo_ci_low", "elo_ci_high", "elo")]
             assert [float(c) for c in cells] == pytest.approx(expected, abs=0.051)
+        # rows in the order of the one rank column (ties by the Bradley-Terry rating)
+        ranked = [(r["rank"], -r["bt_rating"]) for r in part.to_dict("records")]
+        assert ranked == sorted(ranked)
+        heads = re.findall(r"<th>(.*?)</th>", table, re.S)
+        assert [h for h in heads if "rank" in h] == [
+            "rank (Bradley-Terry, 95 % bootstrap intervals)"
+        ]
     # German prompts: Playground v2.5 was never shown, so it has no German row
     de = re.search(r'<table id="ratings-bias-de".*?</table>', text, flags=re.S).group(0)
     assert "playground-v2-5" not in de
@@ -84,7 +91,8 @@ def test_page_renders_in_chromium(page, tmp_path):
         out = browser.evaluate(
             """(function () {
               var imgs = Array.prototype.slice.call(document.images);
-              var tables = document.querySelectorAll('table.leaderboard');
+              var tables = document.querySelectorAll('table.leaderboard:not(.overview)');
+              var overview = document.getElementById('overview');
               var rows = Array.prototype.map.call(tables, function (t) {
                 return t.querySelectorAll('tbody tr').length; });
               return {
@@ -95,7 +103,12 @@ def test_page_renders_in_chromium(page, tmp_path):
                 scripts: document.scripts.length,
                 external: performance.getEntriesByType('resource').map(function (e) { return e.name; })
                   .filter(function (n) { return !n.startsWith('data:'); }),
-                height: document.body.scrollHeight
+                height: document.body.scrollHeight,
+                overview_rows: overview.querySelectorAll('tbody tr').length,
+                overview_top: overview.getBoundingClientRect().top,
+                rank_headers: Array.prototype.map.call(tables, function (t) {
+                  return Array.prototype.filter.call(t.querySelectorAll('thead th'),
+                    function (h) { return /rank/.test(h.textContent); }).length; })
               };
             })()"""
         )
@@ -108,3 +121,30 @@ def test_page_renders_in_chromium(page, tmp_path):
     assert sorted(out["rows"]) == [4, 4, 4, 5, 5, 5, 5, 5, 5]
     assert out["scripts"] == 0 and out["external"] == []
     assert out["height"] > 2000
+    assert out["overview_rows"] == 5 and out["overview_top"] < 900  # on the first screen
+    assert out["rank_headers"] == [1] * 9  # one (labelled) rank column per table
+
+
+def test_overview_ranks_models_by_aspect(page, votes_path):
+    """The models x aspects table at the top: per cell the rank and Bradley-Terry rating of
+    the all-prompts table, rows by the mean rank over the aspects."""
+    text = page.read_text(encoding="utf-8")
+    table = re.search(r'<table id="overview".*?</table>', text, flags=re.S).group(0)
+    assert text.index('id="overview"') < text.index('id="ratings-')
+    ratings = leaderboard(arena_votes([votes_path]), rounds=ROUNDS, seed=0)
+    everything = ratings[ratings["language"] == "all"]
+    aspects = list(everything["aspect"].drop_duplicates())
+    rows = re.findall(r"<tr><td>([^<]+)</td>(.*?)</tr>", table, re.S)
+    assert len(rows) == everything["model_id"].nunique() == 5
+    means = []
+    for model, rest in rows:
+        cells = re.findall(r"<strong>#(\d+)</strong> (-?\d+\.\d)", rest)
+        mine = everything[everything["model_id"] == html.unescape(model)].set_index("aspect")
+        assert [int(r) for r, _ in cells] == [int(mine.loc[a, "rank"]) for a in aspects]
+        assert [float(v) for _, v in cells] == pytest.approx(
+            [mine.loc[a, "bt_rating"] for a in aspects], abs=0.051
+        )
+        mean = float(re.findall(r'<td class="n">(\d+\.\d)</td>', rest)[-1])
+        assert mean == pytest.approx(mine["rank"].mean(), abs=0.051)
+        means.append(mean)
+    assert means == sorted(means)

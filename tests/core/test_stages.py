@@ -280,10 +280,12 @@ def test_select_again_on_a_changed_corpus_flags_what_read_its_tables(study_dir, 
     assert changed == ["captions", "mentions"]  # the same lexicon: the same prompts
     notes = _notes(study_dir)
     assert notes["select"] == ""
-    for stage in ("indicators", "neighbors"):  # the changed tables, alphabetically
-        assert notes[stage] == (
-            "inputs changed since this run (captions, mentions): rerun to update"
-        ), stage
+    # the changed tables, alphabetically (indicators also groups captions by corpus file)
+    for stage, tables in (
+        ("indicators", "captions, corpus_files, mentions"),
+        ("neighbors", "captions, mentions"),
+    ):
+        assert notes[stage] == f"inputs changed since this run ({tables}): rerun to update", stage
     capsys.readouterr()
     assert main(["status", str(study_dir)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("neighbors"))

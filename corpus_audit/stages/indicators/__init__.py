@@ -27,7 +27,9 @@ gender-guesser's version) every caption is relabelled, in one transaction with t
 :func:`indicator_summary` gives the per-occupation table (captions, % with any indicator,
 % male-only, % female-only, % both); the stage also puts it in ``run.summary`` and the
 share of occupation captions with an indicator in ``run.messages``, both as the mean over
-occupations (the paper's statistic) and pooled over distinct captions.
+occupations (the paper's statistic) and pooled over distinct captions. At the end of every run
+it rewrites the per-corpus results, ``corpus_file_groups`` and ``corpus_summary``
+(:mod:`corpus_audit.stages.indicators.corpus`, groups from ``corpus.groups``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.gender_text import WordMatcher, gender_guesser_version
 from corpus_audit.methods.lexicon import load_gender_terms
+from corpus_audit.stages.indicators.corpus import (
+    PAPER_LAION_SHARE,
+    corpus_summary,
+    file_groups,
+    write_corpus_summary,
+)
 from corpus_audit.stages.indicators.tagging import (
     Tagger,
     TaggerSettings,
@@ -61,8 +69,6 @@ STAGE = "indicators"
 STRATEGY = "no_indicators"
 # one batch of captions to label (sql/indicators/batch.sql), as the tagger reads it
 _BATCH_SCHEMA = pa.schema([("caption_id", pa.int64()), ("text", pa.string())])
-# % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et al.)
-PAPER_LAION_SHARE = 59.5
 MARKUP_RULE = (
     "html-unescape+strip-tags/1"  # version of gender_text.clean_markup, for the fingerprint
 )
@@ -80,6 +86,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         study.stage(STAGE) as run,
     ):
         require_inputs(study, STAGE)
+        file_groups(study)  # a bad corpus.hypernymized fails here, before anything changes
         terms_spec = study.config.lexicon.gender_terms
         terms = load_gender_terms(terms_spec, base=study.root)
         WordMatcher(terms, source=terms_spec)  # validates the terms
@@ -101,14 +108,16 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         con.execute("DROP TABLE IF EXISTS indicators_todo")
 
         sample_rows, sample_changed = _write_no_indicator_samples(study)
+        corpora_changed = write_corpus_summary(study)
 
         total = study.count("indicators")
         share = _share(study)
         run.rows_in = share["captions"]
         run.rows_out = total
-        run.skipped = not (todo or relabel or orphans or sample_changed)
+        run.skipped = not (todo or relabel or orphans or sample_changed or corpora_changed)
         run.summary = indicator_summary(study)
         run.messages.append(_share_message(share))
+        run.messages.extend(corpus_messages(corpus_summary(study)))
         run.provenance.update(
             _provenance(study, settings, fingerprint, share, relabel, sample_rows)
         )
@@ -434,6 +443,26 @@ def _share(study: Study) -> dict[str, Any]:
         "mean_occupation_pct": None if mean_occ is None else round(float(mean_occ), 1),
         "occupations": int(occupations),
     }
+
+
+def corpus_messages(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per corpus group when there are several: its share with an indicator (mean
+    over occupations and pooled), hypernymized groups flagged; nothing for one group (the
+    pooled line says it all)."""
+    groups = [r for r in rows if r["occupation"] is None and r["corpus_group"] is not None]
+    if len(groups) < 2:
+        return []
+    parts = []
+    for r in groups:
+        if not r["captions"]:
+            parts.append(f"{r['corpus_group']} no occupation caption")
+            continue
+        flag = ", hypernymized" if r["hypernymized"] else ""
+        parts.append(
+            f"{r['corpus_group']} {r['mean_occupation_pct']:.1f} % (pooled "
+            f"{r['pct_any_indicator']:.1f} % of {r['captions']:,}{flag})"
+        )
+    return ["per corpus, mean over occupations: " + "; ".join(parts)]
 
 
 def _share_message(share: dict[str, Any]) -> str:

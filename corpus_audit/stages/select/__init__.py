@@ -92,6 +92,11 @@ SQL_FILES = (
 
 
 # -- the stage ---------------------------------------------------------------------------------
+#: corpus settings that only group the per-corpus results (the indicators stage's
+#: ``corpus_summary``): outside select's fingerprint, so changing them rescans nothing
+GROUPING_KEYS = ("groups", "hypernymized")
+
+
 def sample_keys(paths: list[str]) -> dict[str, str]:
     """Per corpus file path, the file key its captions' sample order hashes.
 
@@ -130,7 +135,11 @@ def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
     select_cfg.pop("matcher")  # every matcher gives the same rows (tested): not a change
     data = {
         "seed": cfg.study.seed,
-        "corpus": dataclasses.asdict(cfg.corpus),
+        "corpus": {
+            k: v
+            for k, v in dataclasses.asdict(cfg.corpus).items()
+            if k not in GROUPING_KEYS  # they group results; the rows do not depend on them
+        },
         "select": select_cfg,
         "occupations": _sha256_file(lexicon_path(cfg.lexicon.occupations, study.root)),
         "prompts": _prompt_hashes(cfg.lexicon.prompts, study.root, cfg.lexicon.categories),
