@@ -35,6 +35,7 @@ from corpus_audit.core.store import Study, changed_settings, setting_notes
 # must exist, registered names, lists with rules); each is checked like any other.
 EXPLICIT: dict[str, Any] = {
     "corpus.format": "parquet",
+    "corpus.groups": {"*laion*": "LAION"},
     "storage.endpoint_url": "http://127.0.0.1:9000",
     "lexicon.occupations": "builtin:occupations_de.csv",
     "lexicon.prompts": ["builtin:prompts_en.csv"],
