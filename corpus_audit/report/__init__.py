@@ -106,7 +106,9 @@ def report_fingerprint(study: Study) -> str:
         here / n
         for n in (
             "context.py",
+            "findings.py",
             "figures.py",
+            "labour_figure.py",
             "__init__.py",
             "preference_section.py",
             "preference_figures.py",
