@@ -67,7 +67,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["results"] = results_section(study)
     ctx["excluded"] = [p for p in amplification_pairs(study) if p["excluded"]]
     # a set without images is a row of zeros: the table keeps the sets that have images
-    ctx["percent"] = [r for r in dicts(study.sql("report/percent")) if r.get("n_images")]
+    ctx["percent"] = [r for r in dicts(study.sql("report/percent")) if _imaged(r)]
     ctx["indicator_match"] = rows(
         study, "SELECT * FROM indicator_match ORDER BY model_id, kind, reference, indicator"
     )
@@ -539,8 +539,9 @@ def occupations_section(study: Study, progress: bool) -> list[dict[str, Any]]:
     n_thumbs = study.config.analysis.thumbnails
     max_pixels = study.config.images.max_pixels
     occupations = [r["occupation"] for r in dicts(study.sql("report/occupations"))]
-    training_pf = _group(dicts(study.sql("report/percent_training")))
-    generated_pf = _group(dicts(study.sql("report/percent_generated")))
+    # a set without images would be a row of dashes: only sets with images
+    training_pf = _group([r for r in dicts(study.sql("report/percent_training")) if _imaged(r)])
+    generated_pf = _group([r for r in dicts(study.sql("report/percent_generated")) if _imaged(r)])
     captions = _group(dicts(study.sql("report/example_captions", n=EXAMPLE_CAPTIONS)))
     classifier = (study.last_run("analyze") or {}).get("provenance", {}).get("classifier") or ""
     out = []
@@ -588,6 +589,11 @@ def _thumbnail_groups(
             }
         )
     return groups
+
+
+def _imaged(row: dict[str, Any]) -> bool:
+    """Whether a ``percent_female`` row has images (else it is a row of zeros and dashes)."""
+    return bool(row.get("n_images") or (row.get("n_female") or 0) + (row.get("n_male") or 0))
 
 
 def _group(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
