@@ -461,7 +461,7 @@ def figure_jobs(study: Study, ctx: dict[str, Any]) -> list[tuple[str, Any]]:
         ]
         if plotted:
             jobs.append(("scatter", (model, mine, templates, strategies)))
-        if ctx["sections"]["results"].has_data:
+        if fnd.amplification_measured(ctx["results"]):
             jobs.append(("bars", (model, block["layout"], ctx["results"]["columns"])))
     if any(r.get("pct_any") is not None for r in ctx["indicators"]["rows"]):
         jobs.append(("indicators", None))

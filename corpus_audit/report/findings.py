@@ -57,7 +57,6 @@ def amplification_section(ctx: dict[str, Any], kind: str) -> Section:
     section = Section("results", "Amplification by selection strategy", ctx["results"])
     confidence = float(ctx["analysis"]["provenance"].get("confidence", 0.95))
     blocks = ctx["results"]["blocks"]
-    cells = [c for b in blocks for r in b["rows"] for c in r["cells"] if c]
     if kind == "images":
         section.empty = (
             "not measured: a model-only study has no training images to compare the generated "
@@ -71,7 +70,7 @@ def amplification_section(ctx: dict[str, Any], kind: str) -> Section:
             + ("none" if not ctx["image_funnel"] else "no labelled pair of them")
         )
         return section
-    if not any(c["text"] != "all excluded" for c in cells):
+    if not amplification_measured(ctx["results"]):
         section.empty = (
             "not measured: every (occupation, prompt) pair was excluded (training and generated "
             "%female on different sides of 50, or a side without labelled images)"
@@ -93,6 +92,13 @@ def amplification_section(ctx: dict[str, Any], kind: str) -> Section:
     return section
 
 
+def amplification_measured(results: dict[str, Any]) -> bool:
+    """Whether some cell of the amplification table (``results`` of the context) has a mean
+    (not empty, not "all excluded")."""
+    cells = [c for b in results["blocks"] for r in b["rows"] for c in r["cells"] if c]
+    return any(c["text"] != "all excluded" for c in cells)
+
+
 # -- model-only: generated %female against the labour statistics ------------------------------
 def generated_section(study: Study, ctx: dict[str, Any]) -> Section:
     """The ``generated_gender`` table (per model, occupation and prompt) with the labour
@@ -109,8 +115,12 @@ def generated_section(study: Study, ctx: dict[str, Any]) -> Section:
             "prompt_id NULLS FIRST"
         )
     )
+    sources = sorted({r["labour_source"] for r in rows if r["labour_source"]})
+    for r in rows:  # the labour statistic's source as a note number (listed under the table)
+        r["source_ref"] = sources.index(r["labour_source"]) + 1 if r["labour_source"] else None
     section.data = {
         "rows": rows,
+        "sources": sources,
         "level": _level(confidence),
         "drops": ctx["image_funnel"],
     }

@@ -9,6 +9,7 @@ imported. Real photos imported, labelled by the real MediaPipe detector and clas
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pytest
@@ -67,16 +68,14 @@ def test_model_only_report_table_equals_a_recount_with_the_labour_statistic(
         assert [int(x) for x in row[3:8]] == [n, f, m, a, d]  # images, f, m, ambiguous, dropped
         pf = None if f + m == 0 else 100.0 * f / (f + m)
         assert row[8] == ("–" if pf is None else f"{pf:.1f}")
+    sources = sorted({r["labour_source"] for r in stored})  # numbered notes under the table
     for r in stored:
-        row = (
-            shown[r["prompt_id"] or "all prompts"]
-            if r["prompt_id"]
-            else next(
-                x for x in out["generated"] if x[2] == "all prompts" and x[1] == r["occupation"]
-            )
-        )
-        assert row[10] == f"{r['labour_percent_female']:.1f}" and row[11] == r["labour_source"]
+        pooled = [x for x in out["generated"] if x[2] == "all prompts" and x[1] == r["occupation"]]
+        row = shown[r["prompt_id"]] if r["prompt_id"] else pooled[0]
+        assert row[10] == f"{r['labour_percent_female']:.1f}"
+        assert row[11] == f"[{sources.index(r['labour_source']) + 1}]"
     page = (model_only / "report" / "report.html").read_text(encoding="utf-8")
+    assert all(html.escape(src) in page for src in sources)
     assert "generate.models" not in page and "imported" in page  # the note knows the imports
     assert "<td>select</td>" not in page and "<td>indicators</td>" not in page  # no corpus stages
     assert "95 % Wilson interval</th>" in page  # the interval column states level and method
