@@ -36,6 +36,7 @@ FLAGS = [
     "--disable-sync",
     "--disable-extensions",
     "--hide-scrollbars",
+    "--run-all-compositor-stages-before-draw",  # the whole first screen painted, not tiles
     "--virtual-time-budget=15000",
 ]
 # written into a copy of the page: its height after load, as JSON in a <pre>
