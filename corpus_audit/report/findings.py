@@ -124,7 +124,7 @@ def generated_section(study: Study, ctx: dict[str, Any]) -> Section:
         "level": _level(confidence),
         "drops": ctx["image_funnel"],
     }
-    drops = {f["source"]: f for f in ctx["image_funnel"]}.get("generated")
+    reasons = _drop_reasons(study)
     for model in sorted({r["model_id"] for r in rows}):
         pooled = [r for r in rows if r["model_id"] == model and r["prompt_id"] is None]
         female = sum(r["n_female"] for r in pooled)
@@ -165,13 +165,27 @@ def generated_section(study: Study, ctx: dict[str, Any]) -> Section:
                 + f"; least skewed: {_occupation_text(least)}."
             )
         why = ""
-        if drops and drops["face_dropped"]:
-            why = " (" + ", ".join(f"{reason}: {k}" for reason, k in drops["face_dropped"]) + ")"
+        if reasons.get(model):
+            why = " (" + ", ".join(f"{reason}: {k}" for reason, k in reasons[model]) + ")"
         section.findings.append(
             f"Of {n} images, {dropped} dropped{why} and {ambiguous} ambiguous (labelled, "
             "neither side confident enough); %female counts female and male labels only."
         )
     return section
+
+
+def _drop_reasons(study: Study) -> dict[str, list[tuple[str, int]]]:
+    """Per model: the face filter's drop reasons of its generated (or imported) images with
+    their counts, the most frequent first."""
+    found = study.con.execute(
+        "SELECT coalesce(i.model_id, 'unknown'), coalesce(f.reason, 'dropped'), count(*) AS n "
+        "FROM images i JOIN face_filter f USING (image_id) "
+        "WHERE i.source = 'generated' AND NOT f.kept GROUP BY ALL ORDER BY 1, n DESC, 2"
+    ).fetchall()
+    out: dict[str, list[tuple[str, int]]] = {}
+    for model, reason, n in found:
+        out.setdefault(model, []).append((reason, int(n)))
+    return out
 
 
 def _occupation_text(r: dict[str, Any]) -> str:
