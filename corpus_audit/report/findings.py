@@ -59,20 +59,21 @@ def amplification_section(ctx: dict[str, Any], kind: str) -> Section:
     blocks = ctx["results"]["blocks"]
     if kind == "images":
         section.empty = (
-            "not measured: a model-only study has no training images to compare the generated "
-            "ones with"
+            "not measured (a model-only study has no training images to compare the generated "
+            "ones with)"
         )
         return section
     if not blocks:
         section.empty = (
-            "not measured: amplification needs training and generated images with "
-            "perceived-gender labels, and this study has "
+            "not measured (it needs training and generated images with perceived-gender "
+            "labels; this study has "
             + ("none" if not ctx["image_funnel"] else "no labelled pair of them")
+            + ")"
         )
         return section
     if not amplification_measured(ctx["results"]):
         section.empty = (
-            "not measured: every (occupation, prompt) pair was excluded (training and generated "
+            "not measured (every occupation and prompt was excluded: training and generated "
             "%female on different sides of 50, or a side without labelled images)"
         )
         return section
