@@ -52,7 +52,8 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
         write_text_atomic(out, html)
         run.rows_in = sum(len(b["rows"]) for b in ctx["results"]["blocks"])
         run.rows_out = 1
-        run.provenance["figures"] = [f["name"] for f in ctx["figures"]]
+        labour = [ctx["labour_figure"]["name"]] if ctx["labour_figure"] else []
+        run.provenance["figures"] = [f["name"] for f in ctx["figures"]] + labour
         run.provenance["bytes"] = len(html.encode("utf-8"))
         unreadable = sum(o["unreadable"] for o in ctx["occupations"])
         if unreadable:
@@ -67,7 +68,7 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
         elif not ctx["analysis"]["ran"]:
             run.messages.append("the analyze stage has not run: the report shows no results")
         run.messages.append(
-            f"{len(ctx['figures'])} figures (PNG + SVG in {out.parent / 'figures'})"
+            f"{len(run.provenance['figures'])} figures (PNG + SVG in {out.parent / 'figures'})"
         )
     return run
 
@@ -106,7 +107,9 @@ def report_fingerprint(study: Study) -> str:
         here / n
         for n in (
             "context.py",
+            "findings.py",
             "figures.py",
+            "labour_figure.py",
             "__init__.py",
             "preference_section.py",
             "preference_figures.py",

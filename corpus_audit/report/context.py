@@ -17,14 +17,16 @@ from tqdm.auto import tqdm
 
 from corpus_audit import __version__
 from corpus_audit.backends.openai_images import status_lines as api_lines
-from corpus_audit.core.catalogue import STAGE_NAMES
+from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES
 from corpus_audit.core.config import dump_toml
+from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.metrics import METRICS
 from corpus_audit.core.preset import paper_differences
 from corpus_audit.core.slugs import cut_bytes
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.amplification import strategy_sort_key
 from corpus_audit.report import figures as figs
+from corpus_audit.report import findings as fnd
 from corpus_audit.report.arena_section import arena_figures, arena_section
 from corpus_audit.report.imports import status_lines as import_lines
 from corpus_audit.report.preference_section import (
@@ -61,10 +63,12 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
         "image_notes": image_stage_notes(study),
         "image_funnel": image_funnel(study, (analysis_run or {}).get("provenance", {})),
     }
+    ctx["kind"] = study_kind(study.config)
     ctx["comparability"] = comparability_section(study)
     ctx["results"] = results_section(study)
     ctx["excluded"] = [p for p in amplification_pairs(study) if p["excluded"]]
-    ctx["percent"] = dicts(study.sql("report/percent"))
+    # a set without images is a row of zeros: the table keeps the sets that have images
+    ctx["percent"] = [r for r in dicts(study.sql("report/percent")) if _imaged(r)]
     ctx["indicator_match"] = rows(
         study, "SELECT * FROM indicator_match ORDER BY model_id, kind, reference, indicator"
     )
@@ -75,15 +79,77 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["preferences"] = preferences_section(study)
     ctx["arena"] = arena_section(study)
     ctx["variants"] = variants_section(study)
+    confidence = float(study.config.analysis.confidence)
+    ctx["level"] = f"{confidence * 100:g} %"  # the level of every interval column
+    ctx["sections"] = {
+        "results": fnd.amplification_section(ctx, ctx["kind"]),
+        "generated": fnd.generated_section(study, ctx),
+        "captions": fnd.indicators_findings(ctx, confidence),
+    }
+    ctx["indicator_columns"] = fnd.filled_columns(ctx["indicators"]["rows"], INDICATOR_COLUMNS)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
+    ctx["labour_figure"], ctx["no_figures"] = _labour_figure(study, ctx, figures_dir)
     from corpus_audit.report.correction_section import correction_section
 
     ctx["correction"] = correction_section(study, ctx, figures_dir, _cell, _file_name)
     ctx["occupations"] = occupations_section(study, progress)
 
     ctx["who_how"] = who_how_section(study, figures_dir)
+    fnd.split_word_groups(ctx["who_how"])
     ctx["provenance"] = provenance_section(study)
+    ctx["findings"] = findings_summary(ctx)
     return ctx
+
+
+#: the indicator table's value columns, in order (a column "–" in every row is left out)
+INDICATOR_COLUMNS = [
+    "pct_any",
+    "pct_male",
+    "pct_female",
+    "pct_both",
+    "training_pf",
+    "pct_marked_female_images",
+    "pct_marked_male_images",
+]
+
+
+def findings_summary(ctx: dict[str, Any]) -> list[dict[str, Any]]:
+    """The page's opening box: per section with data (in the order the page shows them), its
+    title, anchor and findings; then one line per section without data saying why."""
+    order = ["generated", "results", "captions"] if ctx["kind"] == "images" else None
+    sections = [ctx["sections"][k] for k in (order or ["results", "generated", "captions"])]
+    if ctx["kind"] == "images":  # no corpus, no training images: the generated side only
+        sections = [s for s in sections if s.key == "generated"]
+    elif not ctx["sections"]["generated"].has_data:
+        sections = [s for s in sections if s.key != "generated"]
+    full = [s for s in sections if s.has_data and s.findings]
+    empty = [s for s in sections if not s.has_data]
+    out = [{"key": s.key, "title": s.title, "lines": s.findings, "empty": None} for s in full]
+    out += [{"key": s.key, "title": s.title, "lines": [], "empty": s.empty} for s in empty]
+    return out
+
+
+def _labour_figure(
+    study: Study, ctx: dict[str, Any], out_dir: Path | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The generated-vs-labour figure (model-only results) as a figure entry, or None; and the
+    "no data" lines of figures the study does not draw."""
+    from corpus_audit.report.labour_figure import NO_DATA, labour_figure_for
+
+    no_figures = []
+    if not ctx["sections"]["results"].has_data and ctx["kind"] != "images":
+        no_figures.append(
+            "Amplification figures (per-occupation scatter, mean bars): not drawn, no "
+            "amplification results (see below)."
+        )
+    if not ctx["sections"]["generated"].has_data:
+        return None, no_figures
+    _rows, saved = labour_figure_for(study, out_dir)
+    if saved is None:
+        return None, [*no_figures, f"Generated vs labour %female: no data ({NO_DATA})."]
+    uri = "data:image/png;base64," + base64.b64encode(saved.png).decode("ascii")
+    entry = {"name": saved.name, "title": saved.title, "caption": saved.caption, "uri": uri}
+    return entry, no_figures
 
 
 # -- comparability with the paper ------------------------------------------------------------
@@ -92,8 +158,13 @@ def comparability_section(study: Study) -> dict[str, Any]:
     subsets were drawn and cut, and the subsets that fall short of N."""
     cfg = study.config
     short = dicts(study.sql("report/shortfall"))
+    elsewhere = [*import_lines(study), *api_lines(study)]  # imported or API images
+    differences = paper_differences(cfg)
+    if elsewhere:  # the images came from elsewhere: no generate.models to compare
+        differences = [d for d in differences if not str(d["key"]).startswith("generate.")]
     return {
-        "differences": paper_differences(cfg),
+        "differences": differences,
+        "elsewhere": elsewhere,
         "untrained": untrained_classifiers(study),
         "sample_unit": cfg.select.sample_unit,
         "sample_size": cfg.select.sample_size,
@@ -109,11 +180,14 @@ def comparability_section(study: Study) -> dict[str, Any]:
 # -- stages ---------------------------------------------------------------------------------
 def stages_section(study: Study) -> list[dict[str, Any]]:
     """The latest run of every stage (the report's own previous runs aside): the funnel."""
+    own = set(RUN_ORDERS[study_kind(study.config)])
     out = []
     for name in STAGE_NAMES:
         if name == "report":
             continue
         last = study.last_run(name)
+        if last is None and name not in own:
+            continue  # a stage of another study kind (PST stages in a non-PST study)
         if last is None:
             out.append(
                 {
@@ -161,9 +235,10 @@ def image_stage_notes(study: Study) -> list[dict[str, str]]:
         else "no image got a perceived-gender label",
     }
     notes = []
-    for stage in IMAGE_STAGES:
+    own = RUN_ORDERS[study_kind(cfg)]
+    for stage in (s for s in IMAGE_STAGES if s in own):
         last = study.last_run(stage)
-        if last is not None and counts[stage] > 0:
+        if counts[stage] > 0:  # it has results (imported images need no generate run)
             continue
         stated = _stated_reason(last)
         if last is None:
@@ -385,9 +460,15 @@ def figure_jobs(study: Study, ctx: dict[str, Any]) -> list[tuple[str, Any]]:
         mine = [p for p in pairs if p["model_id"] == model and p["template_id"] != 0]
         templates = sorted({p["template_id"] for p in mine})
         strategies = sorted({p["strategy"] for p in mine}, key=strategy_sort_key)
-        if mine:
+        plotted = [
+            p
+            for p in mine
+            if p.get("training_pf") is not None and p.get("generated_pf") is not None
+        ]
+        if plotted:
             jobs.append(("scatter", (model, mine, templates, strategies)))
-        jobs.append(("bars", (model, block["layout"], ctx["results"]["columns"])))
+        if fnd.amplification_measured(ctx["results"]):
+            jobs.append(("bars", (model, block["layout"], ctx["results"]["columns"])))
     if any(r.get("pct_any") is not None for r in ctx["indicators"]["rows"]):
         jobs.append(("indicators", None))
     corr = ctx["indicators"]["correlation"]
@@ -467,8 +548,9 @@ def occupations_section(study: Study, progress: bool) -> list[dict[str, Any]]:
     n_thumbs = study.config.analysis.thumbnails
     max_pixels = study.config.images.max_pixels
     occupations = [r["occupation"] for r in dicts(study.sql("report/occupations"))]
-    training_pf = _group(dicts(study.sql("report/percent_training")))
-    generated_pf = _group(dicts(study.sql("report/percent_generated")))
+    # a set without images would be a row of dashes: only sets with images
+    training_pf = _group([r for r in dicts(study.sql("report/percent_training")) if _imaged(r)])
+    generated_pf = _group([r for r in dicts(study.sql("report/percent_generated")) if _imaged(r)])
     captions = _group(dicts(study.sql("report/example_captions", n=EXAMPLE_CAPTIONS)))
     classifier = (study.last_run("analyze") or {}).get("provenance", {}).get("classifier") or ""
     out = []
@@ -516,6 +598,11 @@ def _thumbnail_groups(
             }
         )
     return groups
+
+
+def _imaged(row: dict[str, Any]) -> bool:
+    """Whether a ``percent_female`` row has images (else it is a row of zeros and dashes)."""
+    return bool(row.get("n_images") or (row.get("n_female") or 0) + (row.get("n_male") or 0))
 
 
 def _group(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

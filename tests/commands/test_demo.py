@@ -451,3 +451,27 @@ def test_report_compares_laion_alone_with_the_paper(demo_run: Path):
     names = re.findall(r"<tr(?: class=\"pooled\")?><td>([^<]+)</td>", table)
     assert names == ["CC3M", "LAION-400M", "MS-COCO", "all corpora (pooled)"]
     assert "CC3M is hypernymized" in page
+
+
+def test_demo_report_leads_with_its_findings(demo_run: Path, tmp_path: Path):
+    """Issue 41: the demo report opens with its findings inside the first 1400 x 900 screen,
+    says in one line what it could not measure (no images: no amplification, no empty figure),
+    shows no table or column of dashes, no stage of another study kind, and is at most 8,000 px
+    high at 1400 px wide (16,024 px before)."""
+    from report_frame import assert_reader_frame, frame_probe
+
+    out = frame_probe(demo_run / "report" / "report.html", tmp_path)
+    print(f"demo report: {out['height']} px high at 1400 px wide")
+    assert_reader_frame(out)
+    assert out["height"] <= 8000, out["height"]
+    assert "Captions with an explicit gender indicator" in out["findings_text"]
+    assert "(95 % Wilson)" in out["findings_text"]
+    assert "Amplification by selection strategy: not measured" in out["findings_text"]
+    # no images: no amplification scatter or bars (empty axes), the caption figures drawn
+    assert not [f for f in out["figures"] if f.startswith(("fig-scatter_", "fig-amplif"))]
+    assert {"fig-indicators", "fig-similarity"} <= set(out["figures"])
+    assert out["sections"].index("results") > out["sections"].index("captions")
+    page = (demo_run / "report" / "report.html").read_text(encoding="utf-8")
+    assert page.count("no word reaches") <= 1  # the empty marked-word tables: one line
+    assert "<td>pst_" not in page  # PST stages are not this study's
+    assert '<details class="note" id="paper-settings">' in page  # a collapsed note

@@ -16,7 +16,7 @@ DOCS = sorted((REPO / "docs").glob("*.md"))
 INTERNAL = re.compile(r"\b[Ii]ssues? #?\d+|\.\./shared|METHODS|ARCHITECTURE\.md")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 # the screenshots the report work adds (docs/images/); linked from the README
-SCREENSHOTS = {"docs/images/demo_report.png", "docs/images/model_only_report.png"}
+SCREENSHOTS = {"docs/images/report_demo.png", "docs/images/report_model_only.png"}
 
 
 @pytest.mark.parametrize("path", [REPO / "README.md", *DOCS], ids=lambda p: p.name)

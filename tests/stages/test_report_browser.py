@@ -174,3 +174,18 @@ def test_screenshot_artifact(reports, tmp_path: Path):
         assert colours is not None and len(colours) > 200  # text, tables and figures, not blank
         top = im.convert("L").crop((0, 0, 1280, 200))
         assert top.getextrema()[0] < 60  # the dark title text is drawn
+
+
+def test_full_report_leads_with_its_findings(reports, tmp_path: Path):
+    """Issue 41: an amplification study's report opens with per-model mean amplification per
+    strategy (bootstrap intervals, level named) inside the first 1400 x 900 screen, with no
+    table or column of dashes (no error-rate table without validation labels)."""
+    from report_frame import assert_reader_frame, frame_probe
+
+    out = frame_probe(reports["full"], tmp_path)
+    print(f"full report: {out['height']} px high at 1400 px wide")
+    assert_reader_frame(out)
+    text = out["findings_text"]
+    assert "sd-tiny-a: mean amplification" in text and "95 % bootstrap intervals" in text
+    assert "Generated %female against the labour statistics" in text
+    assert out["sections"][:2] == ["results", "generated"]
