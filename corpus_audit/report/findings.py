@@ -220,6 +220,9 @@ def indicators_findings(ctx: dict[str, Any], confidence: float) -> Section:
             f"{overall['with_indicator']} of {overall['checked']} = {overall['pct']:.1f} % "
             f"{_interval(low, high, 1)} ({_level(confidence)} Wilson)."
         )
+    corpus_sentence = _per_corpus_finding(ind.get("corpora") or [])
+    if corpus_sentence:
+        section.findings.append(corpus_sentence)
     similarity = ctx["similarity"]["summary"]
     if similarity:
         section.findings.append(
@@ -238,6 +241,29 @@ def indicators_findings(ctx: dict[str, Any], confidence: float) -> Section:
             f"{corr['n_occupations']} occupations: {corr['r']:.3f} (p = {corr['p_value']:.2g})."
         )
     return section
+
+
+def _per_corpus_finding(corpora: list[dict[str, Any]]) -> str | None:
+    """One sentence when the study reads several corpus groups: each group's mean indicator
+    share (0-100), the group the paper reported beside the paper's number, and the groups
+    declared hypernymized; None for a single group (the pooled sentence says it all)."""
+    groups = [
+        c for c in corpora if not c.get("pooled") and c.get("mean_occupation_pct") is not None
+    ]
+    if len(groups) < 2:
+        return None
+    parts = []
+    for c in groups:
+        text = f"{c['corpus']} {c['mean_occupation_pct']:.1f} %"
+        if c.get("paper_pct") is not None:
+            text += f" (the paper: {c['paper_pct']:.1f} %)"
+        if c.get("hypernymized"):
+            text += " (hypernymized: names replaced, fewer indicators)"
+        parts.append(text)
+    return (
+        "Per corpus, mean over occupations: " + ", ".join(parts) + "; the pooled share mixes "
+        "them and is not the number to compare with the paper."
+    )
 
 
 def filled_columns(rows: list[dict[str, Any]], keys: list[str]) -> list[str]:

@@ -451,6 +451,8 @@ def test_report_compares_laion_alone_with_the_paper(demo_run: Path):
     names = re.findall(r"<tr(?: class=\"pooled\")?><td>([^<]+)</td>", table)
     assert names == ["CC3M", "LAION-400M", "MS-COCO", "all corpora (pooled)"]
     assert "CC3M is hypernymized" in page
+    findings = re.search(r'<section class="findings" id="findings">(.*?)</section>', page, re.S)
+    assert f"LAION-400M {laion:.1f} % (the paper: 59.5 %)" in findings.group(1)
 
 
 def test_demo_report_leads_with_its_findings(demo_run: Path, tmp_path: Path):
