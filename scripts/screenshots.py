@@ -2,7 +2,7 @@
 
 Renders ``report/report.html`` of a demo study and of a model-only study in Debian's headless
 Chromium and writes ``docs/images/report_demo.png`` and ``docs/images/report_model_only.png``;
-``--height`` instead prints each page's full height at 1400 px wide (the number issue 41 tracks).
+``--height`` instead prints each page's full height at 1400 px wide (the number the report tests bound).
 
     python scripts/screenshots.py DEMO_STUDY MODEL_ONLY_STUDY        # the two PNGs
     python scripts/screenshots.py --height STUDY [STUDY ...]         # heights in px
