@@ -332,6 +332,18 @@ def _term_list(path: Path, where: str, value: object) -> tuple[str, ...]:
     return terms
 
 
+def parse_percent_female(raw: str, where: str) -> float:
+    """``raw``, a labour table's ``percent_female`` cell, as a share of women in [0, 100];
+    :class:`LexiconError` naming ``where`` (``file:line``) when it is no number or out of range."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LexiconError(f"{where}: percent_female {raw!r} is not a number") from None
+    if not 0 <= value <= 100:
+        raise LexiconError(f"{where}: percent_female {value} is not in [0, 100]")
+    return value
+
+
 def load_labor_stats(
     spec: str = "builtin:labor_stats_us_bls2024_pst.csv", base: Path | None = None
 ) -> dict[str, float | None]:
@@ -357,13 +369,7 @@ def load_labor_stats(
             if note.startswith("same as "):
                 same_as[name] = note[len("same as ") :].strip()
             continue
-        try:
-            value = float(raw)
-        except ValueError:
-            raise LexiconError(f"{path}:{lineno}: percent_female {raw!r} is not a number") from None
-        if not 0 <= value <= 100:
-            raise LexiconError(f"{path}:{lineno}: percent_female {value} is not in [0, 100]")
-        values[name] = value
+        values[name] = parse_percent_female(raw, f"{path}:{lineno}")
     for name, other in same_as.items():
         if other not in values:
             raise LexiconError(f"{path}: '{name}' is 'same as {other}', which is not in the file")

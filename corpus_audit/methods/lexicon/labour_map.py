@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_audit.core.errors import LexiconError
-from corpus_audit.methods.lexicon import BUILTIN_PREFIX, resolve_path
+from corpus_audit.methods.lexicon import BUILTIN_PREFIX, parse_percent_female, resolve_path
 from corpus_audit.methods.lexicon.csvfile import read_rows
 
 DEFAULT_MAP = "builtin:labour_stats_map.csv"
@@ -110,13 +110,7 @@ def _read_table(path: Path) -> dict[str, _Row]:
             if note.startswith("same as "):
                 same_as[name] = note[len("same as ") :].strip()
             continue
-        try:
-            value = float(raw)
-        except ValueError:
-            raise LexiconError(f"{path}:{line}: percent_female {raw!r} is not a number") from None
-        if not 0 <= value <= 100:
-            raise LexiconError(f"{path}:{line}: percent_female {value} is not in [0, 100]")
-        values[name] = _Row(value, source)
+        values[name] = _Row(parse_percent_female(raw, f"{path}:{line}"), source)
     for name, other in same_as.items():
         if other not in values:
             raise LexiconError(f"{path}: '{name}' is 'same as {other}', which is not in the file")
