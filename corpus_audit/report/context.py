@@ -94,8 +94,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["correction"] = correction_section(study, ctx, figures_dir, _cell, _file_name)
     ctx["occupations"] = occupations_section(study, progress)
 
-    ctx["who_how"] = who_how_section(study, figures_dir)
-    fnd.split_word_groups(ctx["who_how"])
+    ctx["who_how"] = who_how_section(study, figures_dir)  # empty word groups split there
     ctx["provenance"] = provenance_section(study)
     ctx["findings"] = findings_summary(ctx)
     return ctx

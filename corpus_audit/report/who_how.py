@@ -21,6 +21,7 @@ from corpus_audit import __version__
 from corpus_audit.core.slugs import cut_bytes, slug
 from corpus_audit.core.store import Study, sql_text
 from corpus_audit.report.figures import save
+from corpus_audit.report.findings import split_word_groups
 from corpus_audit.report.render import render
 from corpus_audit.report.who_how_figures import decile_figure, who_scatter
 from corpus_audit.stages.analyze.read import rows as _rows
@@ -50,7 +51,7 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
             w["example"] = (w["examples"] or [""])[0]
         group["female"] = [w for w in mine if w["side"] == "female"]
         group["male"] = [w for w in mine if w["side"] == "male"]
-    return {
+    section = {
         "ran": True,
         "source": study.config.texts.source,
         "z_threshold": study.config.texts.z_threshold,
@@ -77,6 +78,8 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
         "figures": _figures(study, figures_dir),
         "min_associated": study.config.texts.min_associated,
     }
+    split_word_groups(section)  # the report and the texts page show empty comparisons as one line
+    return section
 
 
 def model_file_name(model: str) -> str:
@@ -156,6 +159,9 @@ def write_page(study: Study) -> Path:
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
         "who_how": who_how_section(study, out.parent / "figures"),
+        # the level of the interval columns, as the study report states it (the stage's
+        # Wilson intervals are at analysis.confidence)
+        "level": f"{study.config.analysis.confidence * 100:g} %",
     }
     html = render(ctx, "who_how.html.j2")
     tmp = out.with_suffix(".html.tmp")

@@ -85,8 +85,10 @@ def _csv_means(out_dir: Path) -> dict[tuple[str, str], float]:
 
 
 def _amplify(shared_data: Path, tmp_path: Path, capsys, *extra: str) -> str:
+    """`corpus-audit -v amplify` over the published tables (-v: the per-prompt table and every
+    note, as a reader checking them against the paper asks for); what it printed."""
     tables = _tables(shared_data)
-    args = ["amplify", "--out", str(tmp_path / "out"), "--training-n", "500", *extra]
+    args = ["-v", "amplify", "--out", str(tmp_path / "out"), "--training-n", "500", *extra]
     for name, path in tables.items():
         args += ["--table", f"{name}={path}"]
     capsys.readouterr()

@@ -541,7 +541,7 @@ def test_summary(labelled):
     )
     assert share["pct"] == round(pooled, 1) and share["mean_occupation_pct"] == round(mean, 1)
     assert share["occupations"] == len(per_occ) and abs(mean - pooled) > 0.5  # they differ
-    message = run.messages[-1]
+    message = next(m for m in run.messages if "(the paper's statistic" in m)
     assert f"mean over {len(per_occ)} occupations {mean:.1f} % (the paper's statistic" in message
     assert f"pooled over the {len(labels):,} distinct occupation captions {pooled:.1f} %" in message
 

@@ -158,7 +158,9 @@ class CheckedTextGenerator:
         """The wrapped generator's warnings and this check's."""
         inner = getattr(self.inner, "warnings", None)
         out = list(inner()) if callable(inner) else []
-        if self.identical:
+        checks = getattr(self.inner, "checks", None)  # the chat client counts repeats itself
+        said = isinstance(checks, dict) and bool(checks.get("repeated_texts"))
+        if self.identical and not said:  # one warning per finding, not two
             out.append(
                 f"{self.who}: {self.identical} requests returned the same text for every "
                 f"completion at temperature {self.sampling.temperature} (a backend that ignores "

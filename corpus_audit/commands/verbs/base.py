@@ -71,7 +71,7 @@ class Subcommands:
         epilog = kwargs.pop("epilog", None)
         shown = f"example:\n  {example(path)}"
         kwargs["epilog"] = f"{epilog}\n\n{shown}" if epilog else shown
-        if not self.prefix:  # the top level lists its commands in groups (cli.grouped_help)
+        if not self.prefix:  # the top level lists its commands in groups (help_groups.grouped_help)
             kwargs.pop("help", None)
         parser = self.action.add_parser(hyphen, parents=self.parents, aliases=aliases, **kwargs)
         if func is not None:

@@ -40,7 +40,9 @@ overall AS (
     GROUP BY GROUPING SETS ((corpus_group), ())
 ),
 means AS (
-    SELECT corpus_group, avg(100.0 * with_indicator / captions) AS mean_pct,
+    SELECT corpus_group,
+           -- ORDER BY: summed in one order, the same bits on every run and engine
+           avg(100.0 * with_indicator / captions ORDER BY occupation) AS mean_pct,
            count(*) AS occupations
     FROM per_occ GROUP BY corpus_group
 ),
