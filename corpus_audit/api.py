@@ -83,42 +83,38 @@ StudyKind = Literal["amplification", "pst", "llm", "images"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _paths(name: str, value: Any) -> list[str]:
-    """``value``, one path or an iterable of paths (str or ``os.PathLike``), as a list of
-    str; a :class:`StudyError` naming the argument otherwise (a single path is never read
-    character by character)."""
-    if isinstance(value, (str, os.PathLike)):
-        return [os.fspath(value)]
-    if value is None or isinstance(value, (bytes, Mapping)):
-        raise StudyError(f"{name}: expected a path or a list of paths, not {type(value).__name__}")
+def _listed(name: str, value: Any, one: tuple[type, ...], refused: tuple[type, ...], what: str):
+    """``value``, one item (an instance of ``one``) or an iterable of them, as a list; a
+    :class:`StudyError` naming the argument otherwise (a single str is never read character by
+    character; ``refused`` types are no list either)."""
+    if isinstance(value, one):
+        return [value]
+    if value is None or isinstance(value, refused):
+        raise StudyError(
+            f"{name}: expected a {what} or a list of {what}s, not {type(value).__name__}"
+        )
     try:
         items = list(value)
     except TypeError:
         raise StudyError(
-            f"{name}: expected a path or a list of paths, not {type(value).__name__}"
+            f"{name}: expected a {what} or a list of {what}s, not {type(value).__name__}"
         ) from None
     for i, item in enumerate(items):
-        if not isinstance(item, (str, os.PathLike)):
-            raise StudyError(f"{name}[{i}]: expected a path, not {type(item).__name__}")
+        if not isinstance(item, one):
+            raise StudyError(f"{name}[{i}]: expected a {what}, not {type(item).__name__}")
+    return items
+
+
+def _paths(name: str, value: Any) -> list[str]:
+    """``value``, one path or an iterable of paths (str or ``os.PathLike``), as a list of
+    str; a :class:`StudyError` naming the argument otherwise."""
+    items = _listed(name, value, (str, os.PathLike), (bytes, Mapping), "path")
     return [str(os.fspath(item)) for item in items]
 
 
 def _names(name: str, value: Any) -> list[str]:
     """``value``, one name or an iterable of names, as a list of str (argument named)."""
-    if isinstance(value, str):
-        return [value]
-    if value is None or isinstance(value, (bytes, Mapping, os.PathLike)):
-        raise StudyError(f"{name}: expected a name or a list of names, not {type(value).__name__}")
-    try:
-        items = list(value)
-    except TypeError:
-        raise StudyError(
-            f"{name}: expected a name or a list of names, not {type(value).__name__}"
-        ) from None
-    for i, item in enumerate(items):
-        if not isinstance(item, str):
-            raise StudyError(f"{name}[{i}]: expected a name, not {type(item).__name__}")
-    return items
+    return _listed(name, value, (str,), (bytes, Mapping, os.PathLike), "name")
 
 
 def _typed(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
