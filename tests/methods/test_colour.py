@@ -16,7 +16,18 @@ from corpus_audit.methods.colour import (
 )
 
 # Monk Skin Tone scale, tones 1..10, the hex values Google publishes
-MONK_HEX = "f6ede4 f3e7db f7ead0 eadaba d7bd96 a07e56 825c43 604134 3a312a 292420".split()
+MONK_HEX = [
+    "f6ede4",
+    "f3e7db",
+    "f7ead0",
+    "eadaba",
+    "d7bd96",
+    "a07e56",
+    "825c43",
+    "604134",
+    "3a312a",
+    "292420",
+]
 MONK = np.array([[int(h[i : i + 2], 16) for i in (0, 2, 4)] for h in MONK_HEX], dtype=np.uint8)
 
 
