@@ -54,6 +54,9 @@ def srgb_to_linear(unit_rgb: np.ndarray) -> np.ndarray:
     return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
 
 
+_LINEAR_OF_UINT8 = srgb_to_linear(np.arange(256) / 255.0)
+
+
 def linear_to_srgb(linear: np.ndarray) -> np.ndarray:
     """IEC 61966-2-1 encoding: linear light in 0-1 -> sRGB in 0-1 (clipped)."""
     c = np.clip(np.asarray(linear, dtype=np.float64), 0.0, 1.0)
@@ -63,9 +66,15 @@ def linear_to_srgb(linear: np.ndarray) -> np.ndarray:
 def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
     """sRGB (uint8 0-255 or float 0-1, shape (..., 3), R, G, B) -> CIELAB D65, shape (..., 3).
 
-    L* in 0-100; a*, b* within about -128..128.
+    L* in 0-100; a*, b* within about -128..128. uint8 input is decoded through a 256-entry
+    table of the same transfer curve (identical values, faster).
     """
-    xyz = srgb_to_linear(_as_unit_rgb(rgb)) @ SRGB_TO_XYZ.T
+    arr = np.asarray(rgb)
+    if arr.dtype == np.uint8 and arr.shape[-1:] == (3,):
+        linear = _LINEAR_OF_UINT8[arr]
+    else:
+        linear = srgb_to_linear(_as_unit_rgb(arr))
+    xyz = linear @ SRGB_TO_XYZ.T
     t = xyz / D65_WHITE
     f = np.where(t > EPSILON, np.cbrt(t), (KAPPA * t + 16.0) / 116.0)
     lab = np.empty_like(f)

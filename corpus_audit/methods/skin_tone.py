@@ -55,8 +55,8 @@ OVEREXPOSED_FRACTION = 0.20  # share of region pixels clipped high above this: '
 LOW_CONTRAST_STD = 10.0  # standard deviation of the image's L* below this: 'low_contrast'
 SMALL_FACE_PX = 64  # face box shorter side below this (pixels): 'small_face'
 COLOUR_CAST_CHROMA = 20.0  # |mean (a*, b*)| of the whole image above this: 'colour_cast'
-GRAYSCALE_SPREAD = 3  # 99th percentile of max-min channel difference <= this: 'grayscale'
-STATS_MAX_SIDE = 256  # image-level statistics on a strided copy at most this long
+GRAYSCALE_SPREAD = 3  # max-min channel difference <= this on 99 % of pixels: 'grayscale'
+STATS_MAX_SIDE = 96  # image-level statistics on a strided copy at most this long
 
 L_BANDS: tuple[tuple[str, float, float], ...] = (
     ("l_lt_45", 0.0, 45.0),
@@ -123,9 +123,13 @@ def image_lightness(image: np.ndarray) -> float:
 
 def is_grayscale(image: np.ndarray) -> bool:
     """True when 99 % of pixels have channels within :data:`GRAYSCALE_SPREAD` of each other."""
-    small = _strided(image).astype(np.int16)
-    spread = small.max(axis=2) - small.min(axis=2)
-    return float(np.percentile(spread, 99)) <= GRAYSCALE_SPREAD
+    _check_image(image)
+    return _grayscale(_strided(image))
+
+
+def _grayscale(small: np.ndarray) -> bool:
+    spread = small.max(axis=2) - small.min(axis=2)  # uint8, no overflow: max >= min
+    return float(np.mean(spread > GRAYSCALE_SPREAD)) <= 0.01
 
 
 def _check_image(image: np.ndarray) -> None:
@@ -169,10 +173,15 @@ def skin_region(shape: tuple[int, ...], landmarks: np.ndarray) -> np.ndarray:
         (eye_b - CHEEK_OUTWARD * dist * across + CHEEK_DOWN * drop * down, CHEEK_RADIUS),
         (mid + BRIDGE_DOWN * drop * down, BRIDGE_RADIUS),
     ]
-    rows, cols = np.ogrid[: shape[0], : shape[1]]
     for centre, radius in patches:
         r = radius * dist
-        mask |= (cols - centre[0]) ** 2 + (rows - centre[1]) ** 2 <= r * r
+        top, left = max(0, int(centre[1] - r)), max(0, int(centre[0] - r))
+        bottom, right = min(shape[0], int(centre[1] + r) + 2), min(shape[1], int(centre[0] + r) + 2)
+        if top >= bottom or left >= right:
+            continue
+        rows, cols = np.ogrid[top:bottom, left:right]
+        inside = (cols - centre[0]) ** 2 + (rows - centre[1]) ** 2 <= r * r
+        mask[top:bottom, left:right] |= inside
     return mask
 
 
@@ -189,9 +198,9 @@ def _hygiene(pixels: np.ndarray) -> tuple[np.ndarray, float]:
     return lab, float(high.mean())
 
 
-def _image_flags(image: np.ndarray, box: tuple[float, float, float, float]) -> list[str]:
-    """Flags that depend on the whole image and the face size."""
-    lab = srgb_to_lab(_strided(image)).reshape(-1, 3)
+def _image_flags(lab: np.ndarray, box: tuple[float, float, float, float]) -> list[str]:
+    """Flags that depend on the whole image (``lab``: its strided CIELAB pixels, (n, 3)) and
+    the face size."""
     flags = []
     if lab[:, 0].mean() < DARK_IMAGE_L:
         flags.append("dark")
@@ -225,9 +234,11 @@ def measure_skin(
     if min_pixels < 1:
         raise ValueError(f"min_pixels must be >= 1, got {min_pixels}")
     box = _box(face)
-    image_l = image_lightness(image)
-    flags = _image_flags(image, box)
-    if is_grayscale(image):
+    small = _strided(image)
+    lab_small = srgb_to_lab(small).reshape(-1, 3)
+    image_l = float(lab_small[:, 0].mean())
+    flags = _image_flags(lab_small, box)
+    if _grayscale(small):
         return _unmeasurable("grayscale", [*flags, "grayscale"], image_l)
     if landmarks is None:
         return _unmeasurable("no_landmarks", flags, image_l)
