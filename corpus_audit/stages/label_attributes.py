@@ -1,0 +1,241 @@
+"""Perceived age and skin tone in the ``label`` stage (``label.age``, ``label.skin_tone``).
+
+For every image the face filter kept, the label worker estimates the perceived age of the
+kept face (:mod:`corpus_audit.backends.attributes`, binned by
+:mod:`corpus_audit.methods.age_bins`) and measures its perceived skin tone
+(:func:`corpus_audit.methods.skin_tone.measure_skin` on the dlib 5-point landmarks of
+:mod:`corpus_audit.backends.landmarks`). For an image the filter dropped for its faces
+(:data:`DROPPED_REASONS`) it writes a ``skin_tone`` row with status ``unmeasurable``, the
+filter's reason and the image's mean L* (``image_l_star``), so that the drop-out by
+lightness can be reported. Rows go to ``perceived_age`` and ``skin_tone``
+(sql/schema/009_label.sql) in the batch's transaction; an image gets each row once (the
+pending query asks only for images lacking them), so a study labelled before gains them on
+its next ``label`` run without the gender classifier running again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from corpus_audit.core.store import StageRun, Study
+from corpus_audit.methods.age_bins import estimate
+from corpus_audit.methods.faces import Face
+from corpus_audit.methods.skin_tone import METHOD as SKIN_METHOD
+from corpus_audit.methods.skin_tone import SkinMeasurement, image_lightness, measure_skin
+
+# face filter reasons whose images still get a skin_tone row (image_l_star only)
+DROPPED_REASONS = ("no_face", "many_faces", "small_face")
+ATTRIBUTE_TABLES = ("perceived_age", "skin_tone")
+
+AGE_INSERT = (
+    "INSERT INTO perceived_age (image_id, model, expected_age, age_bin, age_group, minor, "
+    "p_bins, probs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+SKIN_INSERT = (
+    "INSERT INTO skin_tone (image_id, method, status, reason, n_pixels, l_star, a_star, "
+    "b_star, hue_deg, ita_deg, flags, image_l_star) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True)
+class AttributeSettings:
+    """What the attribute step does: ``age`` / ``skin`` on or off, ``min_pixels`` (>= 1)
+    skin pixels a measurement needs, and the ids its rows get (``age_model``: '' when off)."""
+
+    age: bool
+    skin: bool
+    min_pixels: int
+    age_model: str
+    skin_method: str = SKIN_METHOD
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> AttributeSettings:
+        """From a ``[label]`` section; the age model's id is read from its manifest."""
+        age = bool(getattr(cfg, "age", False))
+        model = ""
+        if age:
+            from corpus_audit.backends.attributes import age_model_id
+
+            model = age_model_id()
+        return cls(
+            age,
+            bool(getattr(cfg, "skin_tone", False)),
+            int(getattr(cfg, "skin_min_pixels", 200)),
+            model,
+        )
+
+    @property
+    def on(self) -> bool:
+        return self.age or self.skin
+
+    def query_params(self) -> dict[str, Any]:
+        """The pending query's parameters (see label.PENDING_SQL)."""
+        return {
+            "age": self.age,
+            "skin": self.skin,
+            "age_model": self.age_model,
+            "skin_method": self.skin_method,
+            "dropped_reasons": list(DROPPED_REASONS),
+        }
+
+
+@dataclass
+class AttributeJob:
+    """One image the attribute step works on: ``face`` None for an image the filter dropped
+    (``reason`` says why); ``age`` / ``skin``: which rows it lacks."""
+
+    image_id: str
+    array: np.ndarray
+    face: Face | None
+    age: bool
+    skin: bool
+    reason: str | None = None
+
+
+class AttributeModels:
+    """The attribute models of one label worker, loaded on first use."""
+
+    def __init__(self, settings: AttributeSettings) -> None:
+        self.settings = settings
+        self._age: Any = None
+        self._landmarks: Any = None
+
+    def age_estimator(self) -> Any:
+        if self._age is None:
+            from corpus_audit.backends.attributes import AgeGenderAgeEstimator
+
+            self._age = AgeGenderAgeEstimator()
+        return self._age
+
+    def landmarker(self) -> Any:
+        if self._landmarks is None:
+            from corpus_audit.backends.landmarks import default_landmarker
+
+            self._landmarks = default_landmarker()
+        return self._landmarks
+
+    def provenance(self) -> dict[str, Any]:
+        """The models that ran (None while none was needed)."""
+        return {
+            "age_model": getattr(self._age, "provenance", None),
+            "skin_method": self.settings.skin_method if self._landmarks is not None else None,
+        }
+
+    def close(self) -> None:
+        age, self._age = self._age, None
+        if age is not None:
+            age.close()
+
+
+def age_rows(models: AttributeModels, jobs: list[AttributeJob]) -> list[tuple]:
+    """``perceived_age`` rows of the jobs that lack one (kept faces only), batched."""
+    todo = [j for j in jobs if j.age and j.face is not None]
+    if not todo:
+        return []
+    est = models.age_estimator()
+    probs = est.age_probs([j.array for j in todo], [j.face for j in todo])
+    rows = []
+    for job, p in zip(todo, probs, strict=True):
+        e = estimate(p, est.weights)
+        rows.append(
+            (job.image_id, est.id, e.expected_age, e.age_bin, e.age_group, e.minor)
+            + (e.p_bins, e.probs)
+        )
+    return rows
+
+
+def _skin_row(image_id: str, m: SkinMeasurement) -> tuple:
+    return (
+        image_id, m.method, m.status, m.reason, m.n_pixels, m.l_star, m.a_star,
+        m.b_star, m.hue_deg, m.ita_deg, m.flags, m.image_l_star,
+    )  # fmt: skip
+
+
+def skin_rows(models: AttributeModels, jobs: list[AttributeJob]) -> list[tuple]:
+    """``skin_tone`` rows of the jobs that lack one: measured on a kept face, or the
+    ``unmeasurable`` row with the image's mean L* for an image the filter dropped."""
+    rows = []
+    method = models.settings.skin_method
+    for job in jobs:
+        if not job.skin:
+            continue
+        if job.face is None:
+            light = image_lightness(job.array)
+            rows.append((job.image_id, method, "unmeasurable", job.reason, 0) + (None,) * 5
+                        + ("", light))  # fmt: skip
+            continue
+        points = models.landmarker().landmarks(job.array, job.face)
+        m = measure_skin(job.array, job.face, points, min_pixels=models.settings.min_pixels)
+        rows.append(_skin_row(job.image_id, m))
+    return rows
+
+
+def write_rows(con: Any, ages: list[tuple], skins: list[tuple]) -> None:
+    """Insert the rows (inside the caller's transaction)."""
+    if ages:
+        con.executemany(AGE_INSERT, ages)
+    if skins:
+        con.executemany(SKIN_INSERT, skins)
+
+
+def prepare_attributes(study: Study, run: StageRun, attrs: AttributeSettings) -> list[str]:
+    """Record the attribute settings in the run's provenance; when ``label.skin_min_pixels``
+    differs from the one the last run recorded, remove the skin rows of the kept faces (one
+    transaction) so they are measured again. Returns the notes to print."""
+    now = {"age": attrs.age, "skin_tone": attrs.skin, "skin_min_pixels": attrs.min_pixels}
+    run.provenance["attribute_settings"] = now
+    last = study.last_run("label") or {}
+    before = (last.get("provenance") or {}).get("attribute_settings") or {}
+    old = before.get("skin_min_pixels")
+    if not attrs.skin or old is None or old == attrs.min_pixels:
+        return []
+    with study.transaction() as con:
+        con.execute(
+            "DELETE FROM skin_tone WHERE method = ? AND image_id IN "
+            "(SELECT image_id FROM face_filter WHERE kept)",
+            [attrs.skin_method],
+        )
+    return [
+        f"label.skin_min_pixels {old} -> {attrs.min_pixels}: the kept faces' skin tone is measured again"
+    ]
+
+
+def attribute_notes(pending: list[Any]) -> list[str]:
+    """Why images already labelled are worked on again: they lack attribute rows (a study
+    labelled before perceived age / skin tone existed, or with them off)."""
+    only = [
+        p
+        for p in pending
+        if p.filtered and (p.labelled or p.kept_face is None) and (p.needs_age or p.needs_skin)
+    ]
+    if not only:
+        return []
+    ages = sum(p.needs_age and p.kept_face is not None for p in only)
+    skins = sum(p.needs_skin for p in only)
+    return [
+        f"{len(only)} images filtered before lack perceived-attribute rows ({ages} perceived "
+        f"age, {skins} skin tone): measured now; their face filter results and gender labels "
+        "are kept (no detector or classifier run for them)"
+    ]
+
+
+def attribute_summary(study: Study, attrs: AttributeSettings) -> list[str]:
+    """One line: the perceived age and skin tone rows the study holds now."""
+    parts = []
+    if attrs.age:
+        n, minors = study.con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE minor) FROM perceived_age WHERE model = ?",
+            [attrs.age_model],
+        ).fetchone()
+        parts.append(f"perceived age of {n} images ({minors} perceived as under 16, counted apart)")
+    if attrs.skin:
+        n, measured = study.con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'measured') FROM skin_tone "
+            "WHERE method = ?",
+            [attrs.skin_method],
+        ).fetchone()
+        parts.append(f"skin tone rows of {n} images ({measured} measured, {attrs.skin_method})")
+    return ["; ".join(parts)] if parts else []
