@@ -89,6 +89,14 @@ LABEL_SPEED = {
     "label.decode_workers": SPEED,
     "engine.device": DEVICE,
     "study.seed": "seeds only a classifier with random weights (clip_pretrained = random)",
+    "label.age": (
+        "on: the next run estimates the perceived age of the kept images lacking it; off: "
+        "the stored perceived_age rows are kept and no new ones are written"
+    ),
+    "label.skin_tone": (
+        "on: the next run measures the skin tone of the images lacking it; off: the stored "
+        "skin_tone rows are kept and no new ones are written"
+    ),
 }
 GENERATE_TRANSPORT = {
     f"generate.{key}": TRANSPORT
@@ -297,12 +305,13 @@ declare(
         "keep images with one face and label its perceived gender",
         config=("label", "images.max_pixels", "engine.device", "study.seed"),
         reads=("images",),
-        writes=("face_filter", "faces", "labels"),
+        writes=("face_filter", "faces", "labels", "perceived_age", "skin_tone"),
         after=("images", "generate"),
         steps=(
             "decode each image within the pixel budget",
             "face detection (MediaPipe): keep images with exactly one face",
             "perceived-gender classifier on the kept images",
+            "perceived age and skin tone of the kept face (label.age, label.skin_tone)",
         ),
         unaffected=LABEL_SPEED,
     )
