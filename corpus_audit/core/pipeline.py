@@ -167,6 +167,22 @@ def status(study: Study) -> list[StageStatus]:
     return out
 
 
+def _attributes_note(study: Study) -> str:
+    """Why ``label`` has work left although it ran: kept images lacking perceived age or skin
+    tone rows (a study labelled before they existed, or with label.age / label.skin_tone off
+    then), or '' when none."""
+    cfg = study.config.label
+    if not (cfg.age or cfg.skin_tone) or not study.table_exists("perceived_age"):
+        return ""
+    age, skin = study.sql("label/attributes_missing", age=cfg.age, skin=cfg.skin_tone).fetchone()
+    if not age and not skin:
+        return ""
+    return (
+        f"{max(age, skin)} kept images lack perceived age ({age}) or skin tone ({skin}) rows: "
+        "rerun to measure them (their gender labels are kept)"
+    )
+
+
 def stage_status(
     study: Study, name: str, fingerprints: dict[str, list[Any]] | None = None
 ) -> StageStatus:
@@ -184,6 +200,8 @@ def stage_status(
     if last is None:
         return StageStatus(name, False, "not run", None, None, {}, None)
     note = _note(study, last, {} if fingerprints is None else fingerprints)
+    if name == "label":
+        note = "; ".join(n for n in (note, _attributes_note(study)) if n)
     shown = last
     if last["status"] == "skipped":  # keep the counts of the run that did the work
         done = study.last_done_run(name)
