@@ -30,14 +30,25 @@ from corpus_audit.methods.skin_tone import SkinMeasurement, image_lightness, mea
 DROPPED_REASONS = ("no_face", "many_faces", "small_face")
 ATTRIBUTE_TABLES = ("perceived_age", "skin_tone")
 
-AGE_INSERT = (
-    "INSERT INTO perceived_age (image_id, model, expected_age, age_bin, age_group, minor, "
-    "p_bins, probs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-SKIN_INSERT = (
-    "INSERT INTO skin_tone (image_id, method, status, reason, n_pixels, l_star, a_star, "
-    "b_star, hue_deg, ita_deg, flags, image_l_star) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+AGE_COLUMNS = (
+    "image_id", "model", "expected_age", "age_bin", "age_group", "minor", "p_bins", "probs",
+)  # fmt: skip
+SKIN_COLUMNS = (
+    "image_id", "method", "status", "reason", "n_pixels", "l_star", "a_star", "b_star",
+    "hue_deg", "ita_deg", "flags", "image_l_star",
+)  # fmt: skip
+
+
+def _insert_sql(table: str, columns: tuple[str, ...]) -> str:
+    """One INSERT of a whole batch: each column bound as one list parameter and unnested
+    side by side (DuckDB's executemany is one statement per row: ~5 ms a row here)."""
+    names = ", ".join(columns)
+    values = ", ".join(f"unnest(${c})" for c in columns)
+    return f"INSERT INTO {table} ({names}) SELECT {values}"  # noqa: S608 (fixed names)
+
+
+AGE_INSERT = _insert_sql("perceived_age", AGE_COLUMNS)
+SKIN_INSERT = _insert_sql("skin_tone", SKIN_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -174,11 +185,12 @@ def skin_rows(models: AttributeModels, jobs: list[AttributeJob]) -> list[tuple]:
 
 
 def write_rows(con: Any, ages: list[tuple], skins: list[tuple]) -> None:
-    """Insert the rows (inside the caller's transaction)."""
-    if ages:
-        con.executemany(AGE_INSERT, ages)
-    if skins:
-        con.executemany(SKIN_INSERT, skins)
+    """Insert the rows (inside the caller's transaction), one statement per table."""
+    tables = ((ages, AGE_INSERT, AGE_COLUMNS), (skins, SKIN_INSERT, SKIN_COLUMNS))
+    for rows, sql, columns in tables:
+        if rows:
+            values = zip(*rows, strict=True)
+            con.execute(sql, {c: list(v) for c, v in zip(columns, values, strict=True)})
 
 
 def prepare_attributes(study: Study, run: StageRun, attrs: AttributeSettings) -> list[str]:
