@@ -78,11 +78,9 @@ from corpus_audit.stages.label_attributes import (
     AttributeJob,
     AttributeModels,
     AttributeSettings,
-    age_rows,
     attribute_notes,
     attribute_summary,
     prepare_attributes,
-    skin_rows,
     write_rows,
 )
 
@@ -298,17 +296,29 @@ def process_batch(
         _add_job(jobs, item, image.array, face, None if kept else out.filter_rows[-1][4])
         if kept is not None and not item.labelled:
             to_classify.append(kept)
-    if attrs is not None and jobs:
-        out.age_rows = age_rows(attrs, jobs)
-        out.skin_rows = skin_rows(attrs, jobs)
+    # the attributes run in the worker's two helper threads while the classifier runs here
+    pending_rows = attrs.submit(jobs) if attrs is not None and jobs else None
+    _classify(out, to_classify, classifier, cid, cfg.threshold)
+    if pending_rows is not None:
+        out.age_rows, out.skin_rows = (f.result() for f in pending_rows)
+    return out
+
+
+def _classify(
+    out: BatchResult,
+    to_classify: list[tuple[str, np.ndarray, Face | None]],
+    classifier: Any,
+    cid: str,
+    threshold: float,
+) -> None:
+    """The classifier's label rows of the kept images, added to ``out``."""
     if to_classify:
         probs = classifier.p_female([a for _, a, _ in to_classify], [f for _, _, f in to_classify])
         # the classifier's values are checked where they come back (CheckedClassifier:
         # finite, in [0, 1], one per image); NaN never reaches min / max here
         for (image_id, _, _), p in zip(to_classify, probs, strict=True):
             p = float(min(1.0, max(0.0, p)))
-            out.label_rows.append((image_id, cid, p, decide(p, cfg.threshold), cfg.threshold))
-    return out
+            out.label_rows.append((image_id, cid, p, decide(p, threshold), threshold))
 
 
 def _add_job(

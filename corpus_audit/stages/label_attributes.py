@@ -15,6 +15,7 @@ its next ``label`` run without the gender classifier running again.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +114,7 @@ class AttributeModels:
         self.settings = settings
         self._age: Any = None
         self._landmarks: Any = None
+        self._pool: ThreadPoolExecutor | None = None
 
     def age_estimator(self) -> Any:
         if self._age is None:
@@ -128,6 +130,14 @@ class AttributeModels:
             self._landmarks = default_landmarker()
         return self._landmarks
 
+    def submit(self, jobs: list[AttributeJob]) -> tuple[Future, Future]:
+        """Start the rows of ``jobs`` in this worker's two helper threads (age and skin at
+        once, beside the caller's gender classifier): futures of the age rows and the skin
+        rows. ONNX Runtime, dlib and most of numpy release the GIL."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(2, thread_name_prefix="label-attributes")
+        return self._pool.submit(age_rows, self, jobs), self._pool.submit(skin_rows, self, jobs)
+
     def provenance(self) -> dict[str, Any]:
         """The models that ran (None while none was needed)."""
         return {
@@ -136,6 +146,9 @@ class AttributeModels:
         }
 
     def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         age, self._age = self._age, None
         if age is not None:
             age.close()
