@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from corpus_audit.backends.attribute_worker import AttributeJob, AttributeModels
 from corpus_audit.backends.classifiers import build_classifier, classifier_id, decide
 from corpus_audit.backends.engines import model_actors
 from corpus_audit.backends.engines.base import Progress
@@ -75,8 +76,6 @@ from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.stages.label_attributes import (
     ATTRIBUTE_TABLES,
     DROPPED_REASONS,
-    AttributeJob,
-    AttributeModels,
     AttributeSettings,
     attribute_notes,
     attribute_summary,
@@ -580,7 +579,7 @@ class Labeller:
         self.detector: Any = None
         attrs = AttributeSettings.from_config(label)
         # the perceived age and skin tone models, loaded on the first batch that needs them
-        self.attributes = AttributeModels(attrs) if attrs.on else None
+        self.attributes = AttributeModels(attrs.min_pixels) if attrs.on else None
 
     def __call__(self, prepared: tuple[LabelUnit, list]) -> BatchResult:
         unit, decoded = prepared
