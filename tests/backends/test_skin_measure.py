@@ -136,5 +136,5 @@ def test_bad_input_is_refused():
     image = photo("astronaut")
     with pytest.raises(ValueError, match="uint8"):
         measure_skin(image.astype(np.float32), (0, 0, 10, 10), None)
-    with pytest.raises(ValueError, match=r"\(5, 2\)"):
+    with pytest.raises(ValueError, match=r"\(5, 2\) or \(468, 2\)"):
         measure_skin(image, (0, 0, 10, 10), np.zeros((68, 2)))
