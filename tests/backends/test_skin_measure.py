@@ -14,7 +14,9 @@ from image_fixtures import photo, shared_detector
 from PIL import Image
 from scipy import ndimage
 
-from corpus_audit.backends.landmarks import MESH_FILE, landmarks
+from corpus_audit.backends.faces import Face
+from corpus_audit.backends.landmarks import MESH_FILE, MeshLandmarks, landmarks
+from corpus_audit.core.errors import ModelError
 from corpus_audit.core.model_dir import model_dir
 from corpus_audit.methods.colour import lab_to_srgb, srgb_to_lab
 from corpus_audit.methods.skin_tone import (
@@ -98,6 +100,21 @@ def test_landmarks_lie_on_the_face():
     # eyes above the nose base, one eye on each side of it
     assert points[:4, 1].max() < points[4, 1]
     assert points[0:2, 0].mean() > points[4, 0] > points[2:4, 0].mean()
+
+
+@pytest.mark.skipif(not (model_dir() / MESH_FILE).is_file(), reason=f"no {MESH_FILE}")
+def test_the_mesh_lies_on_the_face_and_sees_no_face_in_a_cat():
+    image = photo("grace")
+    face = shared_detector().detect(image)[0]
+    mesh = landmarks(image, face, "mesh468")
+    five = landmarks(image, face, "dlib5")
+    assert mesh.shape == (468, 2)
+    # outer eye corners of the mesh (33: image left, 263: image right) near dlib's (2 and 0)
+    eye_distance = float(np.hypot(*(five[0] - five[2])))
+    assert np.hypot(*(mesh[33] - five[2])) < 0.15 * eye_distance
+    assert np.hypot(*(mesh[263] - five[0])) < 0.15 * eye_distance
+    cat = np.ascontiguousarray(skimage.data.chelsea())
+    assert landmarks(cat, Face(150.0, 50.0, 150.0, 150.0, 1.0), "mesh468") is None
 
 
 @pytest.mark.parametrize("landmarker", LANDMARKERS)
@@ -192,3 +209,10 @@ def test_bad_input_is_refused():
         measure_skin(image.astype(np.float32), (0, 0, 10, 10), None)
     with pytest.raises(ValueError, match=r"\(5, 2\) or \(468, 2\)"):
         measure_skin(image, (0, 0, 10, 10), np.zeros((68, 2)))
+
+
+def test_missing_mesh_model_and_unknown_landmarker_are_one_line(tmp_path):
+    with pytest.raises(ModelError, match=f"{MESH_FILE}: face mesh model not found"):
+        MeshLandmarks(tmp_path / MESH_FILE)
+    with pytest.raises(ModelError, match="unknown landmarker 'mesh'.*dlib5, mesh468"):
+        landmarks(photo("grace"), Face(0.0, 0.0, 10.0, 10.0, 1.0), "mesh")
