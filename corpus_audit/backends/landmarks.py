@@ -32,6 +32,7 @@ from PIL import Image
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.model_dir import model_dir
 from corpus_audit.core.native_logs import quiet_native_logs
+from corpus_audit.core.registry import Registry
 from corpus_audit.methods.faces import Face
 
 LANDMARK_MODEL = "dlib-5pt"  # what the points come from (method ids name it: cheeks5)
@@ -135,10 +136,10 @@ class MeshLandmarks:
         return points.astype(np.float64) * (round(side) / MESH_INPUT) + np.array([left, top])
 
 
-LANDMARKERS: dict[str, Callable[[], DlibLandmarks | MeshLandmarks]] = {
-    "dlib5": DlibLandmarks,
-    "mesh468": MeshLandmarks,
-}
+# landmarker name -> factory; the skin measurement's method id follows the points' count
+LANDMARKERS: Registry[Callable[[], DlibLandmarks | MeshLandmarks]] = Registry("face landmarker")
+LANDMARKERS.register("dlib5", DlibLandmarks)
+LANDMARKERS.register("mesh468", MeshLandmarks)
 DEFAULT_LANDMARKER = "dlib5"
 _LOADED: dict[str, DlibLandmarks | MeshLandmarks] = {}
 _LOADED_LOCK = threading.Lock()
@@ -150,7 +151,7 @@ def default_landmarker(name: str = DEFAULT_LANDMARKER) -> DlibLandmarks | MeshLa
         raise ModelError(f"unknown landmarker {name!r} (known: {', '.join(LANDMARKERS)})")
     with _LOADED_LOCK:
         if name not in _LOADED:
-            _LOADED[name] = LANDMARKERS[name]()
+            _LOADED[name] = LANDMARKERS.get(name)()
         return _LOADED[name]
 
 
