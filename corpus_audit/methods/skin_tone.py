@@ -20,6 +20,9 @@ dlib landmarks (:mod:`corpus_audit.backends.landmarks`) and returns a :class:`Sk
 5. Quality flags (comma list): ``dark``, ``overexposed``, ``low_contrast``, ``small_face``,
    ``colour_cast``, ``grayscale``; thresholds are the constants below.
 
+:func:`unmeasured_image` makes the row of an image the face filter dropped (its reason, the
+image-level flags and :func:`image_lightness`), for the dropout-by-lightness view.
+
 The values are the apparent colour in this image, not anyone's skin: light, camera and
 processing move them (a gamma of 0.7 or 1.4 on the whole image moves L* by the tolerance in
 docs/skin_tone.md), and generated images have no physical illuminant. Monk tones come only
@@ -223,15 +226,15 @@ def _hygiene(pixels: np.ndarray) -> tuple[np.ndarray, float]:
     return lab, float(high.mean())
 
 
-def _image_flags(lab: np.ndarray, box: tuple[float, float, float, float]) -> list[str]:
+def _image_flags(lab: np.ndarray, box: tuple[float, float, float, float] | None) -> list[str]:
     """Flags that depend on the whole image (``lab``: its strided CIELAB pixels, (n, 3)) and
-    the face size."""
+    the face size (no ``small_face`` without a box)."""
     flags = []
     if lab[:, 0].mean() < DARK_IMAGE_L:
         flags.append("dark")
     if lab[:, 0].std() < LOW_CONTRAST_STD:
         flags.append("low_contrast")
-    if min(box[2], box[3]) < SMALL_FACE_PX:
+    if box is not None and min(box[2], box[3]) < SMALL_FACE_PX:
         flags.append("small_face")
     if float(np.hypot(lab[:, 1].mean(), lab[:, 2].mean())) > COLOUR_CAST_CHROMA:
         flags.append("colour_cast")
@@ -243,6 +246,20 @@ def _unmeasurable(
 ) -> SkinMeasurement:
     return SkinMeasurement(method, "unmeasurable", reason, n, None, None, None, None, None,
                            ",".join(flags), image_l)  # fmt: skip
+
+
+def unmeasured_image(image: np.ndarray, reason: str, *, method: str = METHOD) -> SkinMeasurement:
+    """The row of an image whose face is not measured (e.g. dropped by the face filter:
+    ``reason`` = ``no_face``, ``many_faces``, ``small_face``): status ``unmeasurable``, no
+    colour values, the image-level flags, and ``image_l_star`` (mean L*, 0-100) so that
+    detector dropout can be read against image lightness."""
+    _check_image(image)
+    if not reason:
+        raise ValueError("an unmeasured image needs a reason")
+    small = _strided(image)
+    lab_small = srgb_to_lab(small).reshape(-1, 3)
+    flags = _image_flags(lab_small, None) + (["grayscale"] if _grayscale(small) else [])
+    return _unmeasurable(method, reason, flags, float(lab_small[:, 0].mean()))
 
 
 def measure_skin(
