@@ -93,15 +93,18 @@ def lab_to_srgb(lab: np.ndarray) -> np.ndarray:
     return linear_to_srgb((t * D65_WHITE) @ XYZ_TO_SRGB.T)
 
 
-def hue_deg(lab: np.ndarray) -> np.ndarray:
-    """Hue angle h* = atan2(b*, a*) in degrees (-180..180) of CIELAB values (..., 3)."""
-    lab = np.asarray(lab, dtype=np.float64)
+def hue_deg(lab: np.ndarray, *, check: bool = True) -> np.ndarray:
+    """Hue angle h* = atan2(b*, a*) in degrees (-180..180) of CIELAB values (..., 3).
+
+    ``check``: refuse 8-bit-Lab-looking input first (:func:`check_cielab`)."""
+    lab = check_cielab(lab) if check else np.asarray(lab, dtype=np.float64)
     return np.degrees(np.arctan2(lab[..., 2], lab[..., 1]))
 
 
-def ita_deg(lab: np.ndarray) -> np.ndarray:
-    """Individual typology angle atan2(L* - 50, b*) in degrees (-90..90 for b* > 0)."""
-    lab = np.asarray(lab, dtype=np.float64)
+def ita_deg(lab: np.ndarray, *, check: bool = True) -> np.ndarray:
+    """Individual typology angle atan2(L* - 50, b*) in degrees (-90..90 for b* > 0) of CIELAB
+    values (..., 3). ``check``: refuse 8-bit-Lab-looking input first (:func:`check_cielab`)."""
+    lab = check_cielab(lab) if check else np.asarray(lab, dtype=np.float64)
     return np.degrees(np.arctan2(lab[..., 0] - 50.0, lab[..., 2]))
 
 

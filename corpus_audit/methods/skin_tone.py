@@ -20,6 +20,9 @@ dlib landmarks (:mod:`corpus_audit.backends.landmarks`) and returns a :class:`Sk
 5. Quality flags (comma list): ``dark``, ``overexposed``, ``low_contrast``, ``small_face``,
    ``colour_cast``, ``grayscale``; thresholds are the constants below.
 
+:func:`unmeasured_image` makes the row of an image the face filter dropped (its reason, the
+image-level flags and :func:`image_lightness`), for the dropout-by-lightness view.
+
 The values are the apparent colour in this image, not anyone's skin: light, camera and
 processing move them (a gamma of 0.7 or 1.4 on the whole image moves L* by the tolerance in
 docs/skin_tone.md), and generated images have no physical illuminant. Monk tones come only
@@ -36,7 +39,12 @@ import numpy as np
 
 from corpus_audit.methods.colour import hue_deg, ita_deg, srgb_to_lab
 
-METHOD = "cheeks5:v1"
+METHOD = "cheeks5:v1"  # regions from the 5 dlib points
+MESH_METHOD = "mesh468:v1"  # regions from the 468-point face mesh
+# mesh468: round patches centred on mesh points (cheeks 50, 205 and 280, 425; forehead 151),
+# radius MESH_RADIUS x the distance between the outer eye corners (points 33 and 263)
+MESH_CENTRES = (50, 205, 280, 425, 151)
+MESH_RADIUS = 0.10
 MIN_PIXELS = 200  # default label.skin_min_pixels
 # region geometry, in units of the distance between the eye centres
 CHEEK_RADIUS = 0.22
@@ -147,17 +155,46 @@ def _box(face: Any) -> tuple[float, float, float, float]:
     return x, y, w, h
 
 
-def skin_region(shape: tuple[int, ...], landmarks: np.ndarray) -> np.ndarray:
-    """Boolean ``(H, W)`` mask of the cheek and nose-bridge patches placed from 5 dlib points.
+def _paint(mask: np.ndarray, patches: list[tuple[np.ndarray, float]]) -> np.ndarray:
+    """Set the round ``(centre (x, y), radius px)`` patches in ``mask`` (in place)."""
+    for centre, r in patches:
+        top, left = max(0, int(centre[1] - r)), max(0, int(centre[0] - r))
+        bottom = min(mask.shape[0], int(centre[1] + r) + 2)
+        right = min(mask.shape[1], int(centre[0] + r) + 2)
+        if top >= bottom or left >= right:
+            continue
+        rows, cols = np.ogrid[top:bottom, left:right]
+        mask[top:bottom, left:right] |= (cols - centre[0]) ** 2 + (rows - centre[1]) ** 2 <= r * r
+    return mask
 
-    ``landmarks``: ``(5, 2)`` ``(x, y)`` pixels in dlib's order (two points per eye, then the
-    nose base). Returns an all-False mask when the eyes coincide.
+
+def region_method(landmarks: np.ndarray) -> str:
+    """The method id of the region these landmarks give: 5 points -> :data:`METHOD`, 468 ->
+    :data:`MESH_METHOD`; any other shape raises ValueError."""
+    shape = np.shape(landmarks)
+    if shape == (5, 2):
+        return METHOD
+    if shape == (468, 2):
+        return MESH_METHOD
+    raise ValueError(f"expected (5, 2) or (468, 2) landmarks, got shape {shape}")
+
+
+def skin_region(shape: tuple[int, ...], landmarks: np.ndarray) -> np.ndarray:
+    """Boolean ``(H, W)`` mask of skin patches placed from landmarks (pixels, ``(x, y)``).
+
+    ``(5, 2)`` dlib points (two per eye, then the nose base): cheek and nose-bridge patches;
+    ``(468, 2)`` face mesh: patches around :data:`MESH_CENTRES`. All-False when the eyes
+    coincide.
     """
     points = np.asarray(landmarks, dtype=np.float64)
-    if points.shape != (5, 2) or not np.all(np.isfinite(points)):
-        raise ValueError(f"expected (5, 2) finite landmarks, got shape {points.shape}")
-    eye_a, eye_b, nose = points[0:2].mean(axis=0), points[2:4].mean(axis=0), points[4]
+    method = region_method(points)
+    if not np.all(np.isfinite(points)):
+        raise ValueError("landmarks must be finite numbers")
     mask = np.zeros(shape[:2], dtype=bool)
+    if method == MESH_METHOD:
+        dist = float(np.hypot(*(points[33] - points[263])))
+        return _paint(mask, [(points[i], MESH_RADIUS * dist) for i in MESH_CENTRES])
+    eye_a, eye_b, nose = points[0:2].mean(axis=0), points[2:4].mean(axis=0), points[4]
     dist = float(np.hypot(*(eye_a - eye_b)))
     if dist < 1.0:
         return mask
@@ -169,20 +206,11 @@ def skin_region(shape: tuple[int, ...], landmarks: np.ndarray) -> np.ndarray:
         down, drop = -down, -drop
     drop = max(drop, 0.5 * dist)
     patches = [
-        (eye_a + CHEEK_OUTWARD * dist * across + CHEEK_DOWN * drop * down, CHEEK_RADIUS),
-        (eye_b - CHEEK_OUTWARD * dist * across + CHEEK_DOWN * drop * down, CHEEK_RADIUS),
-        (mid + BRIDGE_DOWN * drop * down, BRIDGE_RADIUS),
+        (eye_a + CHEEK_OUTWARD * dist * across + CHEEK_DOWN * drop * down, CHEEK_RADIUS * dist),
+        (eye_b - CHEEK_OUTWARD * dist * across + CHEEK_DOWN * drop * down, CHEEK_RADIUS * dist),
+        (mid + BRIDGE_DOWN * drop * down, BRIDGE_RADIUS * dist),
     ]
-    for centre, radius in patches:
-        r = radius * dist
-        top, left = max(0, int(centre[1] - r)), max(0, int(centre[0] - r))
-        bottom, right = min(shape[0], int(centre[1] + r) + 2), min(shape[1], int(centre[0] + r) + 2)
-        if top >= bottom or left >= right:
-            continue
-        rows, cols = np.ogrid[top:bottom, left:right]
-        inside = (cols - centre[0]) ** 2 + (rows - centre[1]) ** 2 <= r * r
-        mask[top:bottom, left:right] |= inside
-    return mask
+    return _paint(mask, patches)
 
 
 def _hygiene(pixels: np.ndarray) -> tuple[np.ndarray, float]:
@@ -198,24 +226,40 @@ def _hygiene(pixels: np.ndarray) -> tuple[np.ndarray, float]:
     return lab, float(high.mean())
 
 
-def _image_flags(lab: np.ndarray, box: tuple[float, float, float, float]) -> list[str]:
+def _image_flags(lab: np.ndarray, box: tuple[float, float, float, float] | None) -> list[str]:
     """Flags that depend on the whole image (``lab``: its strided CIELAB pixels, (n, 3)) and
-    the face size."""
+    the face size (no ``small_face`` without a box)."""
     flags = []
     if lab[:, 0].mean() < DARK_IMAGE_L:
         flags.append("dark")
     if lab[:, 0].std() < LOW_CONTRAST_STD:
         flags.append("low_contrast")
-    if min(box[2], box[3]) < SMALL_FACE_PX:
+    if box is not None and min(box[2], box[3]) < SMALL_FACE_PX:
         flags.append("small_face")
     if float(np.hypot(lab[:, 1].mean(), lab[:, 2].mean())) > COLOUR_CAST_CHROMA:
         flags.append("colour_cast")
     return flags
 
 
-def _unmeasurable(reason: str, flags: list[str], image_l: float, n: int = 0) -> SkinMeasurement:
-    return SkinMeasurement(METHOD, "unmeasurable", reason, n, None, None, None, None, None,
+def _unmeasurable(
+    method: str, reason: str, flags: list[str], image_l: float, n: int = 0
+) -> SkinMeasurement:
+    return SkinMeasurement(method, "unmeasurable", reason, n, None, None, None, None, None,
                            ",".join(flags), image_l)  # fmt: skip
+
+
+def unmeasured_image(image: np.ndarray, reason: str, *, method: str = METHOD) -> SkinMeasurement:
+    """The row of an image whose face is not measured (e.g. dropped by the face filter:
+    ``reason`` = ``no_face``, ``many_faces``, ``small_face``): status ``unmeasurable``, no
+    colour values, the image-level flags, and ``image_l_star`` (mean L*, 0-100) so that
+    detector dropout can be read against image lightness."""
+    _check_image(image)
+    if not reason:
+        raise ValueError("an unmeasured image needs a reason")
+    small = _strided(image)
+    lab_small = srgb_to_lab(small).reshape(-1, 3)
+    flags = _image_flags(lab_small, None) + (["grayscale"] if _grayscale(small) else [])
+    return _unmeasurable(method, reason, flags, float(lab_small[:, 0].mean()))
 
 
 def measure_skin(
@@ -224,13 +268,18 @@ def measure_skin(
     landmarks: np.ndarray | None,
     *,
     min_pixels: int = MIN_PIXELS,
+    method: str = METHOD,
 ) -> SkinMeasurement:
     """Measure the apparent skin colour of ``face`` (a Face or ``(x, y, w, h)`` pixels).
 
     ``image``: ``(H, W, 3)`` uint8 RGB; ``landmarks``: ``(5, 2)`` dlib points in pixels or
-    None; ``min_pixels`` >= 1: fewer kept skin pixels -> ``unmeasurable``.
+    None; ``min_pixels`` >= 1: fewer kept skin pixels -> ``unmeasurable``. The result's
+    ``method`` follows the landmarks' shape (:func:`region_method`); ``method`` names it for a
+    row without landmarks.
     """
     _check_image(image)
+    if landmarks is not None:
+        method = region_method(landmarks)
     if min_pixels < 1:
         raise ValueError(f"min_pixels must be >= 1, got {min_pixels}")
     box = _box(face)
@@ -239,18 +288,18 @@ def measure_skin(
     image_l = float(lab_small[:, 0].mean())
     flags = _image_flags(lab_small, box)
     if _grayscale(small):
-        return _unmeasurable("grayscale", [*flags, "grayscale"], image_l)
+        return _unmeasurable(method, "grayscale", [*flags, "grayscale"], image_l)
     if landmarks is None:
-        return _unmeasurable("no_landmarks", flags, image_l)
+        return _unmeasurable(method, "no_landmarks", flags, image_l)
     mask = skin_region(image.shape, landmarks)
     lab, clipped_high = _hygiene(image[mask])
     if clipped_high > OVEREXPOSED_FRACTION:
         flags.append("overexposed")
     if len(lab) < min_pixels:
-        return _unmeasurable("too_few_pixels", flags, image_l, len(lab))
+        return _unmeasurable(method, "too_few_pixels", flags, image_l, len(lab))
     median = np.median(lab, axis=0)
     return SkinMeasurement(
-        method=METHOD,
+        method=method,
         status="measured",
         reason=None,
         n_pixels=len(lab),

@@ -100,7 +100,9 @@ def test_the_dalleval_v3_misuse_collapses_the_ten_tones():
     """ITA from OpenCV 8-bit Lab, each swatch then given the tone of the nearest true ITA."""
     true_ita = ita_deg(srgb_to_lab(MONK))
     opencv = cv2.cvtColor(MONK[None], cv2.COLOR_RGB2LAB)[0].astype(np.float64)
-    wrong_ita = ita_deg(opencv)
+    with pytest.raises(ValueError, match="OpenCV 8-bit Lab"):
+        ita_deg(opencv)  # caught where ITA is computed
+    wrong_ita = ita_deg(opencv, check=False)  # what the misuse computes
 
     def nearest_tone(values):
         return np.argmin(np.abs(values[:, None] - true_ita[None, :]), axis=1) + 1

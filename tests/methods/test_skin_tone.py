@@ -13,6 +13,7 @@ from corpus_audit.methods.skin_tone import (
     measure_skin,
     skin_region,
     tone_group_uncalibrated,
+    unmeasured_image,
 )
 
 # a frontal face in a 200 x 200 image: eyes at y = 80, nose base at y = 110
@@ -73,3 +74,18 @@ def test_min_pixels_and_flags():
     assert image_lightness(swatch) == pytest.approx(srgb_to_lab(swatch[0, 0])[0])
     with pytest.raises(ValueError, match="min_pixels"):
         measure_skin(swatch, BOX, POINTS, min_pixels=0)
+
+
+def test_unmeasured_image_keeps_the_lightness_proxy():
+    image = np.tile(np.array([200, 180, 160], np.uint8), (120, 90, 1))
+    image[:, :30] = 40
+    row = unmeasured_image(image, "no_face")
+    assert row.status == "unmeasurable" and row.reason == "no_face" and row.n_pixels == 0
+    assert row.l_star is None and row.hue_deg is None and row.method == "cheeks5:v1"
+    expected = (2 * srgb_to_lab(image[0, 60])[0] + srgb_to_lab(image[0, 0])[0]) / 3
+    assert row.image_l_star == pytest.approx(expected, abs=0.5)
+    assert "small_face" not in row.flags
+    gray = unmeasured_image(np.full((50, 50, 3), 90, np.uint8), "many_faces")
+    assert set(gray.flags.split(",")) == {"low_contrast", "grayscale"}
+    with pytest.raises(ValueError, match="reason"):
+        unmeasured_image(image, "")
