@@ -22,7 +22,7 @@ import numpy as np
 from corpus_audit.methods.age_bins import estimate
 from corpus_audit.methods.faces import Face
 from corpus_audit.methods.skin_tone import METHOD as SKIN_METHOD
-from corpus_audit.methods.skin_tone import SkinMeasurement, image_lightness, measure_skin
+from corpus_audit.methods.skin_tone import SkinMeasurement, measure_skin, unmeasured_image
 
 
 @dataclass
@@ -113,16 +113,20 @@ def skin_rows(models: AttributeModels, jobs: list[AttributeJob]) -> list[tuple]:
     """``skin_tone`` rows of the jobs that lack one: measured on a kept face, or the
     ``unmeasurable`` row with the image's mean L* for an image the filter dropped."""
     rows = []
-    method = models.skin_method
     for job in jobs:
         if not job.skin:
             continue
-        if job.face is None:
-            light = image_lightness(job.array)
-            rows.append((job.image_id, method, "unmeasurable", job.reason, 0) + (None,) * 5
-                        + ("", light))  # fmt: skip
+        if job.face is None:  # dropped by the face filter: the image's lightness and flags
+            rows.append(
+                _skin_row(
+                    job.image_id,
+                    unmeasured_image(job.array, job.reason or "", method=models.skin_method),
+                )
+            )
             continue
         points = models.landmarker().landmarks(job.array, job.face)
-        m = measure_skin(job.array, job.face, points, min_pixels=models.min_pixels)
+        m = measure_skin(
+            job.array, job.face, points, min_pixels=models.min_pixels, method=models.skin_method
+        )
         rows.append(_skin_row(job.image_id, m))
     return rows
