@@ -211,6 +211,9 @@ LABEL_TABLES = {
     "face_filter": "SELECT * FROM face_filter",
     "faces": "SELECT * FROM faces",
     "labels": "SELECT image_id, classifier, p_female, label, threshold FROM labels",
+    # the perceived attributes are the worker's work too (same model, same rows on Ray)
+    "perceived_age": "SELECT * FROM perceived_age",
+    "skin_tone": "SELECT * FROM skin_tone",
 }
 
 

@@ -65,6 +65,16 @@ def test_label_writes_age_and_skin_rows(built):
     assert study.count("perceived_age") == len(kept)
     assert study.count("skin_tone") == len(kept | dropped)
 
+    study.config.label.skin_min_pixels = 10**7  # more than any face has: measured again
+    third = label(study, progress=False)
+    assert any("skin_min_pixels 200 -> 10000000" in m for m in third.messages)
+    skins, _ = _by_kind(study, expect, "skin_tone")
+    assert skins["astronaut"]["status"] == "unmeasurable"
+    assert skins["astronaut"]["reason"] == "too_few_pixels"
+    assert skins["two_people"]["reason"] == "many_faces"  # dropped images' rows kept
+    assert study.count("skin_tone") == len(kept | dropped)
+    assert study.count("perceived_age") == len(kept)
+
 
 def test_labelled_study_gains_attributes_without_the_classifier(built, monkeypatch):
     study, _ = built
