@@ -16,7 +16,11 @@ stage, batch by batch (``label.batch_size`` images):
    ``face_filter`` (one row per image) and ``faces`` (every detected face, left to right);
 3. runs the classifier (:mod:`corpus_audit.backends.classifiers`) on the images that passed, and
    writes ``labels``: ``p_female`` in [0, 1], the label at ``label.threshold``
-   (``female`` / ``male`` / ``ambiguous``), the threshold and the classifier id.
+   (``female`` / ``male`` / ``ambiguous``), the threshold and the classifier id;
+4. with ``label.age`` / ``label.skin_tone`` on, writes ``perceived_age`` and ``skin_tone`` for
+   the kept images, and a ``skin_tone`` row (image lightness only) for the images dropped for
+   their faces (:mod:`corpus_audit.stages.label_attributes`); images filtered earlier that lack
+   these rows are decoded again for them alone, without the detector or the classifier.
 
 Each batch is written in one transaction, so a killed run loses at most the batch in flight
 and a rerun continues where it stopped; nothing is written twice. Switching
