@@ -748,6 +748,13 @@ class AnalysisSection(Section):
         COUNT,
         Help("validated images (human majority female or male) a source needs to be corrected"),
     ] = 30
+    attributes: Annotated[
+        bool,
+        Help(
+            "perceived age and skin tone per image set, their change from training to "
+            "generated images and multi-class amplification (the label stage's measurements)"
+        ),
+    ] = True
 
 
 @dataclass

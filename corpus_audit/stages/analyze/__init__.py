@@ -42,6 +42,8 @@ from corpus_audit.methods.correlation import indicator_correlation
 from corpus_audit.methods.lexicon.labour_map import map_digest
 from corpus_audit.methods.stats import stable_seed
 from corpus_audit.stages.analyze import correction
+from corpus_audit.stages.analyze.attribute_pairs import attribute_tables
+from corpus_audit.stages.analyze.attributes import ATTRIBUTE_TABLES
 from corpus_audit.stages.analyze.generated_gender import (
     generated_gender_rows,
     headline,
@@ -74,6 +76,7 @@ ANALYSIS_TABLES = (
     "image_similarity",
     *correction.CORRECTION_TABLES,
     "generated_gender",
+    *ATTRIBUTE_TABLES,
 )
 
 # Columns each input table contributes to the fingerprint.
@@ -86,6 +89,8 @@ _FINGERPRINT_COLUMNS = {
     "mentions": "caption_id, occupation",
     "indicators": "caption_id, label",
     "human_labels": "image_id, annotator, label",  # the misclassification correction
+    "perceived_age": "image_id, model, expected_age, age_bin, minor",  # attribute tables
+    "skin_tone": "image_id, method, status, l_star",
 }
 
 
@@ -178,6 +183,9 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         for t_set, g_set in caps:
             percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
         corrected = _corrected(study, classifier, seed, train, gen, caps, (amp_rows, summ_rows))
+        attributes = (
+            attribute_tables(study, cfg.confidence, cfg.bootstrap, seed) if cfg.attributes else {}
+        )
         _write_tables(
             study,
             {
@@ -190,6 +198,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
                 "image_similarity": sim_rows,
                 **corrected,
                 "generated_gender": gender_rows,
+                **attributes,
             },
         )
 
