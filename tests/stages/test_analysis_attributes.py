@@ -80,6 +80,15 @@ def test_attribute_tables_on_the_hand_made_study(measured):
     cells = _rows(measured, "SELECT * FROM attribute_intersections ORDER BY change DESC")
     assert len(cells) == 18 and sum(c["worst"] for c in cells) == 1
     assert all(c["q_value"] is None or c["q_value"] >= c["p_value"] for c in cells)
+    official = {
+        (r["attribute"], r["source"], r["occupation"], r["class"]): r
+        for r in _rows(measured, "SELECT * FROM attribute_official")
+    }
+    assert not any(k[2] == "teacher" for k in official)  # no single BLS row for teacher
+    nurse = official[("median_age", "training", "nurse", "median_age")]
+    assert nurse["official_share"] == pytest.approx(42.3)  # table 11b 2025, registered nurses
+    assert nurse["gap"] == pytest.approx(30.0 - 42.3)
+    assert "perceived" in nurse["caveat"]
     # aggregates only: no table of the attribute analysis has an image column
     for table in ("attribute_distribution", "attribute_change", "attribute_intersections"):
         cols = [r[0] for r in measured.con.execute(f"DESCRIBE {table}").fetchall()]

@@ -27,6 +27,7 @@ from corpus_audit.stages.analyze.attributes import (
     counts,
     distribution_rows,
     newcombe,
+    official_rows,
     read_sets,
     summary_rows,
 )
@@ -215,6 +216,9 @@ def attribute_tables(study: Study, confidence: float, replicates: int, seed: int
         out["attribute_summary"] += summary_rows(
             key, sets[key], minors.get(key, 0), confidence, rng
         )
+    out["attribute_official"] = official_rows(
+        out["attribute_distribution"], out["attribute_summary"]
+    )
     by_model: dict[tuple[str, str], list] = {}
     for pair in pairs(sets):
         out["attribute_change"] += change_rows(*pair, confidence)

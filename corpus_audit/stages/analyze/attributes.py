@@ -35,6 +35,7 @@ import numpy as np
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods import multiclass as mk
 from corpus_audit.methods.age_bins import AGE_BINS, AGE_GROUPS, MINOR_BIN
+from corpus_audit.methods.lexicon.bls_cps import official_shares
 from corpus_audit.methods.skin_tone import (
     L_BANDS,
     TONE_GROUPS_UNCALIBRATED,
@@ -209,3 +210,39 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, confidence: float) -> tuple[flo
     low = d - float(np.hypot(p2 - l2, u1 - p1))  # type: ignore[operator]
     high = d + float(np.hypot(u2 - p2, p1 - l1))  # type: ignore[operator]
     return d, low, high
+
+
+OFFICIAL = ("gender", "age_bin", "age_group")  # attributes with an official statistic
+
+
+def _official_row(r: dict, attribute: str, cls: str, official: float, measured: float, off):
+    return {
+        "attribute": attribute, "occupation": r["occupation"], "class": cls,
+        "source": r["source"], "strategy": r["strategy"], "official_share": official,
+        "measured_share": measured, "gap": measured - official,
+        "official_table": off.table, "caveat": off.caveat,
+    }  # fmt: skip
+
+
+def official_rows(distribution: list[dict], summaries: list[dict]) -> list[dict]:
+    """``attribute_official`` rows: each set's measured share (or median perceived age) beside
+    the BLS figure of its occupation, where the shipped tables have one (docs/attributes.md)."""
+    rows = []
+    for r in distribution:
+        if r["attribute"] not in OFFICIAL or r["occupation"] == POOLED:
+            continue
+        off = official_shares(r["attribute"], r["occupation"])
+        if off.shares is not None and r["class"] in off.shares:
+            rows.append(
+                _official_row(
+                    r, r["attribute"], r["class"], off.shares[r["class"]], r["share"], off
+                )
+            )
+    for r in summaries:
+        if r["attribute"] != "age" or r["occupation"] == POOLED or r["median"] is None:
+            continue
+        off = official_shares("median_age", r["occupation"])
+        if off.shares is not None:
+            official = off.shares["median_age"]
+            rows.append(_official_row(r, "median_age", "median_age", official, r["median"], off))
+    return rows
