@@ -28,6 +28,7 @@ from corpus_audit.methods.amplification import strategy_sort_key
 from corpus_audit.report import figures as figs
 from corpus_audit.report import findings as fnd
 from corpus_audit.report.arena_section import arena_figures, arena_section
+from corpus_audit.report.attributes_section import attributes_section
 from corpus_audit.report.imports import status_lines as import_lines
 from corpus_audit.report.preference_section import (
     categories_section,
@@ -85,6 +86,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
         "results": fnd.amplification_section(ctx, ctx["kind"]),
         "generated": fnd.generated_section(study, ctx),
         "captions": fnd.indicators_findings(ctx, confidence),
+        "attributes": attributes_section(study, confidence),
     }
     ctx["indicator_columns"] = fnd.filled_columns(ctx["indicators"]["rows"], INDICATOR_COLUMNS)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
@@ -116,7 +118,8 @@ def findings_summary(ctx: dict[str, Any]) -> list[dict[str, Any]]:
     """The page's opening box: per section with data (in the order the page shows them), its
     title, anchor and findings; then one line per section without data saying why."""
     order = ["generated", "results", "captions"] if ctx["kind"] == "images" else None
-    sections = [ctx["sections"][k] for k in (order or ["results", "generated", "captions"])]
+    order = order or ["results", "generated", "attributes", "captions"]
+    sections = [ctx["sections"][k] for k in order]
     if ctx["kind"] == "images":  # no corpus, no training images: the generated side only
         sections = [s for s in sections if s.key == "generated"]
     elif not ctx["sections"]["generated"].has_data:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from corpus_audit.methods.age_bins import AGE_BINS
@@ -98,3 +100,26 @@ def test_attribute_tables_on_the_hand_made_study(measured):
 def test_no_measurements_no_attribute_rows(small_study):  # noqa: F811
     analyze(small_study, progress=False)
     assert small_study.count("attribute_distribution") == 0
+
+
+def test_report_section_shows_aggregates_only(measured):
+    from corpus_audit.report import report
+
+    analyze(measured, progress=False)
+    page = Path(report(measured, progress=False).outputs["report"]).read_text(encoding="utf-8")
+    assert 'id="attributes"' in page and 'id="uncalibrated"' in page
+    assert 'id="attribute-amplification"' in page and "A_K" in page
+    findings = page[: page.index('id="attributes"')]
+    assert "perceived age group A_K" in findings  # the opening box names the result
+    for (image_id,) in measured.con.execute("SELECT image_id FROM images").fetchall():
+        assert image_id not in page  # no image is named on the page
+
+
+def test_report_says_why_without_measurements(small_study):  # noqa: F811
+    from corpus_audit.report import report
+
+    analyze(small_study, progress=False)
+    run = report(small_study, progress=False)
+    page = Path(run.outputs["report"]).read_text(encoding="utf-8")
+    assert 'id="attribute-amplification"' not in page
+    assert "Perceived age and skin tone" in page and "label.age and label.skin_tone" in page
