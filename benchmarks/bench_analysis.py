@@ -159,7 +159,7 @@ def time_corrected(study, per_stratum: int) -> dict:
     study.con.execute("SELECT setseed(0.25)")
     study.con.execute(
         """
-        INSERT INTO human_labels
+        INSERT INTO human_labels (image_id, annotator, label, source_file)
         SELECT image_id, 'bench',
                CASE WHEN random() < 0.08 THEN (CASE label WHEN 'female' THEN 'male'
                     ELSE 'female' END) ELSE label END, 'bench'

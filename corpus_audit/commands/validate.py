@@ -33,6 +33,12 @@ from typing import Any
 import numpy as np
 
 from corpus_audit.backends.classifiers import classifier_id
+from corpus_audit.commands.validate_questions import (
+    SWATCH_SCRIPT,
+    agreement_rows,
+    parse_answers,
+    questions_html,
+)
 from corpus_audit.core.errors import CorpusAuditError, StageOrderError, ValidationError
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.stats import allocate
@@ -40,6 +46,11 @@ from corpus_audit.report.thumbs import thumbnail_uri
 from corpus_audit.stages.label import resolve_image_path
 
 THUMBNAIL_PX = 320  # longest side of the inlined images
+RACE_NOTE = (
+    "<p><b>Perceived race or ethnicity</b> is asked because this study opted in: answer only "
+    "what the image shows to you, or can't tell. No model estimates it; the answers are "
+    "reported as aggregates only.</p>"
+)
 LABELS = ("male", "female", "unsure")
 ALIASES = {
     "male": "male",
@@ -109,13 +120,17 @@ figure {{ border: 1px solid #ccc; padding: .5em; margin: 0; width: {px}px; }}
 figure img {{ max-width: {px}px; max-height: {px}px; display: block; margin: auto; }}
 figcaption {{ font-size: .85em; margin-top: .4em; }}
 label {{ margin-right: .6em; white-space: nowrap; }}
+.q {{ font-size: .85em; margin-top: .3em; }}
 .missing {{ height: 8em; background: #eee; text-align: center; line-height: 8em; }}
 #bar {{ position: sticky; top: 0; background: #fff; padding: .5em 0; border-bottom: 1px solid #ccc; }}
 </style></head><body>
 <h1>{title}</h1>
 <p>For each image, choose the gender the person is <em>perceived</em> to have, or
 <b>unsure</b> when you cannot tell. Binary perceived gender is a limited construct: label what
-the image shows, not what you assume about the person. {n} images.</p>
+the image shows, not what you assume about the person. Then, where you can: the closest of the
+ten Monk skin-tone swatches (look at the whole face under its light, ignore make-up; their order
+is shuffled for each annotator), the perceived age, and whether the image is too poor to judge.
+Answer "can't tell" rather than guess. {n} images.</p>{race_note}
 <div id="bar">Your name: <input id="annotator" value="" size="20">
 <button id="save" type="button">Download my labels (CSV)</button>
 <span id="progress"></span></div>
@@ -126,20 +141,22 @@ the image shows, not what you assume about the person. {n} images.</p>
 (function () {{
   var form = document.getElementById("sheet");
   function rows() {{
-    var out = [["item", "image_id", "label", "annotator"]];
+    var out = [["item", "image_id", "label", "annotator", "monk", "age_bin", "quality", "race", "swatch_order"]];
     var who = document.getElementById("annotator").value.replace(/[\\r\\n,"]/g, " ").trim();
     var figs = form.querySelectorAll("figure");
     for (var i = 0; i < figs.length; i++) {{
-      var f = figs[i], picked = f.querySelector("input:checked");
-      out.push([f.dataset.item, f.dataset.imageId, picked ? picked.value : "", who]);
+      var f = figs[i], n = f.dataset.item;
+      function pick(p) {{ var c = f.querySelector("input[name=" + p + n + "]:checked"); return c ? c.value : ""; }}
+      out.push([n, f.dataset.imageId, pick("i"), who, pick("m"), pick("a"), pick("q"), pick("r"), window.swatchOrder]);
     }}
     return out;
   }}
   function csvCell(v) {{ v = String(v); return /[",\\n]/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v; }}
   function update() {{
-    var done = form.querySelectorAll("input:checked").length;
+    var done = form.querySelectorAll("input[name^=i]:checked").length;
     document.getElementById("progress").textContent = done + " of {n} labelled";
   }}
+{swatch_script}
   form.addEventListener("change", update);
   update();
   document.getElementById("save").addEventListener("click", function () {{
@@ -158,11 +175,15 @@ _ITEM = """<figure data-item="{item}" data-image-id="{image_id}">{img}
 <figcaption>#{item} <small>{image_id}</small><br>
 <label><input type="radio" name="i{item}" value="female"> female</label>
 <label><input type="radio" name="i{item}" value="male"> male</label>
-<label><input type="radio" name="i{item}" value="unsure"> unsure</label></figcaption></figure>"""
+<label><input type="radio" name="i{item}" value="unsure"> unsure</label>
+{questions}</figcaption></figure>"""
 
 
-def export_sheet(study: Study, n: int = 200, out_dir: Path | None = None) -> StageRun:
-    """Write the annotation sheet (HTML + CSV) for a stratified sample of ``n`` >= 1 images."""
+def export_sheet(
+    study: Study, n: int = 200, out_dir: Path | None = None, race: bool = False
+) -> StageRun:
+    """Write the annotation sheet (HTML + CSV) for a stratified sample of ``n`` >= 1 images;
+    ``race``: also ask perceived race or ethnicity (opt-in, human answers only)."""
     if n < 1:
         raise CorpusAuditError(f"validate export: --n must be >= 1, got {n}")
     with study.stage("validate_export", "label", "study") as run:
@@ -179,20 +200,31 @@ def export_sheet(study: Study, n: int = 200, out_dir: Path | None = None) -> Sta
             else:
                 img = f'<img alt="item {item}" src="{uri}">'
             items_html.append(
-                _ITEM.format(item=item, image_id=html.escape(image_id, quote=True), img=img)
+                _ITEM.format(
+                    item=item,
+                    image_id=html.escape(image_id, quote=True),
+                    img=img,
+                    questions=questions_html(item, race),
+                )
             )
         title = html.escape(f"Perceived gender annotation: {study.config.study.name}")
         page = _PAGE.format(
-            title=title, n=len(sample), items="\n".join(items_html), px=THUMBNAIL_PX
+            title=title,
+            n=len(sample),
+            items="\n".join(items_html),
+            px=THUMBNAIL_PX,
+            swatch_script=SWATCH_SCRIPT,
+            race_note=RACE_NOTE if race else "",
         )
         sheet = out / "sheet.html"
         sheet.write_text(page, encoding="utf-8")
         table = out / "sheet.csv"
         with open(table, "w", newline="", encoding="utf-8") as fh:
             writer = csv.writer(fh)
-            writer.writerow(["item", "image_id", "label"])
+            extra = ["monk", "age_bin", "quality"] + (["race"] if race else [])
+            writer.writerow(["item", "image_id", "label", *extra])
             for item, (image_id, _, _) in enumerate(sample, start=1):
-                writer.writerow([item, image_id, ""])
+                writer.writerow([item, image_id, ""] + [""] * len(extra))
         with study.transaction() as con:
             con.execute("DELETE FROM validation_items")
             if sample:
@@ -213,17 +245,18 @@ def export_sheet(study: Study, n: int = 200, out_dir: Path | None = None) -> Sta
             "`corpus-audit validate import DIR FILE...`"
         )
         run.outputs = {"sheet": str(sheet), "csv": str(table)}
-        run.provenance.update({"classifier": cid, "n": n, "strata": dict(counts)})
+        run.provenance.update({"classifier": cid, "n": n, "strata": dict(counts), "race": race})
     return run
 
 
 # -- import ---------------------------------------------------------------------------------------
-def read_annotations(study: Study, files: list[Path]) -> list[tuple[str, str, str, str]]:
-    """``[(image_id, annotator, label, file)]`` from annotator CSVs; raises
+def read_annotations(study: Study, files: list[Path]) -> list[tuple]:
+    """``[(image_id, annotator, label, file, monk, age_bin, quality, race, swatch_order)]``
+    from annotator CSVs (``label`` '' where only the further questions were answered); raises
     :class:`ValidationError` naming the file and line of anything wrong."""
     known = {r[0] for r in study.con.execute("SELECT image_id FROM images").fetchall()}
     items = dict(study.con.execute("SELECT item, image_id FROM validation_items").fetchall())
-    out: list[tuple[str, str, str, str]] = []
+    out: list[tuple] = []
     seen: dict[tuple[str, str], str] = {}
     for file in files:
         path = Path(file)
@@ -243,9 +276,10 @@ def read_annotations(study: Study, files: list[Path]) -> list[tuple[str, str, st
             )
         for line, row in enumerate(reader, start=2):
             raw = (row.get("label") or "").strip().lower()
-            if not raw:
+            answers = parse_answers(path, line, row)
+            if not raw and all(answers[k] is None for k in ("monk", "age_bin", "quality", "race")):
                 continue  # not annotated
-            label = ALIASES.get(raw)
+            label = ALIASES.get(raw) if raw else ""
             if label is None:
                 raise ValidationError(
                     f"{path}:{line}: label {row.get('label')!r} is not male, female or unsure"
@@ -266,7 +300,10 @@ def read_annotations(study: Study, files: list[Path]) -> list[tuple[str, str, st
                     f"(also in {seen[key]})"
                 )
             seen[key] = f"{path}:{line}"
-            out.append((image_id, annotator, label, str(path)))
+            out.append(
+                (image_id, annotator, label, str(path), answers["monk"], answers["age_bin"])
+                + (answers["quality"], answers["race"], answers["swatch_order"])
+            )
     return out
 
 
@@ -312,12 +349,17 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
                     "DELETE FROM human_labels WHERE annotator IN (SELECT unnest(?))", [annotators]
                 )
             if rows:
-                con.executemany("INSERT INTO human_labels VALUES (?, ?, ?, ?)", rows)
+                con.executemany(
+                    "INSERT INTO human_labels (image_id, annotator, label, source_file, monk, "
+                    "age_bin, quality, race, swatch_order) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            _write_agreement(study, con)
         run.rows_in = len(rows)
         run.rows_out = len(rows)
         votes: dict[str, dict[str, str]] = defaultdict(dict)
         for image_id, annotator, label in study.con.execute(
-            "SELECT image_id, annotator, label FROM human_labels"
+            "SELECT image_id, annotator, label FROM human_labels WHERE label <> ''"
         ).fetchall():
             votes[image_id][annotator] = label
         cid = _classifier_for(study) if study.count("labels") else None
@@ -346,6 +388,16 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
             {"metric": "majority unsure", "value": majority_unsure},
             {"metric": "no majority (tie)", "value": no_majority},
         ]
+        for row in study.con.execute(
+            "SELECT attribute, alpha_kind, alpha, n_items FROM validation_agreement "
+            "WHERE source = 'pooled' AND attribute <> 'gender' ORDER BY attribute"
+        ).fetchall():
+            run.summary.append(
+                {
+                    "metric": f"krippendorff_alpha {row[0]} ({row[1]}, {row[3]} images)",
+                    "value": row[2],
+                }
+            )
         if alpha is None:
             run.messages.append("Krippendorff's alpha needs at least two annotators on an image")
         run.messages.append("reference (paper): alpha 0.948, 98 % agreement with the majority")
@@ -360,6 +412,33 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
             }
         )
     return run
+
+
+def _write_agreement(study: Study, con: Any) -> None:
+    """Replace ``validation_agreement`` from every stored answer (inside the caller's
+    transaction): alpha per attribute, pooled and per image source."""
+    rows = con.execute(
+        "SELECT image_id, annotator, label, monk, age_bin, race FROM human_labels"
+    ).fetchall()
+    sources = dict(
+        con.execute(
+            "SELECT image_id, CASE WHEN source = 'generated' THEN coalesce(model_id, 'unknown') "
+            "ELSE source END FROM images"
+        ).fetchall()
+    )
+    con.execute("DELETE FROM validation_agreement")
+    for r in agreement_rows(rows, sources):
+        con.execute(
+            "INSERT INTO validation_agreement VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                r["attribute"],
+                r["source"],
+                r["n_items"],
+                r["n_annotators"],
+                r["alpha"],
+                r["alpha_kind"],
+            ],
+        )
 
 
 def _compare(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import re
+from pathlib import Path
 
 import pytest
 from image_fixtures import encode, lfw, photo, seed_captions
@@ -195,3 +196,53 @@ def test_alpha_by_hand_and_majority():
     assert majority(["male", "male", "female"]) == "male"
     assert majority(["male", "female"]) is None
     assert majority(["unsure", "unsure", "male"]) == "unsure"
+
+
+def test_sheet_asks_skin_tone_age_and_quality_and_race_only_on_request(labelled, tmp_path):
+    run = export_sheet(labelled, n=4, out_dir=tmp_path / "plain")
+    page = Path(run.outputs["sheet"]).read_text(encoding="utf-8")
+    assert page.count('title="Monk ') == 4 * 10 and "#292420" in page  # the ten swatches
+    assert "Math.random" in page and "swatch_order" in page  # shuffled per annotator, recorded
+    assert 'value="under_16"' in page and 'value="poor"' in page
+    assert "perceived race" not in page and 'name="r1"' not in page
+    header = Path(run.outputs["csv"]).read_text(encoding="utf-8").splitlines()[0]
+    assert header == "item,image_id,label,monk,age_bin,quality"
+    opted = export_sheet(labelled, n=4, out_dir=tmp_path / "race", race=True)
+    page = Path(opted.outputs["sheet"]).read_text(encoding="utf-8")
+    assert "perceived race or ethnicity" in page and "No model estimates it" in page
+    assert Path(opted.outputs["csv"]).read_text(encoding="utf-8").splitlines()[0].endswith(",race")
+
+
+def test_import_further_answers_and_ordinal_alpha(labelled, tmp_path):
+    import krippendorff
+    import numpy as np
+
+    export_sheet(labelled, n=6, out_dir=tmp_path / "s")
+    ids = [r[0] for r in labelled.con.execute("SELECT image_id FROM validation_items").fetchall()]
+    tones_x, tones_y = [2, 3, 5, 6, 8, 9], [2, 4, 5, 7, 8, 10]
+    header = ["image_id", "label", "monk", "age_bin", "quality", "annotator"]
+    x = _write(tmp_path / "x.csv", header,
+               [(i, "", t, "25-34", "ok", "x") for i, t in zip(ids, tones_x, strict=True)])  # fmt: skip
+    y_rows = [(i, "", t, "25_34", "poor", "y") for i, t in zip(ids, tones_y, strict=True)]
+    y_rows[0] = (ids[0], "", "can't tell", "can't tell", "poor", "y")
+    y = _write(tmp_path / "y.csv", header, y_rows)
+    run = import_labels(labelled, [x, y])
+    stored = labelled.con.execute(
+        "SELECT monk, age_bin, quality, label FROM human_labels WHERE annotator = 'y' "
+        "AND image_id = ?", [ids[0]]
+    ).fetchone()  # fmt: skip
+    assert stored == (None, None, "poor", "")  # can't tell is no answer
+    alpha = labelled.con.execute(
+        "SELECT alpha, alpha_kind, n_items FROM validation_agreement "
+        "WHERE attribute = 'skin_tone' AND source = 'pooled'"
+    ).fetchone()
+    data = np.array([tones_x, [np.nan, *tones_y[1:]]], dtype=float)
+    expected = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
+    assert alpha[1] == "ordinal" and alpha[2] == 5 and alpha[0] == pytest.approx(expected)
+    assert any("skin_tone (ordinal" in str(r["metric"]) for r in run.summary)
+    bad = _write(tmp_path / "bad.csv", header, [(ids[0], "", "11", "", "", "z")])
+    with pytest.raises(ValidationError, match=r"bad.csv:2: monk '11' is not 1-10"):
+        import_labels(labelled, [bad])
+    bad_age = _write(tmp_path / "bad2.csv", header, [(ids[0], "", "", "elderly", "", "z")])
+    with pytest.raises(ValidationError, match=r"bad2.csv:2: age_bin 'elderly'"):
+        import_labels(labelled, [bad_age])

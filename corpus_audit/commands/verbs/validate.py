@@ -20,6 +20,11 @@ def add_parser(sub: Subcommands) -> None:
     export.add_argument("dir", help=DIR_HELP)
     export.add_argument("--n", type=int, default=200)
     export.add_argument("--out", help="output directory (default: <study>/validation)")
+    export.add_argument(
+        "--race",
+        action="store_true",
+        help="also ask perceived race or ethnicity (opt-in; human answers only)",
+    )
     imports = actions.add_parser(
         "import", help="read annotators' label CSVs; report alpha and agreement"
     )
@@ -32,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
 
     with open_study(args) as study:
         if args.action == "export":
-            print_run(validate.export_sheet(study, n=args.n, out_dir=out_path(args)))
+            print_run(
+                validate.export_sheet(study, n=args.n, out_dir=out_path(args), race=args.race)
+            )
         else:
             print_run(validate.import_labels(study, [Path(f) for f in args.files]))
     return 0

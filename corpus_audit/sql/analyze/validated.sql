@@ -8,6 +8,7 @@
 WITH votes AS (
     SELECT image_id, label, count(*) AS n
     FROM human_labels
+    WHERE label IN ('female', 'male', 'unsure')  -- '': only the further questions answered
     GROUP BY image_id, label
 ),
 majority AS (
