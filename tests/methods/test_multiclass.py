@@ -63,7 +63,7 @@ def test_correction_is_unbiased_with_nominal_coverage_over_simulations():
         covered += lo <= truth[0] <= hi
     bias = np.mean(estimates, axis=0) - truth
     assert np.abs(bias).max() < 0.006
-    assert 0.93 <= covered / sims <= 0.985
+    assert 0.93 <= covered / sims <= 0.97  # 0.943 with this seed
 
 
 def test_equal_n_removes_the_small_sample_bias_of_a_k():
