@@ -191,22 +191,7 @@ def export_sheet(
         sample = draw_sample(study, cid, n)
         out = Path(out_dir) if out_dir is not None else study.root / "validation"
         out.mkdir(parents=True, exist_ok=True)
-        items_html, missing = [], 0
-        for item, (image_id, path, _) in enumerate(sample, start=1):
-            uri = _thumbnail(resolve_image_path(study, path), study.config.images.max_pixels)
-            if uri is None:
-                missing += 1
-                img = '<div class="missing">image unavailable</div>'
-            else:
-                img = f'<img alt="item {item}" src="{uri}">'
-            items_html.append(
-                _ITEM.format(
-                    item=item,
-                    image_id=html.escape(image_id, quote=True),
-                    img=img,
-                    questions=questions_html(item, race),
-                )
-            )
+        items_html, missing = _items(study, sample, race)
         title = html.escape(f"Perceived gender annotation: {study.config.study.name}")
         page = _PAGE.format(
             title=title,
@@ -218,13 +203,7 @@ def export_sheet(
         )
         sheet = out / "sheet.html"
         sheet.write_text(page, encoding="utf-8")
-        table = out / "sheet.csv"
-        with open(table, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh)
-            extra = ["monk", "age_bin", "quality"] + (["race"] if race else [])
-            writer.writerow(["item", "image_id", "label", *extra])
-            for item, (image_id, _, _) in enumerate(sample, start=1):
-                writer.writerow([item, image_id, ""] + [""] * len(extra))
+        table = _write_template(out / "sheet.csv", [s[0] for s in sample], race)
         with study.transaction() as con:
             con.execute("DELETE FROM validation_items")
             if sample:
@@ -247,6 +226,38 @@ def export_sheet(
         run.outputs = {"sheet": str(sheet), "csv": str(table)}
         run.provenance.update({"classifier": cid, "n": n, "strata": dict(counts), "race": race})
     return run
+
+
+def _items(study: Study, sample: list[tuple[str, str, str]], race: bool) -> tuple[list[str], int]:
+    """The sheet's items (thumbnail and questions) and how many images could not be read."""
+    items_html, missing = [], 0
+    for item, (image_id, path, _) in enumerate(sample, start=1):
+        uri = _thumbnail(resolve_image_path(study, path), study.config.images.max_pixels)
+        if uri is None:
+            missing += 1
+            img = '<div class="missing">image unavailable</div>'
+        else:
+            img = f'<img alt="item {item}" src="{uri}">'
+        items_html.append(
+            _ITEM.format(
+                item=item,
+                image_id=html.escape(image_id, quote=True),
+                img=img,
+                questions=questions_html(item, race),
+            )
+        )
+    return items_html, missing
+
+
+def _write_template(table: Path, image_ids: list[str], race: bool) -> Path:
+    """``sheet.csv``: the sheet's items with empty answer columns, to fill by hand."""
+    extra = ["monk", "age_bin", "quality"] + (["race"] if race else [])
+    with open(table, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["item", "image_id", "label", *extra])
+        for item, image_id in enumerate(image_ids, start=1):
+            writer.writerow([item, image_id, ""] + [""] * len(extra))
+    return table
 
 
 # -- import ---------------------------------------------------------------------------------------
@@ -343,18 +354,7 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
     with study.stage("validate_import", "label") as run:
         rows = read_annotations(study, [Path(f) for f in files])
         annotators = sorted({r[1] for r in rows})
-        with study.transaction() as con:
-            if annotators:
-                con.execute(
-                    "DELETE FROM human_labels WHERE annotator IN (SELECT unnest(?))", [annotators]
-                )
-            if rows:
-                con.executemany(
-                    "INSERT INTO human_labels (image_id, annotator, label, source_file, monk, "
-                    "age_bin, quality, race, swatch_order) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-            _write_agreement(study, con)
+        _store(study, rows, annotators)
         run.rows_in = len(rows)
         run.rows_out = len(rows)
         votes: dict[str, dict[str, str]] = defaultdict(dict)
@@ -388,16 +388,7 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
             {"metric": "majority unsure", "value": majority_unsure},
             {"metric": "no majority (tie)", "value": no_majority},
         ]
-        for row in study.con.execute(
-            "SELECT attribute, alpha_kind, alpha, n_items FROM validation_agreement "
-            "WHERE source = 'pooled' AND attribute <> 'gender' ORDER BY attribute"
-        ).fetchall():
-            run.summary.append(
-                {
-                    "metric": f"krippendorff_alpha {row[0]} ({row[1]}, {row[3]} images)",
-                    "value": row[2],
-                }
-            )
+        run.summary += _further_alphas(study)
         if alpha is None:
             run.messages.append("Krippendorff's alpha needs at least two annotators on an image")
         run.messages.append("reference (paper): alpha 0.948, 98 % agreement with the majority")
@@ -412,6 +403,35 @@ def import_labels(study: Study, files: list[Path]) -> StageRun:
             }
         )
     return run
+
+
+def _store(study: Study, rows: list[tuple], annotators: list[str]) -> None:
+    """Replace the annotators' earlier answers with ``rows`` and the agreement table, in one
+    transaction."""
+    with study.transaction() as con:
+        if annotators:
+            con.execute(
+                "DELETE FROM human_labels WHERE annotator IN (SELECT unnest(?))", [annotators]
+            )
+        if rows:
+            con.executemany(
+                "INSERT INTO human_labels (image_id, annotator, label, source_file, monk, "
+                "age_bin, quality, race, swatch_order) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        _write_agreement(study, con)
+
+
+def _further_alphas(study: Study) -> list[dict[str, Any]]:
+    """Summary rows: alpha of the further questions (pooled over sources)."""
+    rows = study.con.execute(
+        "SELECT attribute, alpha_kind, alpha, n_items FROM validation_agreement "
+        "WHERE source = 'pooled' AND attribute <> 'gender' ORDER BY attribute"
+    ).fetchall()
+    return [
+        {"metric": f"krippendorff_alpha {a} ({kind}, {n} images)", "value": alpha}
+        for a, kind, alpha, n in rows
+    ]
 
 
 def _write_agreement(study: Study, con: Any) -> None:
