@@ -330,6 +330,13 @@ ANALYZE_RESULTS = (
     "amplification_corrected",
     "amplification_summary_corrected",
     "generated_gender",
+    "attribute_distribution",
+    "attribute_summary",
+    "attribute_change",
+    "attribute_amplification",
+    "attribute_intersections",
+    "attribute_official",
+    "attribute_errors",
 )
 declare(
     Stage(
@@ -346,6 +353,8 @@ declare(
             "labels",
             "mentions",
             "indicators",
+            "perceived_age",
+            "skin_tone",
         ),
         writes=("training_subsets", *ANALYZE_RESULTS),
         after=("select", "indicators", "neighbors", "images", "generate", "label"),
@@ -673,6 +682,7 @@ OTHER_WRITERS: Mapping[str, str] = {
     "stage_unfinished": "corpus_audit.core.store:Study.stage",
     "validation_items": "corpus_audit.commands.validate:export_sheet",
     "human_labels": "corpus_audit.commands.validate:import_labels",
+    "validation_agreement": "corpus_audit.commands.validate:import_labels",
     "schema_version": "corpus_audit.core.store:Study.migrate",
     "battle_pairs": "corpus_audit.commands.battles:export_battles",
     "battles": "corpus_audit.commands.battles:import_battles",

@@ -723,7 +723,8 @@ def test_analyze_needs_a_selection(make_study, laion_path):
 def _human(study, image_id, *labels):
     for i, label in enumerate(labels):
         study.con.execute(
-            "INSERT INTO human_labels (image_id, annotator, label, source_file) VALUES (?, ?, ?, 'sheet.csv')", [image_id, f"a{i}", label]
+            "INSERT INTO human_labels (image_id, annotator, label, source_file) VALUES (?, ?, ?, 'sheet.csv')",
+            [image_id, f"a{i}", label],
         )
 
 

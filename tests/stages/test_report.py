@@ -348,7 +348,8 @@ def test_report_shows_corrected_next_to_uncorrected(tmp_path: Path, shared_data:
         truth = "male" if label == "female" and i % 5 == 0 else label
         study.con.execute(
             "INSERT INTO human_labels (image_id, annotator, label, source_file) "
-            "VALUES (?, 'ann', ?, 'sheet.csv')", [image_id, truth]
+            "VALUES (?, 'ann', ?, 'sheet.csv')",
+            [image_id, truth],
         )
     run = analyze(study, progress=False)
     assert run.provenance["correction"]["sources"] == {"pooled": "applied"}
