@@ -10,9 +10,11 @@ annotator has mapped it to the Monk scale.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from corpus_audit.core.store import Study, dicts
+from corpus_audit.report.attribute_figures import heatmap_entries
 from corpus_audit.report.findings import Section, _interval, _level
 
 ATTRIBUTE_NAMES = {
@@ -33,8 +35,9 @@ def _rows(study: Study, sql: str) -> list[dict[str, Any]]:
     return dicts(study.con.execute(sql))
 
 
-def attributes_section(study: Study, confidence: float) -> Section:
-    """The section's data and findings, or its one-line reason when nothing was measured."""
+def attributes_section(study: Study, confidence: float, out_dir: Path | None = None) -> Section:
+    """The section's data and findings, or its one-line reason when nothing was measured;
+    its heat-maps are written to ``out_dir`` (the report's figures folder) when given."""
     section = Section("attributes", "Perceived age and skin tone")
     if not study.table_exists("attribute_amplification") or not study.count(
         "attribute_distribution"
@@ -77,6 +80,9 @@ def attributes_section(study: Study, confidence: float) -> Section:
             "ORDER BY attribute, source, strategy",
         ),
         "calibrated": False,
+        "figures": heatmap_entries(
+            _rows(study, "SELECT * FROM attribute_change WHERE occupation <> '*'"), out_dir
+        ),
     }
     section.findings = _findings(section.data, confidence)
     if not amp:

@@ -86,7 +86,7 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
         "results": fnd.amplification_section(ctx, ctx["kind"]),
         "generated": fnd.generated_section(study, ctx),
         "captions": fnd.indicators_findings(ctx, confidence),
-        "attributes": attributes_section(study, confidence),
+        "attributes": attributes_section(study, confidence, figures_dir),
     }
     ctx["indicator_columns"] = fnd.filled_columns(ctx["indicators"]["rows"], INDICATOR_COLUMNS)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)

@@ -109,10 +109,14 @@ def test_report_section_shows_aggregates_only(measured):
     page = Path(report(measured, progress=False).outputs["report"]).read_text(encoding="utf-8")
     assert 'id="attributes"' in page and 'id="uncalibrated"' in page
     assert 'id="attribute-amplification"' in page and "A_K" in page
+    assert 'id="fig-attribute_change_' in page  # the heat-map of per-class change
     findings = page[: page.index('id="attributes"')]
     assert "perceived age group A_K" in findings  # the opening box names the result
     for (image_id,) in measured.con.execute("SELECT image_id FROM images").fetchall():
         assert image_id not in page  # no image is named on the page
+    figures = measured.root / "report" / "figures"
+    drawn = sorted(figures.glob("attribute_change_*.png"))
+    assert len(drawn) == 1 and drawn[0].stat().st_size > 1000
 
 
 def test_report_says_why_without_measurements(small_study):  # noqa: F811

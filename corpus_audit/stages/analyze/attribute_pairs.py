@@ -167,6 +167,11 @@ def _redraw(c: np.ndarray, rng) -> np.ndarray:
     return np.stack([rng.multinomial(k, row / k) for k, row in zip(n, c, strict=True)])
 
 
+def _finite(value: float) -> float | None:
+    """None for NaN (an undefined test: both shares 0), else the value."""
+    return None if np.isnan(value) else float(value)
+
+
 def _cell_of(face: Face) -> tuple[str, str, str] | None:
     if face.gender not in GENDERS or face.age_group is None or face.l_star is None:
         return None
@@ -192,7 +197,7 @@ def intersection_rows(pair, confidence: float) -> list[dict]:
                 "n_training": n_t, "n_generated": n_g,
                 "training_share": 100.0 * k_t / n_t, "generated_share": 100.0 * k_g / n_g,
                 "change": d, "change_low": lo, "change_high": hi,
-                "p_value": mk.two_proportion_p(k_t, n_t, k_g, n_g),
+                "p_value": _finite(mk.two_proportion_p(k_t, n_t, k_g, n_g)),
                 "independence_p": None, "calibrated": False,
             }
         )  # fmt: skip
