@@ -23,6 +23,7 @@ ATTRIBUTE_NAMES = {
     "age_group": "perceived age group",
     "skin_tone": "skin lightness band (L*, uncalibrated)",
     "tone_group": "skin tone group (L*, uncalibrated)",
+    "monk": "Monk skin tone (calibrated on annotator labels)",
 }
 EMPTY = (
     "not measured (it needs the label stage's perceived age and skin tone on training and "
@@ -65,7 +66,8 @@ def attributes_section(study: Study, confidence: float, out_dir: Path | None = N
         "groups": _rows(
             study,
             "SELECT source, strategy, occupation, attribute, class, n, share, share_low, "
-            "share_high FROM attribute_distribution "
+            "share_high, corrected_share, corrected_low, corrected_high "
+            "FROM attribute_distribution "
             "WHERE attribute IN ('age_group', 'tone_group') "
             "ORDER BY occupation = '*' DESC, occupation, source, strategy, attribute, class_order",
         ),
@@ -79,7 +81,13 @@ def attributes_section(study: Study, confidence: float, out_dir: Path | None = N
             "SELECT * FROM attribute_summary WHERE occupation = '*' "
             "ORDER BY attribute, source, strategy",
         ),
-        "calibrated": False,
+        "monk": _rows(
+            study,
+            "SELECT source, strategy, class, class_order, n, share, share_low, share_high "
+            "FROM attribute_distribution WHERE attribute = 'monk' AND occupation = '*' "
+            "ORDER BY source, strategy, class_order",
+        ),
+        "errors": _rows(study, "SELECT * FROM attribute_errors ORDER BY attribute, source"),
         "figures": heatmap_entries(
             _rows(study, "SELECT * FROM attribute_change WHERE occupation <> '*'"), out_dir
         ),

@@ -3,7 +3,7 @@
 -- table subset_members, sql/subsets/cut.sql) whose image passed the face filter, all prompts of
 -- an occupation together; generated sets are a model's images per occupation (temp table
 -- analysis_labelled: kept by the face filter). Joined with the perceived age of $age_model and
--- the skin tone of $skin_method (NULL where not measured). gender is the analysis label
+-- the skin tone of $skin_method (L* and hue; NULL where not measured). gender is the analysis label
 -- (female | male | ambiguous). Owner: corpus_audit/stages/analyze/attributes.py
 WITH training AS (
     SELECT DISTINCT 'training' AS source, strategy, occupation, image_id, state AS gender
@@ -26,7 +26,7 @@ generated AS (
 SELECT
     m.source, m.strategy, m.occupation, m.gender,
     age.expected_age, age.age_bin, age.age_group, age.minor,
-    sk.status = 'measured' AS skin_measured, sk.l_star
+    sk.status = 'measured' AS skin_measured, sk.l_star, sk.hue_deg
 FROM (SELECT * FROM training UNION ALL SELECT * FROM generated) m
 LEFT JOIN perceived_age age ON age.image_id = m.image_id AND age.model = $age_model
 LEFT JOIN skin_tone sk ON sk.image_id = m.image_id AND sk.method = $skin_method

@@ -184,7 +184,9 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
         corrected = _corrected(study, classifier, seed, train, gen, caps, (amp_rows, summ_rows))
         attributes = (
-            attribute_tables(study, cfg.confidence, cfg.bootstrap, seed) if cfg.attributes else {}
+            attribute_tables(study, cfg.confidence, cfg.bootstrap, seed, classifier)
+            if cfg.attributes
+            else {}
         )
         _write_tables(
             study,

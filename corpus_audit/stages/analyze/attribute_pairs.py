@@ -16,6 +16,7 @@ from corpus_audit.methods import multiclass as mk
 from corpus_audit.methods.age_bins import AGE_GROUPS
 from corpus_audit.methods.skin_tone import TONE_GROUPS_UNCALIBRATED
 from corpus_audit.methods.stats import z_value
+from corpus_audit.stages.analyze import attribute_errors
 from corpus_audit.stages.analyze.attributes import (
     ATTRIBUTE_TABLES,
     MAX_REPLICATES,
@@ -26,6 +27,7 @@ from corpus_audit.stages.analyze.attributes import (
     SetKey,
     counts,
     distribution_rows,
+    instruments,
     newcombe,
     official_rows,
     read_sets,
@@ -210,14 +212,28 @@ def intersection_rows(pair, confidence: float) -> list[dict]:
     return rows
 
 
-def attribute_tables(study: Study, confidence: float, replicates: int, seed: int) -> dict:
-    """Rows of every attribute table, by table (empty lists when nothing was measured)."""
+def attribute_tables(
+    study: Study, confidence: float, replicates: int, seed: int, classifier: str | None = None
+) -> dict:
+    """Rows of every attribute table, by table (empty lists when nothing was measured); age
+    corrected and skin tone mapped to Monk where annotator labels allow
+    (:mod:`~corpus_audit.stages.analyze.attribute_errors`)."""
     rng = np.random.default_rng(seed)
     reps = max(1, min(replicates, MAX_REPLICATES))
-    sets, minors = read_sets(study)
+    measured = instruments(study)
+    sets, minors = read_sets(study, *measured)
     out: dict[str, list[dict]] = {t: [] for t in ATTRIBUTE_TABLES}
+    if not sets:
+        return out
+    settings = (study.config.analysis.correction_min_validated, reps, seed)
+    fix = attribute_errors.learn(study, classifier, measured, SCALES, settings)
+    out["attribute_errors"] = fix.rows
     for key in sorted(sets, key=lambda k: (k[0], k[1] or "", k[2])):
-        out["attribute_distribution"] += distribution_rows(key, sets[key], confidence)
+        rows = distribution_rows(key, sets[key], confidence)
+        attribute_errors.correct_rows(fix, rows, confidence, rng)
+        colours = [(f.l_star, f.hue_deg) for f in sets[key] if f.l_star is not None]
+        rows += attribute_errors.monk_rows(fix, key, colours, confidence, rng, reps)
+        out["attribute_distribution"] += rows
         out["attribute_summary"] += summary_rows(
             key, sets[key], minors.get(key, 0), confidence, rng
         )

@@ -79,6 +79,7 @@ class Face:
     age_group: str | None
     minor: bool
     l_star: float | None
+    hue_deg: float | None = None
 
     def value(self, attribute: str) -> str | None:
         """This face's class on ``attribute``'s scale (None: not measured)."""
@@ -113,12 +114,19 @@ def configured_age_model(label: Any) -> str | None:
         return None
 
 
-def read_sets(study: Study) -> tuple[dict[SetKey, list[Face]], dict[SetKey, int]]:
-    """The adult faces of every image set (pooled sets included) and the minors per set;
-    empty when the label stage measured no attribute."""
+def instruments(study: Study) -> tuple[str | None, str | None]:
+    """(the perceived-age model, the skin-tone method) the analysis reads (None: none)."""
     age_model, skin_method = study.sql(
         "analyze/attribute_instruments", age_model=configured_age_model(study.config.label)
     ).fetchone()
+    return age_model, skin_method
+
+
+def read_sets(
+    study: Study, age_model: str | None, skin_method: str | None
+) -> tuple[dict[SetKey, list[Face]], dict[SetKey, int]]:
+    """The adult faces of every image set (pooled sets included) and the minors per set;
+    empty when the label stage measured no attribute."""
     if age_model is None and skin_method is None:
         return {}, {}
     rows = dicts(
@@ -135,6 +143,7 @@ def read_sets(study: Study) -> tuple[dict[SetKey, list[Face]], dict[SetKey, int]
         face = Face(
             r["gender"], r["expected_age"], r["age_bin"], r["age_group"], False,
             r["l_star"] if r["skin_measured"] else None,
+            r["hue_deg"] if r["skin_measured"] else None,
         )  # fmt: skip
         for key in keys:
             faces[key].append(face)

@@ -1,0 +1,53 @@
+-- The validated faces the attribute correction and the Monk calibration learn from
+-- (docs/attributes.md, "Correcting for the instrument's errors"): one row per image the analysis
+-- counts (temp table analysis_labelled: face filter kept) with at least one annotator answer on
+-- age or skin tone in `human_labels` (validate import). human_age_bin: the band most annotators
+-- chose (strictly more answers than any other band; "can't tell" is NULL and not counted; ties:
+-- NULL); human_monk: the median of the annotators' Monk tones rounded down (NULL: no tone
+-- given). Beside them, what the instruments measured: the age band of $age_model and the L* /
+-- hue of $skin_method (NULL where not measured); stratum_label is the stored label of
+-- $classifier, the stratum `validate export` drew the image from (weights N_s / n_s).
+-- Owner: corpus_audit/stages/analyze/attribute_errors.py
+WITH age_votes AS (
+    SELECT image_id, age_bin, count(*) AS n
+    FROM human_labels
+    WHERE age_bin IS NOT NULL
+    GROUP BY image_id, age_bin
+),
+age_majority AS (
+    SELECT v.image_id, v.age_bin
+    FROM age_votes v
+    WHERE v.n > coalesce(
+        (SELECT max(o.n) FROM age_votes o WHERE o.image_id = v.image_id AND o.age_bin <> v.age_bin),
+        0
+    )
+),
+tones AS (
+    SELECT image_id, CAST(floor(median(monk)) AS INTEGER) AS monk
+    FROM human_labels
+    WHERE monk BETWEEN 1 AND 10
+    GROUP BY image_id
+),
+answered AS (
+    SELECT image_id FROM age_majority UNION SELECT image_id FROM tones
+)
+SELECT
+    q.image_id,
+    i.source AS side,
+    CASE WHEN i.source = 'generated' THEN coalesce(i.model_id, 'unknown') END AS model_id,
+    l.label AS stratum_label,
+    am.age_bin AS human_age_bin,
+    t.monk AS human_monk,
+    pa.age_bin AS predicted_age_bin,
+    CASE WHEN st.status = 'measured' THEN st.l_star END AS l_star,
+    CASE WHEN st.status = 'measured' THEN st.hue_deg END AS hue_deg
+FROM answered q
+JOIN images i ON i.image_id = q.image_id
+JOIN analysis_labelled a ON a.image_id = q.image_id
+LEFT JOIN labels l ON l.image_id = q.image_id AND l.classifier = $classifier
+LEFT JOIN age_majority am ON am.image_id = q.image_id
+LEFT JOIN tones t ON t.image_id = q.image_id
+LEFT JOIN perceived_age pa ON pa.image_id = q.image_id AND pa.model = $age_model
+LEFT JOIN skin_tone st ON st.image_id = q.image_id AND st.method = $skin_method
+WHERE i.source IN ('training', 'generated')
+ORDER BY q.image_id;

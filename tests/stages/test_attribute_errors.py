@@ -1,0 +1,131 @@
+"""Perceived age corrected and skin tone mapped to Monk from annotator answers, inside
+`analyze`, on the hand-made study of test_analysis.py (30 kept generated faces of model m1,
+8 training faces)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from corpus_audit.methods import multiclass as mk
+from corpus_audit.stages.analyze import analyze
+from corpus_audit.stages.analyze.attribute_errors import learn_age
+from tests.stages.test_analysis import _rows, small_study  # noqa: F401  (the fixture)
+from tests.stages.test_analysis_attributes import _measure
+
+AGES = (25.0, 40.0, 60.0)  # one face in each adult age group, in turn
+GROUP = {25.0: "25_34", 40.0: "35_44", 60.0: "55_64"}
+
+
+def _monk_of(l_star: float) -> int:
+    """The annotators' tone: darker skin (lower L*) is a higher Monk tone."""
+    return int(np.clip(10 - (l_star - 20) // 7, 1, 10))
+
+
+@pytest.fixture
+def validated(small_study):  # noqa: F811
+    """Every kept face measured (ages in turn 25 / 40 / 60, L* spread 20-78) and answered by
+    two annotators who agree with the age model's band and give a Monk tone that follows L*."""
+    study = small_study
+    study.config.analysis.correction_min_validated = 10
+    ids = study.column("SELECT image_id FROM images ORDER BY image_id")
+    for i, image_id in enumerate(ids):
+        age, l_star = AGES[i % 3], 20.0 + 2.0 * i
+        _measure(study, image_id, age, l_star)
+        for annotator in ("a", "b"):
+            study.con.execute(
+                "INSERT INTO human_labels (image_id, annotator, label, monk, age_bin) "
+                "VALUES (?, ?, '', ?, ?)",
+                [image_id, annotator, _monk_of(l_star), GROUP[age]],
+            )
+    return study
+
+
+def test_age_corrected_and_tone_calibrated_from_annotators(validated):
+    analyze(validated, progress=False)
+    errors = {
+        (r["attribute"], r["source"]): r for r in _rows(validated, "SELECT * FROM attribute_errors")
+    }
+    # generated m1: 30 validated faces, annotators agree with the model: identity matrix
+    group = errors[("age_group", "m1")]
+    assert group["applied"] and group["n_validated"] == 30 and group["reason"] is None
+    matrix = np.array(json.loads(group["matrix_json"]), dtype=float)
+    assert matrix.shape == (3, 4) and np.allclose(matrix[:, :3], np.eye(3))
+    # six bands, three of which no annotator chose: not applied, and said why
+    bins = errors[("age_bin", "m1")]
+    assert not bins["applied"] and "16_24" in bins["reason"] and "45_54" in bins["reason"]
+    # training: 8 faces, fewer than correction_min_validated
+    assert not errors[("age_group", "training")]["applied"]
+    assert "8 validated faces" in errors[("age_group", "training")]["reason"]
+    dist = _rows(validated, "SELECT * FROM attribute_distribution")
+    m1_groups = [r for r in dist if r["source"] == "m1" and r["attribute"] == "age_group"]
+    assert m1_groups
+    for r in m1_groups:  # an identity matrix changes nothing; the interval holds the share
+        assert r["corrected_share"] == pytest.approx(r["share"], abs=1e-6)
+        assert r["corrected_low"] <= r["corrected_share"] <= r["corrected_high"]
+        assert r["note"] is None
+    trained = [r for r in dist if r["source"] == "training" and r["attribute"] == "age_group"]
+    assert all(r["corrected_share"] is None and "8 validated" in r["note"] for r in trained)
+
+    # Monk: m1 calibrated from 30 tones, training refused (8 labels)
+    assert errors[("monk", "m1")]["applied"] and errors[("monk", "m1")]["n_validated"] == 30
+    assert "at least 30" in errors[("monk", "training")]["reason"]
+    monk = [r for r in dist if r["attribute"] == "monk"]
+    assert monk and {r["source"] for r in monk} == {"m1"}
+    pooled = sorted((r for r in monk if r["occupation"] == "*"), key=lambda r: r["class_order"])
+    assert len(pooled) == 10 and sum(r["share"] for r in pooled) == pytest.approx(100.0)
+    assert all(r["calibrated"] and r["share_low"] <= r["share"] <= r["share_high"] for r in pooled)
+    # the calibrated mean tone is near the annotators' mean tone of the same faces
+    tones = validated.con.execute(
+        "SELECT avg(h.monk) FROM human_labels h JOIN images i USING (image_id) "
+        "WHERE i.source = 'generated' AND h.annotator = 'a' AND i.image_id IN "
+        "(SELECT image_id FROM face_filter WHERE kept) AND i.image_id IN "
+        "(SELECT image_id FROM perceived_age WHERE NOT minor)"
+    ).fetchone()[0]
+    mean_tone = sum((r["class_order"] + 1) * r["share"] / 100 for r in pooled)
+    assert mean_tone == pytest.approx(tones, abs=0.5)
+
+
+def _row(human: str | None, predicted: str | None, stratum: str = "female") -> dict:
+    return {
+        "side": "generated", "model_id": "m", "stratum_label": stratum,
+        "human_age_bin": human, "predicted_age_bin": predicted,
+    }  # fmt: skip
+
+
+def test_age_matrix_weights_strata_and_leaves_minors_out():
+    """P(model's band | annotators' band) with N_s / n_s weights: a stratum drawn at one
+    image in ten counts ten times; annotators' under-16 answers are left out; the model's
+    under-16 reading is the uncounted last column."""
+    scale = ("under_35", "35_54", "55_plus")
+    rows = [_row("25_34", "25_34", "female")] * 4 + [_row("25_34", "45_54", "male")]
+    rows += [_row("35_44", "35_44"), _row("55_64", "65_plus"), _row("45_54", "under_16")]
+    rows += [_row("under_16", "25_34")]
+    sizes = {("generated", "m", "female"): 7, ("generated", "m", "male"): 10}
+    matrix, draws, reason, n = learn_age(rows, sizes, "age_group", scale, 3, 50, 0)
+    assert reason is None and n == 8 and draws.shape == (50, 3, 4)
+    # true under_35: 4 faces of the female stratum right (7 of its 7 faces validated: weight
+    # 1 each), 1 face of the male stratum wrong (1 of 10 validated: weight 10)
+    assert matrix[0] == pytest.approx([4 / 14, 10 / 14, 0, 0])
+    assert matrix[1] == pytest.approx([0, 0.5, 0, 0.5])  # one right, one read as under 16
+    assert matrix[2] == pytest.approx([0, 0, 1, 0])
+    q = np.array([0.5, 0.3, 0.2])
+    assert mk.corrected_shares(q, matrix).sum() == pytest.approx(1.0)
+    few = learn_age(rows[:2], sizes, "age_group", scale, 3, 50, 0)
+    assert few[0] is None and few[2] == "2 validated faces with an age band; at least 3"
+
+
+def test_report_shows_monk_tones_and_corrections(validated):
+    from pathlib import Path
+
+    from corpus_audit.report import report
+
+    analyze(validated, progress=False)
+    page = Path(report(validated, progress=False).outputs["report"]).read_text(encoding="utf-8")
+    assert 'id="attribute-monk"' in page and "monk_10" in page
+    assert "Monk tones from annotator labels exist for m1 only" in page
+    assert 'id="attribute-errors"' in page and "8 validated faces with an age band" in page
+    for image_id in validated.column("SELECT image_id FROM images"):
+        assert image_id not in page  # aggregates only
