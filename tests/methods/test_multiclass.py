@@ -133,3 +133,28 @@ def test_bad_input_is_refused_or_nan():
     assert np.isnan(m[1]).all()
     assert np.isnan(mk.corrected_shares(np.array([0.5, 0.5]), m)).all()
     assert np.isnan(mk.amplification_k(np.zeros(3), np.ones(3), 10, np.random.default_rng()).raw)
+
+
+def test_a_k_at_k2_equals_a_on_the_demos_published_tables():
+    """The demo's data: the paper's published %female per occupation (training, and four
+    prompts of SD 1.4 and SD 1.5, 500 labelled images each). A_K of the two-class counts
+    equals the amplification `corpus-audit amplify` computes from the same table."""
+    import csv
+    from importlib import resources
+
+    published = resources.files("corpus_audit").joinpath("demo_data", "published")
+    checked = 0
+    for name in ("percent_female_sd14.tsv", "percent_female_sd15.tsv"):
+        rows = list(csv.DictReader(published.joinpath(name).open(), delimiter="\t"))
+        for row in rows:
+            t = float(row["training"])
+            for prompt in ("prompt1", "prompt2", "prompt3", "prompt4"):
+                if not row.get(prompt):
+                    continue
+                g = float(row[prompt])
+                t_counts = np.array([t * 5, 500 - t * 5])  # 500 images: 0.2 % per image
+                g_counts = np.array([g * 5, 500 - g * 5])
+                got = mk.amplification_k(t_counts, g_counts, 10, np.random.default_rng(0))
+                assert 100 * got.raw == pytest.approx(amplification(t, g), abs=1e-9)
+                checked += 1
+    assert checked > 400

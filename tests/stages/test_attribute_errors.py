@@ -129,3 +129,123 @@ def test_report_shows_monk_tones_and_corrections(validated):
     assert 'id="attribute-errors"' in page and "8 validated faces with an age band" in page
     for image_id in validated.column("SELECT image_id FROM images"):
         assert image_id not in page  # aggregates only
+
+
+def test_race_estimated_from_opt_in_answers_only(validated):
+    """No classifier: the race rows are the annotators' answers on the validation sample,
+    one source at a time, weighted; a study whose sheet did not ask has none."""
+    from corpus_audit.commands.validate_questions import RACE
+    from corpus_audit.stages.analyze.attribute_errors import RACE_CLASSES
+
+    assert RACE_CLASSES == RACE  # the sheet's answers, in its order
+    analyze(validated, progress=False)
+    assert validated.count("attribute_distribution", "attribute = 'race'") == 0
+    ids = validated.column(
+        "SELECT image_id FROM images WHERE source = 'generated' ORDER BY image_id"
+    )
+    for i, image_id in enumerate(ids[:20]):  # 15 'white', 5 'black'; one annotator unsure
+        answer = "white" if i < 15 else "black"
+        validated.con.execute(
+            "UPDATE human_labels SET race = ? WHERE image_id = ? AND annotator = 'a'",
+            [answer, image_id],
+        )
+    analyze(validated, progress=False)
+    race = {
+        r["class"]: r
+        for r in _rows(validated, "SELECT * FROM attribute_distribution WHERE attribute = 'race'")
+    }
+    assert set(race) == set(RACE) and {r["source"] for r in race.values()} == {"m1"}
+    kept = validated.count(
+        "human_labels h JOIN face_filter f USING (image_id)",
+        "h.race IS NOT NULL AND f.kept",
+    )
+    assert race["white"]["n"] == kept and race["white"]["occupation"] == "*"
+    # weighted N_s / n_s within the strata (the stored gender label the sheet drew from)
+    answers = validated.con.execute(
+        "SELECT l.label, h.race FROM human_labels h JOIN labels l USING (image_id) "
+        "JOIN face_filter f USING (image_id) WHERE h.race IS NOT NULL AND f.kept"
+    ).fetchall()
+    population = dict(
+        validated.con.execute(
+            "SELECT l.label, count(*) FROM labels l JOIN images i USING (image_id) "
+            "JOIN face_filter f USING (image_id) WHERE i.source = 'generated' AND f.kept "
+            "GROUP BY 1"
+        ).fetchall()
+    )
+    drawn = {s: sum(1 for lab, _ in answers if lab == s) for s in population}
+    weight = {s: population[s] / drawn[s] for s in drawn if drawn[s]}
+    white = sum(weight[lab] for lab, r in answers if r == "white")
+    expected = 100.0 * white / sum(weight[lab] for lab, _ in answers)
+    assert race["white"]["share"] == pytest.approx(expected)
+    assert race["white"]["count"] == 15
+    assert race["white"]["share_low"] <= race["white"]["share"] <= race["white"]["share_high"]
+    assert race["asian"]["share"] == 0.0 and "no classifier" in race["asian"]["note"]
+
+
+def test_gender_error_rates_per_tone_group(validated):
+    """The Gender Shades audit: annotators call every generated face in the darkest L* group
+    a woman, so there the classifier's male labels are errors; elsewhere they agree with it.
+    The dark group's rate of women labelled male is its own, the other groups' are 0; a group
+    with fewer than 10 validated faces is not applied and says why."""
+    from corpus_audit.methods.skin_tone import tone_group_uncalibrated
+
+    rows = validated.con.execute(
+        "SELECT i.image_id, l.label, s.l_star FROM images i JOIN labels l USING (image_id) "
+        "JOIN skin_tone s USING (image_id) WHERE i.source = 'generated'"
+    ).fetchall()
+    for image_id, label, l_star in rows:
+        dark = tone_group_uncalibrated(l_star) == "l_dark"
+        truth = "female" if dark else label if label in ("female", "male") else "unsure"
+        validated.con.execute(
+            "UPDATE human_labels SET label = ? WHERE image_id = ?", [truth, image_id]
+        )
+    analyze(validated, progress=False)
+    groups = {
+        r["tone_group"]: r
+        for r in _rows(
+            validated,
+            "SELECT * FROM attribute_errors WHERE attribute = 'gender' AND source = 'm1'",
+        )
+    }
+    assert set(groups) == {"l_dark", "l_mid", "l_light"}
+    dark = np.array(json.loads(groups["l_dark"]["matrix_json"]), dtype=float)
+    kept_dark = [r for r in rows if tone_group_uncalibrated(r[2]) == "l_dark"]
+    men_labels = sum(r[1] == "male" for r in kept_dark)
+    assert men_labels > 0 and dark[0, 1] > 0  # women the classifier called men
+    for name, row in groups.items():
+        if name == "l_dark":
+            continue
+        matrix = np.array(json.loads(row["matrix_json"]), dtype=float)
+        assert np.nan_to_num(matrix[0, 1]) == 0 and np.nan_to_num(matrix[1, 0]) == 0
+        if row["n_validated"] < 10:
+            assert not row["applied"] and "at least 10" in row["reason"]
+
+
+def test_independence_of_the_instruments_errors_is_tested(validated):
+    """Where the gender classifier errs the age model errs too (every third generated face):
+    the product model's assumption fails and the cells say so with a small p; where the
+    errors are unrelated the p-value is large."""
+    gen = validated.con.execute(
+        "SELECT i.image_id, l.label, p.age_bin FROM images i JOIN labels l USING (image_id) "
+        "JOIN perceived_age p USING (image_id) JOIN face_filter f USING (image_id) "
+        "WHERE i.source = 'generated' AND f.kept AND l.label IN ('female', 'male') "
+        "ORDER BY i.image_id"
+    ).fetchall()
+    other = {"25_34": "55_64", "35_44": "16_24", "55_64": "25_34"}
+
+    def answer(together: bool) -> float:
+        for i, (image_id, label, band) in enumerate(gen):
+            gender_wrong = i % 3 == 0
+            age_wrong = gender_wrong if together else i % 2 == 0
+            truth = ("male" if label == "female" else "female") if gender_wrong else label
+            validated.con.execute(
+                "UPDATE human_labels SET label = ?, age_bin = ? WHERE image_id = ?",
+                [truth, other[band] if age_wrong else band, image_id],
+            )
+        analyze(validated, progress=False)
+        ps = validated.column("SELECT DISTINCT independence_p FROM attribute_intersections")
+        assert len(ps) == 1 and ps[0] is not None
+        return ps[0]
+
+    assert answer(together=True) < 0.01
+    assert answer(together=False) > 0.05

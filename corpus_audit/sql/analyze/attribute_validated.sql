@@ -1,11 +1,13 @@
 -- The validated faces the attribute correction and the Monk calibration learn from
 -- (docs/attributes.md, "Correcting for the instrument's errors"): one row per image the analysis
--- counts (temp table analysis_labelled: face filter kept) with at least one annotator answer on
--- age or skin tone in `human_labels` (validate import). human_age_bin: the band most annotators
--- chose (strictly more answers than any other band; "can't tell" is NULL and not counted; ties:
--- NULL); human_monk: the median of the annotators' Monk tones rounded down (NULL: no tone
--- given). Beside them, what the instruments measured: the age band of $age_model and the L* /
--- hue of $skin_method (NULL where not measured); stratum_label is the stored label of
+-- counts (temp table analysis_labelled: face filter kept) with an annotator answer in
+-- `human_labels` (validate import). The annotators' side: human_age_bin, the band most
+-- annotators chose (strictly more answers than any other band; "can't tell" is NULL and not
+-- counted; ties: NULL); human_monk, the median of their Monk tones rounded down (NULL: no tone
+-- given); human_race, the opt-in race/ethnicity answer most gave (as for age); human_gender,
+-- female or male when most said so (as sql/analyze/validated.sql), else NULL. The instruments'
+-- side (NULL where not measured): the age band of $age_model, the L* and hue of $skin_method,
+-- the analysis' gender label (predicted_gender). stratum_label is the stored label of
 -- $classifier, the stratum `validate export` drew the image from (weights N_s / n_s).
 -- Owner: corpus_audit/stages/analyze/attribute_errors.py
 WITH age_votes AS (
@@ -22,6 +24,33 @@ age_majority AS (
         0
     )
 ),
+race_votes AS (
+    SELECT image_id, race, count(*) AS n
+    FROM human_labels
+    WHERE race IS NOT NULL
+    GROUP BY image_id, race
+),
+race_majority AS (
+    SELECT v.image_id, v.race
+    FROM race_votes v
+    WHERE v.n > coalesce(
+        (SELECT max(o.n) FROM race_votes o WHERE o.image_id = v.image_id AND o.race <> v.race), 0
+    )
+),
+gender_votes AS (
+    SELECT image_id, label, count(*) AS n
+    FROM human_labels
+    WHERE label IN ('female', 'male', 'unsure')
+    GROUP BY image_id, label
+),
+gender_majority AS (
+    SELECT v.image_id, v.label
+    FROM gender_votes v
+    WHERE v.label <> 'unsure' AND v.n > coalesce(
+        (SELECT max(o.n) FROM gender_votes o WHERE o.image_id = v.image_id AND o.label <> v.label),
+        0
+    )
+),
 tones AS (
     SELECT image_id, CAST(floor(median(monk)) AS INTEGER) AS monk
     FROM human_labels
@@ -29,7 +58,10 @@ tones AS (
     GROUP BY image_id
 ),
 answered AS (
-    SELECT image_id FROM age_majority UNION SELECT image_id FROM tones
+    SELECT image_id FROM age_majority
+    UNION SELECT image_id FROM tones
+    UNION SELECT image_id FROM race_majority
+    UNION SELECT image_id FROM gender_majority
 )
 SELECT
     q.image_id,
@@ -38,6 +70,9 @@ SELECT
     l.label AS stratum_label,
     am.age_bin AS human_age_bin,
     t.monk AS human_monk,
+    rm.race AS human_race,
+    gm.label AS human_gender,
+    a.label AS predicted_gender,
     pa.age_bin AS predicted_age_bin,
     CASE WHEN st.status = 'measured' THEN st.l_star END AS l_star,
     CASE WHEN st.status = 'measured' THEN st.hue_deg END AS hue_deg
@@ -47,6 +82,8 @@ JOIN analysis_labelled a ON a.image_id = q.image_id
 LEFT JOIN labels l ON l.image_id = q.image_id AND l.classifier = $classifier
 LEFT JOIN age_majority am ON am.image_id = q.image_id
 LEFT JOIN tones t ON t.image_id = q.image_id
+LEFT JOIN race_majority rm ON rm.image_id = q.image_id
+LEFT JOIN gender_majority gm ON gm.image_id = q.image_id
 LEFT JOIN perceived_age pa ON pa.image_id = q.image_id AND pa.model = $age_model
 LEFT JOIN skin_tone st ON st.image_id = q.image_id AND st.method = $skin_method
 WHERE i.source IN ('training', 'generated')

@@ -105,7 +105,7 @@ CREATE TABLE IF NOT EXISTS attribute_intersections (
     q_value      DOUBLE,                     -- Benjamini-Hochberg over the model's 18 cells
     significant  BOOLEAN,                    -- q_value < 1 - analysis.confidence
     worst        BOOLEAN,                    -- the cell with the largest |change| of the model
-    independence_p DOUBLE,                   -- test of the product model (NULL: no validation)
+    independence_p DOUBLE,                   -- errors independent? pairwise tests on validated faces, Bonferroni (NULL: untested)
     calibrated   BOOLEAN NOT NULL
 );
 

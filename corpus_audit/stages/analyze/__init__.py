@@ -88,9 +88,10 @@ _FINGERPRINT_COLUMNS = {
     "labels": "image_id, classifier, p_female, label",
     "mentions": "caption_id, occupation",
     "indicators": "caption_id, label",
-    "human_labels": "image_id, annotator, label",  # the misclassification correction
+    # the misclassification correction; the attribute correction, Monk calibration and race
+    "human_labels": "image_id, annotator, label, monk, age_bin, race",
     "perceived_age": "image_id, model, expected_age, age_bin, minor",  # attribute tables
-    "skin_tone": "image_id, method, status, l_star",
+    "skin_tone": "image_id, method, status, l_star, hue_deg",
 }
 
 

@@ -16,6 +16,9 @@ age band and median Monk tone beside what the instruments measured) and, per ima
   Faces the annotators read as under 16 are left out, as minors are everywhere. Not applied
   (``attribute_errors.reason`` says why) below ``analysis.correction_min_validated`` validated
   faces or while a band has no validated face.
+- **Race or ethnicity** (only when the study asked it, ``validate export --race``): no
+  classifier measures it; each source's distribution is the annotators' majority answers on
+  its validation sample, weighted to its labelled images (``race`` rows, occupation ``*``).
 - **Skin tone**: the per-source cumulative-logit mapping (L*, hue) -> Monk 1-10
   (:mod:`corpus_audit.methods.monk_calibration`) fitted on the validated faces' median Monk
   tone. With it a set gets ``monk`` rows: each tone's share is the mean of its faces' calibrated
@@ -39,6 +42,8 @@ from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods import monk_calibration as monk
 from corpus_audit.methods import multiclass as mk
 from corpus_audit.methods.age_bins import GROUP_OF_BIN, MINOR_BIN
+from corpus_audit.methods.lexicon.bls_cps import RACE_COLUMNS
+from corpus_audit.methods.skin_tone import TONE_GROUPS_UNCALIBRATED, tone_group_uncalibrated
 from corpus_audit.methods.stats import percentile_interval, stable_seed
 
 AGE_ATTRIBUTES = ("age_bin", "age_group")
@@ -49,6 +54,16 @@ MONK_NOTE = (
     "set's faces (the calibration fit's own uncertainty is not included)"
 )
 TRAINING = "training"
+GENDER = "gender"
+GENDERS = ("female", "male")
+GENDER_OUTCOMES = ("female", "male", "ambiguous")
+TONE_GROUP_MIN = 10  # validated faces of both genders a tone group needs for its own rates
+RACE = "race"
+RACE_CLASSES = (*RACE_COLUMNS, "other")  # the sheet's answers (validate --race), BLS's groups
+RACE_NOTE = (
+    "perceived race or ethnicity as the annotators answered it on the validation sample "
+    "(opt-in; no classifier), weighted to the source's labelled images; all occupations"
+)
 
 
 @dataclass
@@ -62,6 +77,14 @@ class AttributeCorrection:
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
     calibrations: dict[str, monk.MonkCalibration] = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)
+    race_rows: list[dict] = field(default_factory=list)  # attribute_distribution rows
+    independence: dict[str, float] = field(default_factory=dict)  # source -> p (Bonferroni)
+
+    def independence_p(self, *sources: str) -> float | None:
+        """The product model's test over ``sources`` (Bonferroni: the smallest p times the
+        number of sources tested, at most 1); None when none could be tested."""
+        ps = [self.independence[s] for s in sources if s in self.independence]
+        return min(1.0, min(ps) * len(ps)) if ps else None
 
 
 def _source(row: dict) -> str:
@@ -173,7 +196,151 @@ def learn(
             if calibration is not None:
                 fix.calibrations[source] = calibration
             _record(fix, MONK, source, n, None, None, reason)
+        if skin_method:
+            fix.rows += gender_by_tone(source, part, sizes)
+        p = independence(part, fix.calibrations.get(source))
+        if p is not None:
+            fix.independence[source] = p
+        fix.race_rows += race_rows(source, part, sizes, replicates, seed)
     return fix
+
+
+def gender_by_tone(source: str, rows: list[dict], sizes: dict[tuple, int]) -> list[dict]:
+    """``attribute_errors`` rows of the gender classifier's error rates per skin-tone group
+    (the L* groups): the weighted matrix P(label | annotators' gender) over female, male,
+    ambiguous. A group with fewer than :data:`TONE_GROUP_MIN` validated faces, or without a
+    validated woman or man, is not applied: the source's rates over all groups
+    (``classifier_errors``) stand for it, and ``reason`` says so."""
+    used = [
+        r
+        for r in rows
+        if r["human_gender"] in GENDERS
+        and r["predicted_gender"] in GENDER_OUTCOMES
+        and r["l_star"] is not None
+    ]
+    if not used:
+        return []
+    weights = _weights(used, sizes)
+    groups = np.array([tone_group_uncalibrated(r["l_star"]) for r in used])
+    truth = np.array([GENDERS.index(r["human_gender"]) for r in used])
+    pred = np.array([GENDER_OUTCOMES.index(r["predicted_gender"]) for r in used])
+    out = []
+    for group in TONE_GROUPS_UNCALIBRATED:
+        at = groups == group
+        n = int(at.sum())
+        matrix = mk.confusion(truth[at], pred[at], 2, 3, weights[at]) if n else None
+        reason = None
+        if n < TONE_GROUP_MIN or len(set(truth[at].tolist())) < 2:
+            reason = (
+                f"{n} validated faces in this tone group (at least {TONE_GROUP_MIN} of both "
+                "genders are needed): the source's rates over all groups stand for it"
+            )
+        out.append(
+            {
+                "attribute": GENDER, "source": source, "n_validated": n,
+                "matrix_json": _matrix_json(matrix), "applied": reason is None,
+                "reason": reason, "tone_group": group,
+            }
+        )  # fmt: skip
+    return out
+
+
+def monk_group(tone: int) -> int:
+    """0 (Monk 1-3), 1 (4-7) or 2 (8-10)."""
+    return 0 if tone <= 3 else 1 if tone <= 7 else 2
+
+
+def independence(rows: list[dict], calibration: monk.MonkCalibration | None) -> float | None:
+    """p-value of the product model's assumption on one source's validated faces: are the
+    instruments' errors independent of each other? Errors: the gender label differs from the
+    annotators' (female or male; ambiguous is no error), the age group differs from theirs, and
+    with a Monk calibration the calibrated tone's group (Monk 1-3, 4-7, 8-10) differs from the
+    annotators' tone's. Each pair of attributes answered on at least 10 faces is tested
+    (:func:`~corpus_audit.methods.multiclass.error_independence_p`); the smallest p times the
+    number of pairs tested (Bonferroni, at most 1). None when no pair could be tested."""
+    wrong: dict[str, list] = {"gender": [], "age": [], "tone": []}
+    for r in rows:
+        g = None
+        if r["human_gender"] in GENDERS and r["predicted_gender"] in GENDER_OUTCOMES:
+            g = r["predicted_gender"] in GENDERS and r["predicted_gender"] != r["human_gender"]
+        a = None
+        human, pred = r["human_age_bin"], r["predicted_age_bin"]
+        if human not in (None, MINOR_BIN) and pred is not None:
+            a = pred == MINOR_BIN or GROUP_OF_BIN[pred] != GROUP_OF_BIN[human]
+        t = None
+        if calibration is not None and r["human_monk"] is not None and r["l_star"] is not None:
+            hue = r["hue_deg"] if r["hue_deg"] is not None else float("nan")
+            if np.isfinite(hue):
+                tone = int(calibration.predict(np.array([r["l_star"]]), np.array([hue]))[0])
+                t = monk_group(tone) != monk_group(int(r["human_monk"]))
+        for name, value in (("gender", g), ("age", a), ("tone", t)):
+            wrong[name].append(value)
+    ps = []
+    for x, y in (("gender", "age"), ("gender", "tone"), ("age", "tone")):
+        both = [
+            (u, v)
+            for u, v in zip(wrong[x], wrong[y], strict=True)
+            if u is not None and v is not None
+        ]
+        if len(both) >= 10:
+            p = mk.error_independence_p([u for u, _ in both], [v for _, v in both])
+            if np.isfinite(p):
+                ps.append(p)
+    return min(1.0, min(ps) * len(ps)) if ps else None
+
+
+def _matrix_json(matrix: np.ndarray | None) -> str | None:
+    if matrix is None:
+        return None
+    return json.dumps(
+        [[None if np.isnan(v) else round(float(v), 6) for v in row] for row in matrix]
+    )
+
+
+def race_rows(
+    source: str, rows: list[dict], sizes: dict[tuple, int], replicates: int, seed: int
+) -> list[dict]:
+    """``attribute_distribution`` rows of the annotators' perceived race or ethnicity for one
+    source (occupation ``*``): the weighted share of each answer among the validated faces
+    that got one, and the stratified bootstrap replicates of each share (``_draws``, made
+    into the interval by :func:`race_interval`). Empty without answers."""
+    used = [r for r in rows if r.get("human_race") in RACE_CLASSES]
+    if not used:
+        return []
+    index = {c: i for i, c in enumerate(RACE_CLASSES)}
+    y = np.array([index[r["human_race"]] for r in used])
+    w = _weights(used, sizes)
+    strata = [(r["side"], r["model_id"], r["stratum_label"]) for r in used]
+    groups = [np.flatnonzero([s == g for s in strata]) for g in dict.fromkeys(strata)]
+    rng = np.random.default_rng(stable_seed(seed, RACE, source))
+    draws = np.empty((max(1, replicates), len(RACE_CLASSES)))
+    for b in range(len(draws)):
+        idx = np.concatenate([rng.choice(g, g.size) for g in groups])
+        draws[b] = np.bincount(y[idx], weights=w[idx], minlength=len(RACE_CLASSES))
+        draws[b] /= draws[b].sum()
+    shares = np.bincount(y, weights=w, minlength=len(RACE_CLASSES)) / w.sum()
+    counts = np.bincount(y, minlength=len(RACE_CLASSES))
+    return [
+        {
+            "attribute": RACE, "source": source, "strategy": None, "occupation": "*",
+            "class": name, "class_order": k, "n": len(used), "count": int(counts[k]),
+            "share": 100.0 * shares[k], "share_low": None, "share_high": None,
+            "corrected_share": None, "corrected_low": None, "corrected_high": None,
+            "calibrated": True, "note": RACE_NOTE, "_draws": draws[:, k],
+        }
+        for k, name in enumerate(RACE_CLASSES)
+    ]  # fmt: skip
+
+
+def race_interval(rows: list[dict], confidence: float) -> list[dict]:
+    """The race rows with their interval at ``confidence`` (and without the draws)."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        lo, hi = percentile_interval(r.pop("_draws"), confidence)
+        r["share_low"], r["share_high"] = _pct(lo), _pct(hi)
+        out.append(r)
+    return out
 
 
 def _record(fix, attribute, source, n, matrix, draws, reason) -> None:
@@ -182,14 +349,10 @@ def _record(fix, attribute, source, n, matrix, draws, reason) -> None:
         fix.matrices[key], fix.draws[key] = matrix, draws
     elif reason is not None:
         fix.reasons[key] = reason
-    as_json = None
-    if matrix is not None:
-        as_json = json.dumps(
-            [[None if np.isnan(v) else round(float(v), 6) for v in r] for r in matrix]
-        )
     fix.rows.append(
         {
-            "attribute": attribute, "source": source, "n_validated": n, "matrix_json": as_json,
+            "attribute": attribute, "source": source, "n_validated": n,
+            "matrix_json": _matrix_json(matrix),
             "applied": reason is None, "reason": reason, "tone_group": None,
         }
     )  # fmt: skip

@@ -228,6 +228,7 @@ def attribute_tables(
     settings = (study.config.analysis.correction_min_validated, reps, seed)
     fix = attribute_errors.learn(study, classifier, measured, SCALES, settings)
     out["attribute_errors"] = fix.rows
+    out["attribute_distribution"] += attribute_errors.race_interval(fix.race_rows, confidence)
     for key in sorted(sets, key=lambda k: (k[0], k[1] or "", k[2])):
         rows = distribution_rows(key, sets[key], confidence)
         attribute_errors.correct_rows(fix, rows, confidence, rng)
@@ -249,7 +250,11 @@ def attribute_tables(
                 row["directional"], row["directional_low"], row["directional_high"] = directional(
                     by_model.get(pair[:2], []), row["attribute"], reps, rng, confidence
                 )
-            out["attribute_intersections"] += intersection_rows(pair, confidence)
+            cells = intersection_rows(pair, confidence)
+            p = fix.independence_p("training", pair[0])
+            for cell in cells:
+                cell["independence_p"] = p
+            out["attribute_intersections"] += cells
         else:
             by_model.setdefault(pair[:2], []).append(pair)
         out["attribute_amplification"] += amp
