@@ -87,7 +87,10 @@ def attributes_section(study: Study, confidence: float, out_dir: Path | None = N
             "FROM attribute_distribution WHERE attribute = 'monk' AND occupation = '*' "
             "ORDER BY source, strategy, class_order",
         ),
-        "errors": _rows(study, "SELECT * FROM attribute_errors ORDER BY attribute, source, tone_group NULLS FIRST"),
+        "errors": _rows(
+            study,
+            "SELECT * FROM attribute_errors ORDER BY attribute, source, tone_group NULLS FIRST",
+        ),
         "figures": heatmap_entries(
             _rows(study, "SELECT * FROM attribute_change WHERE occupation <> '*'"), out_dir
         ),
