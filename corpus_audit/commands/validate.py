@@ -43,6 +43,7 @@ from corpus_audit.core.errors import CorpusAuditError, StageOrderError, Validati
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.stats import allocate
 from corpus_audit.report.thumbs import thumbnail_uri
+from corpus_audit.stages.analyze.strata import prepare_strata
 from corpus_audit.stages.label import resolve_image_path
 
 THUMBNAIL_PX = 320  # longest side of the inlined images
@@ -84,17 +85,22 @@ def _classifier_for(study: Study) -> str:
     )
 
 
-def draw_sample(study: Study, cid: str, n: int) -> list[tuple[str, str, str]]:
+def draw_sample(
+    study: Study, cid: str, n: int, by_attributes: bool = False
+) -> list[tuple[str, str, str]]:
     """``[(image_id, path, stratum)]``: the stratified sample, in a stable shuffled order.
 
     Within a stratum images are ranked by ``sha256(seed:image_id)``, so the sample depends
-    only on the study seed and the labels (not on DuckDB's hash or row order)."""
+    only on the study seed and the labels (not on DuckDB's hash or row order).
+    ``by_attributes``: strata also split by perceived tone and age group (equal quotas per
+    group, :mod:`corpus_audit.stages.analyze.strata`)."""
     seed = study.config.study.seed
 
     def rank(image_id: str) -> str:
         return hashlib.sha256(f"{seed}:{image_id}".encode()).hexdigest()
 
-    rows = study.sql("validate/strata", classifier=cid).fetchall()
+    prepare_strata(study)
+    rows = study.sql("validate/strata", classifier=cid, by_attributes=by_attributes).fetchall()
     by_stratum: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     for image_id, path, stratum in sorted(rows, key=lambda r: (r[2], rank(r[0]))):
         by_stratum[stratum].append((image_id, path, stratum))
@@ -180,15 +186,20 @@ _ITEM = """<figure data-item="{item}" data-image-id="{image_id}">{img}
 
 
 def export_sheet(
-    study: Study, n: int = 200, out_dir: Path | None = None, race: bool = False
+    study: Study,
+    n: int = 200,
+    out_dir: Path | None = None,
+    race: bool = False,
+    by_attributes: bool = False,
 ) -> StageRun:
     """Write the annotation sheet (HTML + CSV) for a stratified sample of ``n`` >= 1 images;
-    ``race``: also ask perceived race or ethnicity (opt-in, human answers only)."""
+    ``race``: also ask perceived race or ethnicity (opt-in, human answers only);
+    ``by_attributes``: equal quotas per (source, label, tone group, age group)."""
     if n < 1:
         raise CorpusAuditError(f"validate export: --n must be >= 1, got {n}")
     with study.stage("validate_export", "label", "study") as run:
         cid = _classifier_for(study)
-        sample = draw_sample(study, cid, n)
+        sample = draw_sample(study, cid, n, by_attributes)
         out = Path(out_dir) if out_dir is not None else study.root / "validation"
         out.mkdir(parents=True, exist_ok=True)
         items_html, missing = _items(study, sample, race)
@@ -224,7 +235,15 @@ def export_sheet(
             "`corpus-audit validate import DIR FILE...`"
         )
         run.outputs = {"sheet": str(sheet), "csv": str(table)}
-        run.provenance.update({"classifier": cid, "n": n, "strata": dict(counts), "race": race})
+        run.provenance.update(
+            {
+                "classifier": cid,
+                "n": n,
+                "strata": dict(counts),
+                "race": race,
+                "by_attributes": by_attributes,
+            }
+        )
     return run
 
 

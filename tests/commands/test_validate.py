@@ -246,3 +246,32 @@ def test_import_further_answers_and_ordinal_alpha(labelled, tmp_path):
     bad_age = _write(tmp_path / "bad2.csv", header, [(ids[0], "", "", "elderly", "", "z")])
     with pytest.raises(ValidationError, match=r"bad2.csv:2: age_bin 'elderly'"):
         import_labels(labelled, [bad_age])
+
+
+def test_quotas_per_tone_and_age_group(labelled, tmp_path):
+    """--by-attributes: strata split by the perceived tone and age group of each image, and
+    every such group of each source and label gets an equal quota (a small group is taken
+    whole); the analysis then weighs by those strata."""
+    from collections import Counter
+
+    from corpus_audit.methods.stats import allocate
+    from corpus_audit.stages.analyze.strata import prepare_strata
+
+    export_sheet(labelled, n=12, out_dir=tmp_path / "plain")
+    plain = Counter(labelled.column("SELECT stratum FROM validation_items"))
+    assert prepare_strata(labelled) is False
+    run = export_sheet(labelled, n=12, out_dir=tmp_path / "groups", by_attributes=True)
+    assert run.provenance["by_attributes"] is True
+    drawn = Counter(labelled.column("SELECT stratum FROM validation_items"))
+    assert all(len(s.split("/")) == 4 for s in drawn)
+    available = Counter(
+        labelled.column(
+            "SELECT i.source || '/' || l.label || '/' || g.tone_group || '/' || g.age_group "
+            "FROM labels l JOIN images i USING (image_id) "
+            "JOIN validation_groups g USING (image_id)"
+        )
+    )
+    assert len(available) > len(plain)  # finer strata than (source, label)
+    want = {s: k for s, k in allocate(dict(available), 12).items() if k}
+    assert dict(drawn) == want
+    assert prepare_strata(labelled) is True

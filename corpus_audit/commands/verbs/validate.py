@@ -25,6 +25,11 @@ def add_parser(sub: Subcommands) -> None:
         action="store_true",
         help="also ask perceived race or ethnicity (opt-in; human answers only)",
     )
+    export.add_argument(
+        "--by-attributes",
+        action="store_true",
+        help="equal quotas per perceived tone and age group within each source and label",
+    )
     imports = actions.add_parser(
         "import", help="read annotators' label CSVs; report alpha and agreement"
     )
@@ -38,7 +43,13 @@ def run(args: argparse.Namespace) -> int:
     with open_study(args) as study:
         if args.action == "export":
             print_run(
-                validate.export_sheet(study, n=args.n, out_dir=out_path(args), race=args.race)
+                validate.export_sheet(
+                    study,
+                    n=args.n,
+                    out_dir=out_path(args),
+                    race=args.race,
+                    by_attributes=args.by_attributes,
+                )
             )
         else:
             print_run(validate.import_labels(study, [Path(f) for f in args.files]))

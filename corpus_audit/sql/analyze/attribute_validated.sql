@@ -8,7 +8,8 @@
 -- female or male when most said so (as sql/analyze/validated.sql), else NULL. The instruments'
 -- side (NULL where not measured): the age band of $age_model, the L* and hue of $skin_method,
 -- the analysis' gender label (predicted_gender). stratum_label is the stored label of
--- $classifier, the stratum `validate export` drew the image from (weights N_s / n_s).
+-- $classifier, the stratum `validate export` drew the image from (weights N_s / n_s), with
+-- $by_attributes also its tone and age group (temp table validation_groups).
 -- Owner: corpus_audit/stages/analyze/attribute_errors.py
 WITH age_votes AS (
     SELECT image_id, age_bin, count(*) AS n
@@ -67,7 +68,9 @@ SELECT
     q.image_id,
     i.source AS side,
     CASE WHEN i.source = 'generated' THEN coalesce(i.model_id, 'unknown') END AS model_id,
-    l.label AS stratum_label,
+    l.label
+        || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
+        AS stratum_label,
     am.age_bin AS human_age_bin,
     t.monk AS human_monk,
     rm.race AS human_race,
@@ -80,6 +83,7 @@ FROM answered q
 JOIN images i ON i.image_id = q.image_id
 JOIN analysis_labelled a ON a.image_id = q.image_id
 LEFT JOIN labels l ON l.image_id = q.image_id AND l.classifier = $classifier
+LEFT JOIN validation_groups g ON g.image_id = q.image_id
 LEFT JOIN age_majority am ON am.image_id = q.image_id
 LEFT JOIN tones t ON t.image_id = q.image_id
 LEFT JOIN race_majority rm ON rm.image_id = q.image_id

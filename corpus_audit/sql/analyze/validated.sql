@@ -4,7 +4,8 @@
 -- label; ties and 'unsure' majorities are left out) and that the analysis counts (temp table
 -- analysis_labelled: the classifier $classifier's label after analysis.threshold, face filter
 -- kept). side / model_id name its source; stratum_label is the stored label of $classifier
--- (the stratum `validate export` drew it from). Owner: corpus_audit/stages/analyze/correction.py
+-- (the stratum `validate export` drew it from), with $by_attributes also its tone and age
+-- group (temp table validation_groups, sql/validate/groups.sql). Owner: corpus_audit/stages/analyze/correction.py
 WITH votes AS (
     SELECT image_id, label, count(*) AS n
     FROM human_labels
@@ -22,13 +23,16 @@ SELECT
     m.image_id,
     i.source AS side,
     CASE WHEN i.source = 'generated' THEN coalesce(i.model_id, 'unknown') END AS model_id,
-    l.label AS stratum_label,
+    l.label
+        || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
+        AS stratum_label,
     m.truth,
     a.label AS predicted
 FROM majority m
 JOIN images i ON i.image_id = m.image_id
 JOIN analysis_labelled a ON a.image_id = m.image_id
 JOIN labels l ON l.image_id = m.image_id AND l.classifier = $classifier
+JOIN validation_groups g ON g.image_id = m.image_id
 WHERE m.truth IN ('female', 'male')
   AND i.source IN ('training', 'generated')
 ORDER BY m.image_id;

@@ -1,4 +1,5 @@
--- Labelled images per stratum (source, stored label of $classifier) that the analysis counts
+-- Labelled images per stratum (source, stored label of $classifier; with $by_attributes also
+-- the tone and age group of temp table validation_groups) that the analysis counts
 -- (temp table analysis_labelled: face filter kept): the population each stratum of the
 -- validation sample was drawn from (sql/validate/strata.sql draws it uniformly within a
 -- stratum, so also within its analysed part; the correction weighs a validated image
@@ -6,10 +7,13 @@
 SELECT
     i.source AS side,
     CASE WHEN i.source = 'generated' THEN coalesce(i.model_id, 'unknown') END AS model_id,
-    l.label AS stratum_label,
+    l.label
+        || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
+        AS stratum_label,
     count(*) AS n
 FROM labels l
 JOIN images i ON i.image_id = l.image_id
+JOIN validation_groups g ON g.image_id = l.image_id
 JOIN analysis_labelled a ON a.image_id = l.image_id
 WHERE l.classifier = $classifier
   AND i.source IN ('training', 'generated')

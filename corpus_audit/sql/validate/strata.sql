@@ -1,6 +1,14 @@
--- The images labelled by $classifier with their stratum '<source>/<label>' (validate export
--- draws its sample per stratum). Reads `labels`, `images`. Owner: corpus_audit/commands/validate.py
-SELECT l.image_id, i.path, i.source || '/' || l.label AS stratum
+-- The images labelled by $classifier with their stratum (validate export draws its sample per
+-- stratum): '<source>/<label>', or with $by_attributes '<source>/<label>/<tone group>/<age
+-- group>' from the temp table validation_groups (sql/validate/groups.sql).
+-- Reads `labels`, `images`. Owner: corpus_audit/commands/validate.py
+SELECT
+    l.image_id,
+    i.path,
+    i.source || '/' || l.label
+        || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
+        AS stratum
 FROM labels l
 JOIN images i USING (image_id)
+JOIN validation_groups g USING (image_id)
 WHERE l.classifier = $classifier;

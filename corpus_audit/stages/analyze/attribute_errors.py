@@ -45,6 +45,7 @@ from corpus_audit.methods.age_bins import GROUP_OF_BIN, MINOR_BIN
 from corpus_audit.methods.lexicon.bls_cps import RACE_COLUMNS
 from corpus_audit.methods.skin_tone import TONE_GROUPS_UNCALIBRATED, tone_group_uncalibrated
 from corpus_audit.methods.stats import percentile_interval, stable_seed
+from corpus_audit.stages.analyze.strata import prepare_strata
 
 AGE_ATTRIBUTES = ("age_bin", "age_group")
 MONK = "monk"
@@ -169,17 +170,21 @@ def learn(
     fix = AttributeCorrection()
     if not study.table_exists("human_labels"):
         return fix
+    by = prepare_strata(study)
     rows = dicts(
         study.sql(
             "analyze/attribute_validated",
             classifier=classifier or "",
             age_model=age_model,
             skin_method=skin_method,
+            by_attributes=by,
         )
     )
     sizes = {
         (r["side"], r["model_id"], r["stratum_label"]): r["n"]
-        for r in dicts(study.sql("analyze/validation_strata", classifier=classifier or ""))
+        for r in dicts(
+            study.sql("analyze/validation_strata", classifier=classifier or "", by_attributes=by)
+        )
     }
     by_source: dict[str, list[dict]] = defaultdict(list)
     for r in rows:

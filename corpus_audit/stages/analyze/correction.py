@@ -29,6 +29,7 @@ from corpus_audit.methods import misclassification as mc
 from corpus_audit.methods.amplification import Rate
 from corpus_audit.methods.stats import bootstrap_percent, percentile_interval, stable_seed
 from corpus_audit.stages.analyze.percent import GENERATED, TRAINING, ImageSet
+from corpus_audit.stages.analyze.strata import prepare_strata
 
 POOLED = "pooled"
 NO_CORRECTION = "no_correction"  # exclude_reason of a pair a side of which has no correction
@@ -108,10 +109,13 @@ class Correction:
 def learn(study: Study, classifier: str | None, replicates: int, seed: int) -> Correction:
     """Error rates from the validated images (needs ``analysis_labelled``)."""
     cfg = study.config.analysis
-    val_rows = dicts(study.sql("analyze/validated", classifier=classifier or ""))
+    by = prepare_strata(study)
+    val_rows = dicts(study.sql("analyze/validated", classifier=classifier or "", by_attributes=by))
     sizes = {
         (r["side"], r["model_id"], r["stratum_label"]): r["n"]
-        for r in dicts(study.sql("analyze/validation_strata", classifier=classifier or ""))
+        for r in dicts(
+            study.sql("analyze/validation_strata", classifier=classifier or "", by_attributes=by)
+        )
     }
     by_source: dict[str, list[dict]] = defaultdict(list)
     for r in val_rows:
