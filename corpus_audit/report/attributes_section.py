@@ -71,6 +71,11 @@ def attributes_section(study: Study, confidence: float, out_dir: Path | None = N
             "WHERE attribute IN ('age_group', 'tone_group') "
             "ORDER BY occupation = '*' DESC, occupation, source, strategy, attribute, class_order",
         ),
+        "cell_tests": _rows(
+            study,
+            "SELECT DISTINCT model_id, strategy, independence_p, corrected_note "
+            "FROM attribute_intersections ORDER BY model_id, strategy",
+        ),
         "official": _rows(
             study,
             "SELECT * FROM attribute_official WHERE attribute IN ('median_age', 'age_group') "

@@ -41,7 +41,7 @@ import numpy as np
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods import monk_calibration as monk
 from corpus_audit.methods import multiclass as mk
-from corpus_audit.methods.age_bins import GROUP_OF_BIN, MINOR_BIN
+from corpus_audit.methods.age_bins import AGE_GROUPS, GROUP_OF_BIN, MINOR_BIN
 from corpus_audit.methods.lexicon.bls_cps import RACE_COLUMNS
 from corpus_audit.methods.skin_tone import TONE_GROUPS_UNCALIBRATED, tone_group_uncalibrated
 from corpus_audit.methods.stats import percentile_interval, stable_seed
@@ -201,6 +201,9 @@ def learn(
             if calibration is not None:
                 fix.calibrations[source] = calibration
             _record(fix, MONK, source, n, None, None, reason)
+        matrix, draws, reason, n = learn_gender(part, sizes, min_validated, replicates, seed)
+        if n:
+            _record(fix, GENDER, source, n, matrix, draws, reason)
         if skin_method:
             fix.rows += gender_by_tone(source, part, sizes)
         p = independence(part, fix.calibrations.get(source))
@@ -208,6 +211,93 @@ def learn(
             fix.independence[source] = p
         fix.race_rows += race_rows(source, part, sizes, replicates, seed)
     return fix
+
+
+def learn_gender(
+    rows: list[dict], sizes: dict[tuple, int], min_validated: int, replicates: int, seed: int
+) -> tuple[np.ndarray | None, np.ndarray | None, str | None, int]:
+    """(matrix (2, 3) of P(label | annotators' gender) over female, male, ambiguous, its
+    replicates, why not applied, faces used) for one source, all tone groups: the gender
+    part of the product model (the same validated faces and weights as the age matrices)."""
+    used = [
+        r for r in rows if r["human_gender"] in GENDERS and r["predicted_gender"] in GENDER_OUTCOMES
+    ]
+    n = len(used)
+    if n < min_validated:
+        return None, None, f"{n} validated faces with a gender; at least {min_validated}", n
+    truth = [GENDERS.index(r["human_gender"]) for r in used]
+    pred = [GENDER_OUTCOMES.index(r["predicted_gender"]) for r in used]
+    weights = _weights(used, sizes)
+    matrix = mk.confusion(truth, pred, 2, 3, weights)
+    if np.isnan(matrix).any():
+        return matrix, None, "no validated " + ("women" if 0 not in truth else "men"), n
+    strata = [(r["side"], r["model_id"], r["stratum_label"]) for r in used]
+    rng = np.random.default_rng(stable_seed(seed, "attribute_errors", GENDER))
+    draws = mk.bootstrap_confusion(truth, pred, strata, 2, 3, weights, replicates, rng)
+    return matrix, draws, None, n
+
+
+CELL_GENDERS = GENDERS
+CELL_AGES = AGE_GROUPS  # the age matrices' scale (age_group)
+
+
+def _joint(
+    cells: list[tuple[str, str, str]],
+    tones: tuple[str, ...],
+    gender_m: np.ndarray,
+    age_m: np.ndarray,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Corrected shares (0-1) of the cells (gender x tone x age, in :data:`CELLS` order) of
+    one side: within each tone group, gender and age group corrected jointly by the product
+    model (the Kronecker product of the two matrices; an ambiguous gender or a minor is an
+    uncounted outcome); the tone groups' shares as measured. ``rng``: one multinomial
+    replicate of the side's faces instead of the faces themselves."""
+    n = len(cells)
+    tone_of = np.array([tones.index(c[1]) for c in cells])
+    ga = np.array([CELL_GENDERS.index(c[0]) * 3 + CELL_AGES.index(c[2]) for c in cells])
+    counts = np.zeros((len(tones), 6))
+    np.add.at(counts, (tone_of, ga), 1)
+    if rng is not None:
+        counts = rng.multinomial(n, counts.ravel() / n).reshape(counts.shape).astype(float)
+    joint = np.kron(gender_m, age_m)  # (6, 12): column = predicted gender * 4 + predicted age
+    counted = [g * 4 + a for g in range(2) for a in range(3)]
+    order = counted + [c for c in range(12) if c not in counted]
+    out = np.zeros((2, len(tones), 3))
+    for t, row in enumerate(counts):
+        if row.sum() == 0:
+            continue
+        p = mk.corrected_shares(row / row.sum(), joint[:, order]).reshape(2, 3)
+        out[:, t, :] = p * row.sum() / counts.sum()
+    return out.ravel()  # gender slowest, then tone, then age: the CELLS order
+
+
+def corrected_cells(
+    fix: AttributeCorrection,
+    model: str,
+    sides: tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]],
+    tones: tuple[str, ...],
+    confidence: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | str:
+    """(training, generated, change, (low, high) of the change) in percent per cell, or why
+    the cells cannot be corrected. ``sides``: the measured cells of the training and the
+    generated faces."""
+    need = [(a, s) for s in (TRAINING, model) for a in (GENDER, "age_group")]
+    missing = [f"{a} of {s}" for a, s in need if (a, s) not in fix.matrices]
+    if missing:
+        return "not corrected: no applied error matrix for " + ", ".join(missing)
+    shares, draws = [], []
+    for source, cells in zip((TRAINING, model), sides, strict=True):
+        g_m, a_m = fix.matrices[(GENDER, source)], fix.matrices[("age_group", source)]
+        shares.append(_joint(cells, tones, g_m, a_m))
+        g_d, a_d = fix.draws[(GENDER, source)], fix.draws[("age_group", source)]
+        draws.append(
+            np.stack([_joint(cells, tones, g, a, rng) for g, a in zip(g_d, a_d, strict=True)])
+        )
+    change = draws[1] - draws[0]
+    lo, hi = np.nanquantile(change, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0)
+    return 100 * shares[0], 100 * shares[1], 100 * (shares[1] - shares[0]), 100 * np.stack([lo, hi])
 
 
 def gender_by_tone(source: str, rows: list[dict], sizes: dict[tuple, int]) -> list[dict]:

@@ -200,7 +200,10 @@ def intersection_rows(pair, confidence: float) -> list[dict]:
                 "training_share": 100.0 * k_t / n_t, "generated_share": 100.0 * k_g / n_g,
                 "change": d, "change_low": lo, "change_high": hi,
                 "p_value": _finite(mk.two_proportion_p(k_t, n_t, k_g, n_g)),
-                "independence_p": None, "calibrated": False,
+                "independence_p": None, "calibrated": False, "training_corrected": None,
+                "generated_corrected": None, "change_corrected": None,
+                "change_corrected_low": None, "change_corrected_high": None,
+                "corrected_note": None,
             }
         )  # fmt: skip
     q = mk.benjamini_hochberg([r["p_value"] for r in rows])
@@ -210,6 +213,27 @@ def intersection_rows(pair, confidence: float) -> list[dict]:
         r["significant"] = bool(r["q_value"] is not None and r["q_value"] < 1 - confidence)
         r["worst"] = i == worst
     return rows
+
+
+def correct_cells(fix, pair, rows: list[dict], confidence: float, rng) -> None:
+    """Fill the product model's corrected shares of one pooled pair's cell rows (in place),
+    or their ``corrected_note`` saying why not."""
+    model, _strategy, _occ, t_faces, g_faces = pair
+    sides = tuple(
+        [c for c in map(_cell_of, faces) if c is not None] for faces in (t_faces, g_faces)
+    )
+    got = attribute_errors.corrected_cells(
+        fix, model, sides, TONE_GROUPS_UNCALIBRATED, confidence, rng
+    )
+    for i, r in enumerate(rows):
+        if isinstance(got, str):
+            r["corrected_note"] = got
+            continue
+        t, g, d, bounds = got
+        r["training_corrected"], r["generated_corrected"] = float(t[i]), float(g[i])
+        r["change_corrected"] = float(d[i])
+        r["change_corrected_low"] = _finite(float(bounds[0, i]))
+        r["change_corrected_high"] = _finite(float(bounds[1, i]))
 
 
 def attribute_tables(
@@ -251,6 +275,8 @@ def attribute_tables(
                     by_model.get(pair[:2], []), row["attribute"], reps, rng, confidence
                 )
             cells = intersection_rows(pair, confidence)
+            if cells:
+                correct_cells(fix, pair, cells, confidence, rng)
             p = fix.independence_p("training", pair[0])
             for cell in cells:
                 cell["independence_p"] = p
