@@ -67,10 +67,16 @@ class AttributeModels:
     def submit(self, jobs: list[AttributeJob]) -> tuple[Future, Future]:
         """Start the rows of ``jobs`` in this worker's two helper threads (age and skin at
         once, beside the caller's gender classifier): futures of the age rows and the skin
-        rows. ONNX Runtime, dlib and most of numpy release the GIL."""
+        rows. The kept faces' dlib landmarks are found once, in the first helper thread,
+        and serve both the age chip and the skin region. ONNX Runtime, dlib and most of numpy
+        release the GIL."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(2, thread_name_prefix="label-attributes")
-        return self._pool.submit(age_rows, self, jobs), self._pool.submit(skin_rows, self, jobs)
+        points = self._pool.submit(face_points, self, jobs)
+        return (
+            self._pool.submit(lambda: age_rows(self, jobs, points.result())),
+            self._pool.submit(lambda: skin_rows(self, jobs, points.result())),
+        )
 
     def provenance(self) -> dict[str, Any]:
         """The models that ran (None while none was needed)."""
@@ -88,13 +94,30 @@ class AttributeModels:
             age.close()
 
 
-def age_rows(models: AttributeModels, jobs: list[AttributeJob]) -> list[tuple]:
-    """``perceived_age`` rows of the jobs that lack one (kept faces only), batched."""
+def face_points(models: AttributeModels, jobs: list[AttributeJob]) -> dict[str, np.ndarray | None]:
+    """dlib's 5 landmarks of every kept face a job needs a row for, by image id."""
+    return {
+        j.image_id: models.landmarker().landmarks(j.array, j.face)
+        for j in jobs
+        if j.face is not None and (j.age or j.skin)
+    }
+
+
+def age_rows(
+    models: AttributeModels,
+    jobs: list[AttributeJob],
+    points: dict[str, np.ndarray | None] | None = None,
+) -> list[tuple]:
+    """``perceived_age`` rows of the jobs that lack one (kept faces only), batched;
+    ``points``: the faces' landmarks found already (:func:`face_points`)."""
     todo = [j for j in jobs if j.age and j.face is not None]
     if not todo:
         return []
     est = models.age_estimator()
-    probs = est.age_probs([j.array for j in todo], [j.face for j in todo])
+    found = points or {}
+    probs = est.age_probs(
+        [j.array for j in todo], [j.face for j in todo], [found.get(j.image_id) for j in todo]
+    )
     rows = []
     for job, p in zip(todo, probs, strict=True):
         e = estimate(p, est.weights)
@@ -112,9 +135,14 @@ def _skin_row(image_id: str, m: SkinMeasurement) -> tuple:
     )  # fmt: skip
 
 
-def skin_rows(models: AttributeModels, jobs: list[AttributeJob]) -> list[tuple]:
+def skin_rows(
+    models: AttributeModels,
+    jobs: list[AttributeJob],
+    points: dict[str, np.ndarray | None] | None = None,
+) -> list[tuple]:
     """``skin_tone`` rows of the jobs that lack one: measured on a kept face, or the
-    ``unmeasurable`` row with the image's mean L* for an image the filter dropped."""
+    ``unmeasurable`` row with the image's mean L* for an image the filter dropped;
+    ``points``: the faces' landmarks found already (:func:`face_points`)."""
     rows = []
     for job in jobs:
         if not job.skin:
@@ -127,9 +155,12 @@ def skin_rows(models: AttributeModels, jobs: list[AttributeJob]) -> list[tuple]:
                 )
             )
             continue
-        points = models.landmarker().landmarks(job.array, job.face)
+        if points is not None and job.image_id in points:
+            found = points[job.image_id]
+        else:
+            found = models.landmarker().landmarks(job.array, job.face)
         m = measure_skin(
-            job.array, job.face, points, min_pixels=models.min_pixels, method=models.skin_method
+            job.array, job.face, found, min_pixels=models.min_pixels, method=models.skin_method
         )
         rows.append(_skin_row(job.image_id, m))
     return rows

@@ -43,8 +43,15 @@ class AgeEstimator(Protocol):
     provenance: dict[str, Any]
     weights: Sequence[float]  # the 81 class values in years
 
-    def age_probs(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
-        """Float64 array ``(N, 81)``, rows of probabilities summing to 1."""
+    def age_probs(
+        self,
+        images: Sequence[np.ndarray],
+        faces: Sequence[Face | None],
+        landmarks: Sequence[np.ndarray | None] | None = None,
+    ) -> np.ndarray:
+        """Float64 array ``(N, 81)``, rows of probabilities summing to 1. ``landmarks``
+        (optional): dlib's 5 points of each face already computed (``(5, 2)`` pixels, None:
+        compute them), so that a caller that has them does not pay for them twice."""
         ...
 
     def close(self) -> None:
@@ -148,23 +155,39 @@ class AgeGenderAgeEstimator:
             "expected_age": "sum of class weight x probability (class 0 weighs 0.25)",
         }
 
-    def _chip(self, image: np.ndarray, face: Face | None) -> np.ndarray:
-        """The aligned ``(64, 64, 3)`` uint8 chip (the gender classifier's box and landmarks)."""
+    def _chip(
+        self, image: np.ndarray, face: Face | None, points: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The aligned ``(64, 64, 3)`` uint8 chip (the gender classifier's box and landmarks;
+        ``points``: the face's 5 dlib landmarks when the caller has them)."""
         dlib = self._dlib
         image = np.ascontiguousarray(image)
-        box = AgeGenderClassifier._box(image, face)
-        shape = self._predictor(image, dlib.rectangle(*box))
+        rect = dlib.rectangle(*AgeGenderClassifier._box(image, face))
+        if points is not None and len(points) == 5:
+            parts = [dlib.point(int(x), int(y)) for x, y in points]
+            shape = dlib.full_object_detection(rect, parts)
+        else:
+            shape = self._predictor(image, rect)
         details = dlib.get_face_chip_details(shape, self._chip_size, self._padding)
         return np.ascontiguousarray(dlib.extract_image_chip(image, details))
 
-    def age_probs(self, images: Sequence[np.ndarray], faces: Sequence[Face | None]) -> np.ndarray:
-        """``(N, 81)`` float64 probabilities of perceived age 0..80."""
-        if len(images) != len(faces):
+    def age_probs(
+        self,
+        images: Sequence[np.ndarray],
+        faces: Sequence[Face | None],
+        landmarks: Sequence[np.ndarray | None] | None = None,
+    ) -> np.ndarray:
+        """``(N, 81)`` float64 probabilities of perceived age 0..80 (``landmarks``: see
+        :meth:`AgeEstimator.age_probs`)."""
+        if len(images) != len(faces) or (landmarks is not None and len(landmarks) != len(faces)):
             raise ValueError("images and faces differ in length")
         if not images:
             return np.zeros((0, N_CLASSES), dtype=np.float64)
+        points = list(landmarks) if landmarks is not None else [None] * len(faces)
         with self._lock:
-            chips = np.stack([self._chip(im, f) for im, f in zip(images, faces, strict=True)])
+            chips = np.stack(
+                [self._chip(im, f, p) for im, f, p in zip(images, faces, points, strict=True)]
+            )
             out = [
                 self._run(chips[start : start + AGE_BATCH])
                 for start in range(0, len(chips), AGE_BATCH)

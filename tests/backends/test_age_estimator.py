@@ -117,3 +117,21 @@ def test_int8_agrees_with_fp32_on_real_faces_of_every_tone():
         diff = int8.age_probs(ims, faces) @ w - fp32.age_probs(ims, faces) @ w
         assert np.abs(diff).mean() < 1.0 and abs(diff.mean()) < 1.0, (name, diff)
         assert np.abs(diff).max() < 6.0, (name, diff)
+
+
+def test_landmarks_found_once_give_the_same_ages(estimator):
+    """The label worker finds each face's dlib landmarks once for the skin region and the age
+    chip: the ages are exactly those the estimator gets by finding them itself."""
+    from corpus_audit.backends.landmarks import default_landmarker
+
+    images = [photo("astronaut"), photo("grace")]
+    faces = [shared_detector().detect(im)[0] for im in images]
+    points = [default_landmarker().landmarks(im, f) for im, f in zip(images, faces, strict=True)]
+    assert all(p is not None and p.shape == (5, 2) for p in points)
+    alone = estimator.age_probs(images, faces)
+    shared = estimator.age_probs(images, faces, points)
+    assert np.array_equal(alone, shared)
+    mixed = estimator.age_probs(images, faces, [points[0], None])  # None: found by the model
+    assert np.array_equal(alone, mixed)
+    with pytest.raises(ValueError, match="differ in length"):
+        estimator.age_probs(images, faces, points[:1])
