@@ -32,6 +32,30 @@ EMPTY = (
 )
 
 
+# the section's data: key -> a fixed query of the analysis' attribute tables (no parameters)
+QUERIES = {
+    "amplification": "SELECT * FROM attribute_amplification WHERE occupation = '*' "
+    "ORDER BY model_id, strategy, attribute",
+    "change": "SELECT * FROM attribute_change WHERE occupation = '*' "
+    "ORDER BY model_id, strategy, attribute, class_order",
+    "cells": "SELECT * FROM attribute_intersections ORDER BY model_id, strategy, abs(change) DESC",
+    "groups": "SELECT source, strategy, occupation, attribute, class, n, share, share_low, "
+    "share_high, corrected_share, corrected_low, corrected_high FROM attribute_distribution "
+    "WHERE attribute IN ('age_group', 'tone_group') "
+    "ORDER BY occupation = '*' DESC, occupation, source, strategy, attribute, class_order",
+    "cell_tests": "SELECT DISTINCT model_id, strategy, independence_p, corrected_note "
+    "FROM attribute_intersections ORDER BY model_id, strategy",
+    "official": "SELECT * FROM attribute_official WHERE attribute IN ('median_age', 'age_group') "
+    "ORDER BY occupation, attribute, class, source, strategy",
+    "summary": "SELECT * FROM attribute_summary WHERE occupation = '*' "
+    "ORDER BY attribute, source, strategy",
+    "monk": "SELECT source, strategy, class, class_order, n, share, share_low, share_high "
+    "FROM attribute_distribution WHERE attribute = 'monk' AND occupation = '*' "
+    "ORDER BY source, strategy, class_order",
+    "errors": "SELECT * FROM attribute_errors ORDER BY attribute, source, tone_group NULLS FIRST",
+}
+
+
 def _rows(study: Study, sql: str) -> list[dict[str, Any]]:
     return dicts(study.con.execute(sql))
 
@@ -45,61 +69,15 @@ def attributes_section(study: Study, confidence: float, out_dir: Path | None = N
     ):
         section.empty = EMPTY
         return section
-    amp = _rows(
-        study,
-        "SELECT * FROM attribute_amplification WHERE occupation = '*' "
-        "ORDER BY model_id, strategy, attribute",
-    )
     section.data = {
         "level": _level(confidence),
         "names": ATTRIBUTE_NAMES,
-        "amplification": amp,
-        "change": _rows(
-            study,
-            "SELECT * FROM attribute_change WHERE occupation = '*' "
-            "ORDER BY model_id, strategy, attribute, class_order",
-        ),
-        "cells": _rows(
-            study,
-            "SELECT * FROM attribute_intersections ORDER BY model_id, strategy, abs(change) DESC",
-        ),
-        "groups": _rows(
-            study,
-            "SELECT source, strategy, occupation, attribute, class, n, share, share_low, "
-            "share_high, corrected_share, corrected_low, corrected_high "
-            "FROM attribute_distribution "
-            "WHERE attribute IN ('age_group', 'tone_group') "
-            "ORDER BY occupation = '*' DESC, occupation, source, strategy, attribute, class_order",
-        ),
-        "cell_tests": _rows(
-            study,
-            "SELECT DISTINCT model_id, strategy, independence_p, corrected_note "
-            "FROM attribute_intersections ORDER BY model_id, strategy",
-        ),
-        "official": _rows(
-            study,
-            "SELECT * FROM attribute_official WHERE attribute IN ('median_age', 'age_group') "
-            "ORDER BY occupation, attribute, class, source, strategy",
-        ),
-        "summary": _rows(
-            study,
-            "SELECT * FROM attribute_summary WHERE occupation = '*' "
-            "ORDER BY attribute, source, strategy",
-        ),
-        "monk": _rows(
-            study,
-            "SELECT source, strategy, class, class_order, n, share, share_low, share_high "
-            "FROM attribute_distribution WHERE attribute = 'monk' AND occupation = '*' "
-            "ORDER BY source, strategy, class_order",
-        ),
-        "errors": _rows(
-            study,
-            "SELECT * FROM attribute_errors ORDER BY attribute, source, tone_group NULLS FIRST",
-        ),
+        **{key: _rows(study, sql) for key, sql in QUERIES.items()},
         "figures": heatmap_entries(
             _rows(study, "SELECT * FROM attribute_change WHERE occupation <> '*'"), out_dir
         ),
     }
+    amp = section.data["amplification"]
     section.findings = _findings(section.data, confidence)
     if not amp:
         section.findings.insert(

@@ -279,7 +279,7 @@ def test_cells_corrected_by_the_product_model(validated):
 def test_product_model_recovers_known_cells():
     """Faces labelled through known gender and age error matrices (expected counts): the
     product model gives back the true shares of every cell within each tone group."""
-    from corpus_audit.stages.analyze.attribute_errors import CELL_AGES, _joint
+    from corpus_audit.stages.analyze.attribute_cells import CELL_AGES, _joint
 
     tones = ("l_dark", "l_mid", "l_light")
     gender_m = np.array([[0.85, 0.1, 0.05], [0.08, 0.9, 0.02]])  # rows: woman, man

@@ -17,6 +17,7 @@ from corpus_audit.methods.age_bins import AGE_GROUPS
 from corpus_audit.methods.skin_tone import TONE_GROUPS_UNCALIBRATED
 from corpus_audit.methods.stats import z_value
 from corpus_audit.stages.analyze import attribute_errors
+from corpus_audit.stages.analyze.attribute_cells import corrected_cells
 from corpus_audit.stages.analyze.attributes import (
     ATTRIBUTE_TABLES,
     MAX_REPLICATES,
@@ -222,9 +223,7 @@ def correct_cells(fix, pair, rows: list[dict], confidence: float, rng) -> None:
     sides = tuple(
         [c for c in map(_cell_of, faces) if c is not None] for faces in (t_faces, g_faces)
     )
-    got = attribute_errors.corrected_cells(
-        fix, model, sides, TONE_GROUPS_UNCALIBRATED, confidence, rng
-    )
+    got = corrected_cells(fix, model, sides, TONE_GROUPS_UNCALIBRATED, confidence, rng)
     for i, r in enumerate(rows):
         if isinstance(got, str):
             r["corrected_note"] = got
