@@ -98,7 +98,8 @@ def _findings(data: dict[str, Any], confidence: float) -> list[str]:
         by_pair.setdefault((r["model_id"], r["strategy"]), {})[r["attribute"]] = r
     for (model, strategy), rows in by_pair.items():
         parts = []
-        for attribute, unit in (("age_group", "years"), ("tone_group", "L*")):
+        measures = (("age_group", "years"), ("tone_group", "L*"), ("monk", "Monk tones"))
+        for attribute, unit in measures:
             r = rows.get(attribute)
             if r is None or r["a_k"] is None:
                 continue
@@ -117,7 +118,12 @@ def _findings(data: dict[str, Any], confidence: float) -> list[str]:
                 f"{model} vs training ({strategy}), pooled over "
                 f"{rows[next(iter(rows))]['n_generated']} generated faces: "
                 + "; ".join(parts)
-                + f" ({level} bootstrap intervals at equal n; skin tone uncalibrated)."
+                + f" ({level} bootstrap intervals at equal n; "
+                + (
+                    "Monk tones calibrated on annotator labels, L* groups uncalibrated)."
+                    if "monk" in rows
+                    else "skin tone uncalibrated)."
+                )
             )
     worst = [c for c in data["cells"] if c["worst"]]
     for c in worst[:2]:

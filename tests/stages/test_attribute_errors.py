@@ -300,3 +300,39 @@ def test_product_model_recovers_known_cells():
     for t in range(3):
         want = truth[:, t, :] / truth[:, t, :].sum()
         assert got[:, t, :] / got[:, t, :].sum() == pytest.approx(want, abs=2e-4)
+
+
+def test_monk_change_and_amplification_when_both_sides_are_calibrated(validated, monkeypatch):
+    """Training and m1 both calibrated: the pooled pair gets per-tone change rows and an
+    A_K row on the Monk scale; the generated faces here are darker (lower L*, higher tone),
+    so the mean tone shifts up. Without a training calibration there are none."""
+    from corpus_audit.methods import monk_calibration
+    from corpus_audit.stages.analyze.monk_pairs import whole_counts
+
+    analyze(validated, progress=False)  # training: 8 labels, not calibrated
+    assert validated.count("attribute_amplification", "attribute = 'monk'") == 0
+    monkeypatch.setattr(monk_calibration, "MIN_LABELS", 5)
+    monkeypatch.setattr(monk_calibration, "MIN_TONES", 2)
+    training = validated.column(
+        "SELECT image_id FROM images WHERE source = 'training' ORDER BY image_id"
+    )  # L* rises with the order: lighter faces, lower tones
+    for j, image_id in enumerate(training):
+        validated.con.execute(
+            "UPDATE human_labels SET monk = ? WHERE image_id = ?", [4 - j // 2, image_id]
+        )
+    analyze(validated, progress=False)
+    change = _rows(
+        validated,
+        "SELECT * FROM attribute_change WHERE attribute = 'monk' AND occupation = '*' "
+        "ORDER BY class_order",
+    )
+    assert [r["class"] for r in change] == [f"monk_{k}" for k in range(1, 11)]
+    assert sum(r["training_share"] for r in change) == pytest.approx(100.0)
+    assert sum(r["generated_share"] for r in change) == pytest.approx(100.0)
+    amp = _rows(
+        validated,
+        "SELECT * FROM attribute_amplification WHERE attribute = 'monk' AND occupation = '*'",
+    )[0]
+    assert amp["calibrated"] and amp["a_k_low"] <= amp["a_k"] <= amp["a_k_high"]
+    assert amp["mean_shift"] > 0 and amp["directional"] is None
+    assert whole_counts(np.array([[0.5, 0.5, 0.0], [0.6, 0.3, 0.1]])).tolist() == [1, 1, 0]

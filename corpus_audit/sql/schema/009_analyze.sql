@@ -8,7 +8,7 @@
 
 -- The distribution of one attribute in one image set.
 CREATE TABLE IF NOT EXISTS attribute_distribution (
-    attribute    VARCHAR NOT NULL,           -- age_bin | age_group | skin_tone | tone_group | monk
+    attribute    VARCHAR NOT NULL,           -- age_bin | age_group | skin_tone | tone_group | monk | race
     source       VARCHAR NOT NULL,           -- training | <model_id>
     strategy     VARCHAR,                    -- training selection strategy (NULL: generated)
     occupation   VARCHAR NOT NULL,

@@ -34,6 +34,7 @@ from corpus_audit.stages.analyze.attributes import (
     read_sets,
     summary_rows,
 )
+from corpus_audit.stages.analyze.monk_pairs import monk_pair_rows
 
 GENDERS = ("female", "male")
 CELLS = [(g, t, a) for g in GENDERS for t in TONE_GROUPS_UNCALIBRATED for a in AGE_GROUPS]
@@ -268,8 +269,13 @@ def attribute_tables(
     for pair in pairs(sets):
         out["attribute_change"] += change_rows(*pair, confidence)
         amp = amplification_rows(pair, reps, rng, confidence)
+        monk_change, monk_amp = monk_pair_rows(fix, pair, reps, rng, confidence)
+        out["attribute_change"] += monk_change
+        amp += monk_amp
         if pair[2] == POOLED:
             for row in amp:
+                if row["attribute"] not in SCALES:  # monk: expected counts, no directional
+                    continue
                 row["directional"], row["directional_low"], row["directional_high"] = directional(
                     by_model.get(pair[:2], []), row["attribute"], reps, rng, confidence
                 )
