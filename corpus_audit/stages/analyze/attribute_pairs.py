@@ -256,7 +256,11 @@ def attribute_tables(
     for key in sorted(sets, key=lambda k: (k[0], k[1] or "", k[2])):
         rows = distribution_rows(key, sets[key], confidence)
         attribute_errors.correct_rows(fix, rows, confidence, rng)
-        colours = [(f.l_star, f.hue_deg) for f in sets[key] if f.l_star is not None]
+        colours = [
+            (f.l_star, f.hue_deg)
+            for f in sets[key]
+            if f.l_star is not None and f.hue_deg is not None
+        ]
         rows += attribute_errors.monk_rows(fix, key, colours, confidence, rng, reps)
         out["attribute_distribution"] += rows
         out["attribute_summary"] += summary_rows(
