@@ -75,7 +75,7 @@ def absolute_paths(corpus: list[str]) -> list[str]:
 
 def run_all(study: Study, *, until: str | None = None, progress: bool = True) -> list[StageRun]:
     """Run every stage in ``RUN_ORDER`` (up to and including the last run of ``until``); each
-    skips finished work. ``label`` runs before and after ``generate`` (see ``stages.py``)."""
+    skips finished work. ``label`` runs before and after ``generate`` (see ``core/catalogue.py``)."""
     if until is not None and until not in STAGE_NAMES:
         raise StudyError(f"unknown stage '{until}' (stages: {', '.join(STAGE_NAMES)})")
     run_order = RUN_ORDERS[study_kind(study.config)]

@@ -100,7 +100,7 @@ def require(
 
 
 def require_inputs(study: Study, name: str) -> None:
-    """:func:`require` with what stage ``name`` declares in ``stages.py``: its ``needs`` must
+    """:func:`require` with what stage ``name`` declares in the catalogue (``core/catalogue.py``): its ``needs`` must
     have finished, and neither they nor its ``after`` stages may be partial."""
     spec = STAGES.get(name)
     require(study, *spec.needs, by=name, optional=spec.after)

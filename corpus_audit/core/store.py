@@ -439,7 +439,7 @@ class Study:
         return [int(row[0]), row[1]] if row else [0, "0"]
 
     def input_fingerprints(self, name: str) -> dict[str, list[Any]]:
-        """Fingerprints of the tables stage ``name`` declares it reads (``stages.py``), less
+        """Fingerprints of the tables stage ``name`` declares it reads (``core/catalogue.py``), less
         those it writes itself; empty for a name outside the catalogue."""
         if name not in STAGES:
             return {}
@@ -475,7 +475,7 @@ class Study:
         """:meth:`stage`'s generator: record one run of stage ``name``.
 
         ``config_sections`` name the config sections (or single ``section.key`` settings) the
-        stage depends on; by default those its declaration in ``stages.py`` lists. Their hash,
+        stage depends on; by default those its declaration in ``core/catalogue.py`` lists. Their hash,
         and the fingerprints of the tables the declaration says it reads (taken as the body
         starts), are recorded so ``status`` can tell when a finished stage is stale. While the
         body runs the stage is marked unfinished (see the module
