@@ -11,46 +11,30 @@
 -- $classifier, the stratum `validate export` drew the image from (weights N_s / n_s), with
 -- $by_attributes also its tone and age group (temp table validation_groups).
 -- Owner: corpus_audit/stages/analyze/attribute_errors.py
-WITH age_votes AS (
-    SELECT image_id, age_bin, count(*) AS n
-    FROM human_labels
+WITH answers AS (  -- one row per annotator answer, by question
+    SELECT image_id, 'age' AS question, age_bin AS answer FROM human_labels
     WHERE age_bin IS NOT NULL
-    GROUP BY image_id, age_bin
+    UNION ALL
+    SELECT image_id, 'race', race FROM human_labels WHERE race IS NOT NULL
+    UNION ALL
+    SELECT image_id, 'gender', label FROM human_labels WHERE label IN ('female', 'male', 'unsure')
 ),
-age_majority AS (
-    SELECT v.image_id, v.age_bin
-    FROM age_votes v
+votes AS (
+    SELECT image_id, question, answer, count(*) AS n FROM answers GROUP BY ALL
+),
+majority AS (  -- the answer with strictly more votes than any other of the same question
+    SELECT
+        v.image_id,
+        max(v.answer) FILTER (WHERE v.question = 'age') AS age_bin,
+        max(v.answer) FILTER (WHERE v.question = 'race') AS race,
+        max(v.answer) FILTER (WHERE v.question = 'gender' AND v.answer <> 'unsure') AS gender
+    FROM votes v
     WHERE v.n > coalesce(
-        (SELECT max(o.n) FROM age_votes o WHERE o.image_id = v.image_id AND o.age_bin <> v.age_bin),
+        (SELECT max(o.n) FROM votes o
+         WHERE o.image_id = v.image_id AND o.question = v.question AND o.answer <> v.answer),
         0
     )
-),
-race_votes AS (
-    SELECT image_id, race, count(*) AS n
-    FROM human_labels
-    WHERE race IS NOT NULL
-    GROUP BY image_id, race
-),
-race_majority AS (
-    SELECT v.image_id, v.race
-    FROM race_votes v
-    WHERE v.n > coalesce(
-        (SELECT max(o.n) FROM race_votes o WHERE o.image_id = v.image_id AND o.race <> v.race), 0
-    )
-),
-gender_votes AS (
-    SELECT image_id, label, count(*) AS n
-    FROM human_labels
-    WHERE label IN ('female', 'male', 'unsure')
-    GROUP BY image_id, label
-),
-gender_majority AS (
-    SELECT v.image_id, v.label
-    FROM gender_votes v
-    WHERE v.label <> 'unsure' AND v.n > coalesce(
-        (SELECT max(o.n) FROM gender_votes o WHERE o.image_id = v.image_id AND o.label <> v.label),
-        0
-    )
+    GROUP BY v.image_id
 ),
 tones AS (
     SELECT image_id, CAST(floor(median(monk)) AS INTEGER) AS monk
@@ -59,10 +43,9 @@ tones AS (
     GROUP BY image_id
 ),
 answered AS (
-    SELECT image_id FROM age_majority
+    SELECT image_id FROM majority
+    WHERE age_bin IS NOT NULL OR race IS NOT NULL OR gender IS NOT NULL
     UNION SELECT image_id FROM tones
-    UNION SELECT image_id FROM race_majority
-    UNION SELECT image_id FROM gender_majority
 )
 SELECT
     q.image_id,
@@ -71,10 +54,10 @@ SELECT
     l.label
         || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
         AS stratum_label,
-    am.age_bin AS human_age_bin,
+    mj.age_bin AS human_age_bin,
     t.monk AS human_monk,
-    rm.race AS human_race,
-    gm.label AS human_gender,
+    mj.race AS human_race,
+    mj.gender AS human_gender,
     a.label AS predicted_gender,
     pa.age_bin AS predicted_age_bin,
     CASE WHEN st.status = 'measured' THEN st.l_star END AS l_star,
@@ -84,10 +67,8 @@ JOIN images i ON i.image_id = q.image_id
 JOIN analysis_labelled a ON a.image_id = q.image_id
 LEFT JOIN labels l ON l.image_id = q.image_id AND l.classifier = $classifier
 LEFT JOIN validation_groups g ON g.image_id = q.image_id
-LEFT JOIN age_majority am ON am.image_id = q.image_id
+LEFT JOIN majority mj ON mj.image_id = q.image_id
 LEFT JOIN tones t ON t.image_id = q.image_id
-LEFT JOIN race_majority rm ON rm.image_id = q.image_id
-LEFT JOIN gender_majority gm ON gm.image_id = q.image_id
 LEFT JOIN perceived_age pa ON pa.image_id = q.image_id AND pa.model = $age_model
 LEFT JOIN skin_tone st ON st.image_id = q.image_id AND st.method = $skin_method
 WHERE i.source IN ('training', 'generated')

@@ -45,7 +45,7 @@ from corpus_audit.methods.age_bins import GROUP_OF_BIN, MINOR_BIN
 from corpus_audit.methods.lexicon.bls_cps import RACE_COLUMNS
 from corpus_audit.methods.skin_tone import TONE_GROUPS_UNCALIBRATED, tone_group_uncalibrated
 from corpus_audit.methods.stats import percentile_interval, stable_seed
-from corpus_audit.stages.analyze.strata import prepare_strata
+from corpus_audit.stages.analyze.strata import prepare_strata, strata_sizes
 
 AGE_ATTRIBUTES = ("age_bin", "age_group")
 MONK = "monk"
@@ -180,12 +180,7 @@ def learn(
             by_attributes=by,
         )
     )
-    sizes = {
-        (r["side"], r["model_id"], r["stratum_label"]): r["n"]
-        for r in dicts(
-            study.sql("analyze/validation_strata", classifier=classifier or "", by_attributes=by)
-        )
-    }
+    sizes = strata_sizes(study, classifier, by)
     by_source: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_source[_source(r)].append(r)

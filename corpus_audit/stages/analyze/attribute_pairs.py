@@ -95,7 +95,7 @@ def _quantiles(draws: np.ndarray, confidence: float) -> tuple[float | None, floa
     return float(lo), float(hi)
 
 
-def _emd(t: np.ndarray, g: np.ndarray, reps: int, rng, confidence: float) -> tuple:
+def emd_interval(t: np.ndarray, g: np.ndarray, reps: int, rng, confidence: float) -> tuple:
     """EMD of the two count vectors with a bootstrap percentile interval."""
     n_t, n_g = int(t.sum()), int(g.sum())
     point = mk.emd_ordinal(t / n_t, g / n_g)
@@ -126,7 +126,7 @@ def amplification_rows(pair, reps: int, rng, confidence: float) -> list[dict]:
         if not (t.sum() and g.sum()):
             continue
         a = mk.amplification_k(t, g, reps, rng, confidence)
-        emd = _emd(t, g, reps, rng, confidence) if attribute in ORDINAL else (None,) * 3
+        emd = emd_interval(t, g, reps, rng, confidence) if attribute in ORDINAL else (None,) * 3
         summary = {"age_bin": "age", "age_group": "age"}.get(attribute, "skin_tone")
         shift = (
             _mean_shift(t_faces, g_faces, summary, confidence)
@@ -273,7 +273,7 @@ def attribute_tables(
     for pair in pairs(sets):
         out["attribute_change"] += change_rows(*pair, confidence)
         amp = amplification_rows(pair, reps, rng, confidence)
-        monk_change, monk_amp = monk_pair_rows(fix, pair, reps, rng, confidence)
+        monk_change, monk_amp = monk_pair_rows(fix, pair, reps, rng, confidence, emd_interval)
         out["attribute_change"] += monk_change
         amp += monk_amp
         if pair[2] == POOLED:

@@ -29,7 +29,7 @@ from corpus_audit.methods import misclassification as mc
 from corpus_audit.methods.amplification import Rate
 from corpus_audit.methods.stats import bootstrap_percent, percentile_interval, stable_seed
 from corpus_audit.stages.analyze.percent import GENERATED, TRAINING, ImageSet
-from corpus_audit.stages.analyze.strata import prepare_strata
+from corpus_audit.stages.analyze.strata import prepare_strata, strata_sizes
 
 POOLED = "pooled"
 NO_CORRECTION = "no_correction"  # exclude_reason of a pair a side of which has no correction
@@ -111,12 +111,7 @@ def learn(study: Study, classifier: str | None, replicates: int, seed: int) -> C
     cfg = study.config.analysis
     by = prepare_strata(study)
     val_rows = dicts(study.sql("analyze/validated", classifier=classifier or "", by_attributes=by))
-    sizes = {
-        (r["side"], r["model_id"], r["stratum_label"]): r["n"]
-        for r in dicts(
-            study.sql("analyze/validation_strata", classifier=classifier or "", by_attributes=by)
-        )
-    }
+    sizes = strata_sizes(study, classifier, by)
     by_source: dict[str, list[dict]] = defaultdict(list)
     for r in val_rows:
         by_source[r["model_id"] if r["side"] == GENERATED else TRAINING].append(r)

@@ -60,10 +60,11 @@ def _mean_shift(t_probs: np.ndarray, g_probs: np.ndarray, confidence: float) -> 
 
 
 def monk_pair_rows(
-    fix: AttributeCorrection, pair, reps: int, rng, confidence: float
+    fix: AttributeCorrection, pair, reps: int, rng, confidence: float, emd_interval
 ) -> tuple[list[dict], list[dict]]:
     """(``attribute_change`` rows, ``attribute_amplification`` rows) of one pair on the Monk
-    scale; empty when either side's source is not calibrated."""
+    scale; empty when either side's source is not calibrated. ``emd_interval(t, g, reps, rng,
+    confidence)``: the earth mover's distance with its interval, as for the other attributes."""
     model, strategy, occ, t_faces, g_faces = pair
     t_probs, g_probs = _probs(fix, TRAINING, t_faces), _probs(fix, model, g_faces)
     if t_probs is None or g_probs is None:
@@ -82,11 +83,7 @@ def monk_pair_rows(
             }
         )  # fmt: skip
     a = mk.amplification_k(t, g, reps, rng, confidence)
-    emd = mk.emd_ordinal(t / n_t, g / n_g)
-    td = rng.multinomial(n_t, t / n_t, size=reps)
-    gd = rng.multinomial(n_g, g / n_g, size=reps)
-    emd_draws = np.array([mk.emd_ordinal(x, y) for x, y in zip(td, gd, strict=True)])
-    emd_lo, emd_hi = np.quantile(emd_draws, [(1 - confidence) / 2, (1 + confidence) / 2])
+    emd, emd_lo, emd_hi = emd_interval(t, g, reps, rng, confidence)
     shift = _mean_shift(t_probs, g_probs, confidence)
     amp = {
         "attribute": MONK, "model_id": model, "strategy": strategy, "occupation": occ,
@@ -94,7 +91,7 @@ def monk_pair_rows(
         "a_k_high": 100 * a.high, "a_k_raw": 100 * a.raw, "directional": None,
         "directional_low": None, "directional_high": None, "mean_shift": shift[0],
         "mean_shift_low": shift[1], "mean_shift_high": shift[2], "emd": emd,
-        "emd_low": float(emd_lo), "emd_high": float(emd_hi),
+        "emd_low": emd_lo, "emd_high": emd_hi,
         "entropy_change": mk.normalised_entropy(g)[1] - mk.normalised_entropy(t)[1],
         "calibrated": True,
     }  # fmt: skip

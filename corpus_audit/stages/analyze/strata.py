@@ -12,7 +12,7 @@ validated image ``N_s / n_s`` by the strata of the latest sample (``validation_i
 
 from __future__ import annotations
 
-from corpus_audit.core.store import Study
+from corpus_audit.core.store import Study, dicts
 from corpus_audit.stages.analyze.attributes import instruments
 
 
@@ -24,3 +24,13 @@ def prepare_strata(study: Study) -> bool:
     if not study.table_exists("validation_items"):
         return False
     return bool(study.count("validation_items", "len(string_split(stratum, '/')) = 4"))
+
+
+def strata_sizes(study: Study, classifier: str | None, by_attributes: bool) -> dict[tuple, int]:
+    """The analysed labelled images per stratum ``(side, model_id, stratum_label)``: the
+    population N_s each stratum of the sample was drawn from (needs ``analysis_labelled`` and
+    :func:`prepare_strata`)."""
+    rows = study.sql(
+        "analyze/validation_strata", classifier=classifier or "", by_attributes=by_attributes
+    )
+    return {(r["side"], r["model_id"], r["stratum_label"]): r["n"] for r in dicts(rows)}
