@@ -279,7 +279,7 @@ def test_cells_corrected_by_the_product_model(validated):
 def test_product_model_recovers_known_cells():
     """Faces labelled through known gender and age error matrices (expected counts): the
     product model gives back the true shares of every cell within each tone group."""
-    from corpus_audit.stages.analyze.attribute_cells import CELL_AGES, _joint
+    from corpus_audit.stages.analyze.attribute_cells import CELL_AGES, _joint, cell_counts
 
     tones = ("l_dark", "l_mid", "l_light")
     gender_m = np.array([[0.85, 0.1, 0.05], [0.08, 0.9, 0.02]])  # rows: woman, man
@@ -295,7 +295,7 @@ def test_product_model_recovers_known_cells():
             for a in range(3):
                 k = int(round(big * out[g * 4 + a]))
                 observed += [(("female", "male")[g], tone, CELL_AGES[a])] * k
-    got = _joint(observed, tones, gender_m, age_m).reshape(2, 3, 3)
+    got = _joint(cell_counts(observed, tones), gender_m, age_m).reshape(2, 3, 3)
     # the tone groups' shares are taken as measured: compare within each tone group
     for t in range(3):
         want = truth[:, t, :] / truth[:, t, :].sum()

@@ -22,33 +22,37 @@ from corpus_audit.stages.analyze.attribute_errors import (
     AttributeCorrection,
 )
 
-CELL_GENDERS = GENDERS
 CELL_AGES = AGE_GROUPS  # the age matrices' scale (age_group)
 
 
+def cell_counts(cells: list[tuple[str, str, str]], tones: tuple[str, ...]) -> np.ndarray:
+    """``(tones, 6)`` counts of one side's measured cells: per tone group, gender (slowest)
+    x age group."""
+    tone_of = np.array([tones.index(c[1]) for c in cells], dtype=int)
+    ga = np.array([GENDERS.index(c[0]) * 3 + CELL_AGES.index(c[2]) for c in cells], dtype=int)
+    counts = np.zeros((len(tones), 6))
+    np.add.at(counts, (tone_of, ga), 1)
+    return counts
+
+
 def _joint(
-    cells: list[tuple[str, str, str]],
-    tones: tuple[str, ...],
+    counts: np.ndarray,
     gender_m: np.ndarray,
     age_m: np.ndarray,
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """Corrected shares (0-1) of the cells (gender x tone x age, in :data:`CELLS` order) of
-    one side: within each tone group, gender and age group corrected jointly by the product
-    model (the Kronecker product of the two matrices; an ambiguous gender or a minor is an
-    uncounted outcome); the tone groups' shares as measured. ``rng``: one multinomial
-    replicate of the side's faces instead of the faces themselves."""
-    n = len(cells)
-    tone_of = np.array([tones.index(c[1]) for c in cells])
-    ga = np.array([CELL_GENDERS.index(c[0]) * 3 + CELL_AGES.index(c[2]) for c in cells])
-    counts = np.zeros((len(tones), 6))
-    np.add.at(counts, (tone_of, ga), 1)
+    one side from its :func:`cell_counts`: within each tone group, gender and age group
+    corrected jointly by the product model (the Kronecker product of the two matrices; an
+    ambiguous gender or a minor is an uncounted outcome); the tone groups' shares as measured.
+    ``rng``: one multinomial replicate of the side's faces instead of the faces themselves."""
     if rng is not None:
+        n = int(counts.sum())
         counts = rng.multinomial(n, counts.ravel() / n).reshape(counts.shape).astype(float)
     joint = np.kron(gender_m, age_m)  # (6, 12): column = predicted gender * 4 + predicted age
     counted = [g * 4 + a for g in range(2) for a in range(3)]
     order = counted + [c for c in range(12) if c not in counted]
-    out = np.zeros((2, len(tones), 3))
+    out = np.zeros((2, len(counts), 3))
     for t, row in enumerate(counts):
         if row.sum() == 0:
             continue
@@ -74,12 +78,11 @@ def corrected_cells(
         return "not corrected: no applied error matrix for " + ", ".join(missing)
     shares, draws = [], []
     for source, cells in zip((TRAINING, model), sides, strict=True):
+        counts = cell_counts(cells, tones)
         g_m, a_m = fix.matrices[(GENDER, source)], fix.matrices[("age_group", source)]
-        shares.append(_joint(cells, tones, g_m, a_m))
+        shares.append(_joint(counts, g_m, a_m))
         g_d, a_d = fix.draws[(GENDER, source)], fix.draws[("age_group", source)]
-        draws.append(
-            np.stack([_joint(cells, tones, g, a, rng) for g, a in zip(g_d, a_d, strict=True)])
-        )
+        draws.append(np.stack([_joint(counts, g, a, rng) for g, a in zip(g_d, a_d, strict=True)]))
     change = draws[1] - draws[0]
     lo, hi = np.nanquantile(change, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0)
     return 100 * shares[0], 100 * shares[1], 100 * (shares[1] - shares[0]), 100 * np.stack([lo, hi])
