@@ -12,7 +12,7 @@ its RSS before decoding:
 - ``pillow``: the simple baseline, ``np.asarray(Image.open(p).convert("RGB"))``;
 - ``read_rgb full size``: :func:`corpus_audit.core.imagefile.read_rgb` with no size limit;
 - ``label decode``: :func:`corpus_audit.core.imagefile.decode` as the ``label`` stage calls it
-  (long side <= ``label.DECODE_MAX_SIDE``, JPEG scaled by the decoder itself, inside
+  (long side <= ``core.imagefile.DECODE_MAX_SIDE``, JPEG scaled by the decoder itself, inside
   :func:`~corpus_audit.core.imagefile.large_pillow_blocks`);
 - ``label decode, 2 threads x 2 images``: two threads decoding two copies each, sharing one
   :class:`~corpus_audit.core.imagefile.DecodeBudget` of ``images.max_pixels`` (as the stage does)
@@ -44,7 +44,7 @@ def rss_kb(field):
 mode, path = sys.argv[1], sys.argv[2]
 from PIL import Image
 from corpus_audit.core.imagefile import DecodeBudget, decode, large_pillow_blocks, read_rgb
-from corpus_audit.stages.label import DECODE_MAX_SIDE
+from corpus_audit.core.imagefile import DECODE_MAX_SIDE
 if mode != "pillow" and mode != "full":
     blocks = large_pillow_blocks()  # as the label stage does
     blocks.__enter__()

@@ -30,7 +30,7 @@ from common import CONFIGS, GOALS, Context, best_of, free, log, rate, timer
 
 THRESHOLD = 0.9  # label.threshold of the paper
 NEAR = 0.01  # a probability this close to the threshold may flip with rounding
-DECODE_MAX_SIDE = 2048  # corpus_audit.stages.label's decode size cap
+DECODE_MAX_SIDE = 2048  # corpus_audit.core.imagefile's decode size cap
 
 FULL = {
     "config": "ViT-L-14.json",

@@ -49,6 +49,7 @@ from corpus_audit.core.config import (  # noqa: F401  (DTYPES, NSFW_POLICIES re-
     DTYPES,
     NSFW_POLICIES,
     GenerateSection,
+    StudyConfig,
     derived_from,
 )
 from corpus_audit.core.devices import resolve_device  # noqa: F401  (re-exported)
@@ -138,6 +139,20 @@ def register_generator(name: str, factory: GeneratorFactory) -> None:
 def split_spec(spec: str) -> tuple[str, str]:
     """``"backend:model"`` -> (backend, model); a plain model -> ("diffusers", model)."""
     return specs.split_spec(spec, GENERATORS, "diffusers")
+
+
+def open_generator(
+    config: StudyConfig, model: str, settings: GenerationSettings, *, progress: bool = True
+) -> Generator:
+    """Load the generator of a ``generate.models`` entry of ``config`` (local paths relative to
+    the study; an API backend gets the ``[generate]`` section instead of files)."""
+    backend, name = split_spec(model)
+    factory = GENERATORS.get(backend)
+    if getattr(factory, "needs_config", False):  # an API backend: no local files, no weights
+        return factory(name, settings, config=config.generate)
+    path = config.resolve(name)
+    with quiet_loading(not progress):
+        return factory(str(path) if path.exists() else name, settings)
 
 
 # -- ids and seeds --------------------------------------------------------------------------

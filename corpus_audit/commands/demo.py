@@ -47,8 +47,8 @@ from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.context import neighbor_groups
 from corpus_audit.report.leaderboard_page import write_leaderboard_page
 from corpus_audit.report.visible import finalize
-from corpus_audit.stages.indicators import PAPER_LAION_SHARE, indicator_summary
-from corpus_audit.stages.indicators.corpus import corpus_rows, corpus_summary
+from corpus_audit.stages.indicators import indicator_summary
+from corpus_audit.tables.corpora import PAPER_LAION_SHARE, corpus_rows, corpus_summary
 
 CORPORA_FILE = "corpora.toml"  # demo_data/: the files' corpus groups, hypernymized ones
 DEMO_FILES = (

@@ -40,11 +40,11 @@ from corpus_audit.commands.validate_questions import (
     questions_html,
 )
 from corpus_audit.core.errors import CorpusAuditError, StageOrderError, ValidationError
+from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.stats import allocate
 from corpus_audit.report.thumbs import thumbnail_uri
 from corpus_audit.stages.analyze.strata import prepare_strata
-from corpus_audit.stages.label import resolve_image_path
 
 THUMBNAIL_PX = 320  # longest side of the inlined images
 RACE_NOTE = (
@@ -251,7 +251,7 @@ def _items(study: Study, sample: list[tuple[str, str, str]], race: bool) -> tupl
     """The sheet's items (thumbnail and questions) and how many images could not be read."""
     items_html, missing = [], 0
     for item, (image_id, path, _) in enumerate(sample, start=1):
-        uri = _thumbnail(resolve_image_path(study, path), study.config.images.max_pixels)
+        uri = _thumbnail(study_image_path(study.root, path), study.config.images.max_pixels)
         if uri is None:
             missing += 1
             img = '<div class="missing">image unavailable</div>'

@@ -270,7 +270,7 @@ declare(
         "corpus_audit.stages.generate:generate",
         "generate images for every prompt with each configured text-to-image model",
         # The caption prompts are the training subsets after the cut, which generate makes
-        # itself (corpus_audit/stages/subsets.py: `training_subsets` is written later, by analyze):
+        # itself (corpus_audit/tables/subsets.py: `training_subsets` is written later, by analyze):
         # hence the cut's settings. Its `images`, `face_filter` and `labels` inputs are not
         # fingerprinted: generate writes `images` itself, and the second `label` run of
         # `corpus-audit run` adds the generated images' rows to the other two, which would
@@ -618,7 +618,7 @@ declare(
 declare(
     Stage(
         "pst_report",
-        "corpus_audit.stages.pst_report:pst_report",
+        "corpus_audit.report.pst_report:pst_report",
         "PST: the HTML report section and a CSV of every PST table",
         config=("study.name",),
         reads=(*PST_SCORE_TABLES, "pst_caption_roles", "pst_rounds", "pst_face_filter"),
@@ -631,7 +631,7 @@ declare(
 STAGE_NAMES = list(STAGES.names())
 # What `corpus-audit run` executes: `label` runs before `generate` too, because the training
 # subsets are cut at N labelled training images and the captions used as prompts come from
-# that cut (corpus_audit/stages/subsets.py); its second run labels the generated images. Each run
+# that cut (corpus_audit/tables/subsets.py); its second run labels the generated images. Each run
 # only labels what has no label yet, so the second one does not repeat the first's work.
 RUN_ORDER = [
     "select",

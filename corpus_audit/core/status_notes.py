@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # (the config section whose ``enabled`` switch the note needs, or None: always; lazy entry)
 NOTES: tuple[tuple[str | None, str], ...] = (
-    (None, "corpus_audit.stages.subsets:study_shortfall"),
+    (None, "corpus_audit.tables.subsets:study_shortfall"),
     (None, "corpus_audit.backends.openai_images:status_lines"),
     (None, "corpus_audit.report.imports:status_lines"),
     ("llm", "corpus_audit.stages.llm_texts:status_lines"),

@@ -75,10 +75,8 @@ def report(study: Study, *, progress: bool = True) -> StageRun:
 
 def report_fingerprint(study: Study) -> str:
     """Hash of what the report shows: analysis tables, stage runs, config and template."""
-    # not at the top: config validation imports the report package (report.imports), and the
-    # analyze and variants stages import numpy, pandas and their methods
-    from corpus_audit.stages.analyze import ANALYSIS_TABLES
-    from corpus_audit.stages.variants.compare import TABLES as VARIANT_TABLES
+    # not at the top: config validation imports the report package (report.imports)
+    from corpus_audit.tables.analysis import ANALYSIS_TABLES, VARIANT_TABLES
 
     parts: dict[str, Any] = {"config": study.config.section_hash()}
 

@@ -13,7 +13,7 @@ import pandas as pd
 from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
 from corpus_audit.report.leaderboard_page import interval_figure, win_rate_heatmap
-from corpus_audit.stages.analyze.read import rows
+from corpus_audit.tables.read import rows
 
 TABLES = ("arena_votes", "arena_ratings", "arena_pairs")
 INTERVAL_CAPTION = (

@@ -25,11 +25,14 @@ from corpus_audit.core.preset import paper_differences
 from corpus_audit.core.slugs import cut_bytes
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.amplification import strategy_sort_key
+from corpus_audit.methods.image_similarity import summary as image_summary
 from corpus_audit.report import figures as figs
 from corpus_audit.report import findings as fnd
 from corpus_audit.report.arena_section import arena_figures, arena_section
 from corpus_audit.report.attributes_section import attributes_section
+from corpus_audit.report.correction_section import correction_section
 from corpus_audit.report.imports import status_lines as import_lines
+from corpus_audit.report.labour_figure import NO_DATA, labour_figure_for
 from corpus_audit.report.preference_section import (
     categories_section,
     preference_figures,
@@ -38,11 +41,10 @@ from corpus_audit.report.preference_section import (
 from corpus_audit.report.thumbs import resolve, thumbnail_uri
 from corpus_audit.report.variants_section import variants_section
 from corpus_audit.report.who_how import who_how_section
-from corpus_audit.stages.analyze import input_fingerprint, untrained_classifiers
-from corpus_audit.stages.analyze.image_similarity import summary as image_summary
-from corpus_audit.stages.analyze.read import amplification_pairs, rows, table3
-from corpus_audit.stages.indicators.corpus import corpus_rows
-from corpus_audit.stages.subsets import SHORTFALL_TEXT
+from corpus_audit.tables.analysis import input_fingerprint, untrained_classifiers
+from corpus_audit.tables.corpora import corpus_rows
+from corpus_audit.tables.read import amplification_pairs, rows, table3
+from corpus_audit.tables.subsets import SHORTFALL_TEXT
 
 IMAGE_STAGES = ("images", "generate", "label")
 TOP_NEIGHBOR_OCCUPATIONS = 4
@@ -91,7 +93,6 @@ def build_context(study: Study, *, figures_dir: Path | None, progress: bool) -> 
     ctx["indicator_columns"] = fnd.filled_columns(ctx["indicators"]["rows"], INDICATOR_COLUMNS)
     ctx["figures"] = figures_section(study, ctx, figures_dir, progress)
     ctx["labour_figure"], ctx["no_figures"] = _labour_figure(study, ctx, figures_dir)
-    from corpus_audit.report.correction_section import correction_section
 
     ctx["correction"] = correction_section(study, ctx, figures_dir, _cell, _file_name)
     ctx["occupations"] = occupations_section(study, progress)
@@ -136,8 +137,6 @@ def _labour_figure(
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The generated-vs-labour figure (model-only results) as a figure entry, or None; and the
     "no data" lines of figures the study does not draw."""
-    from corpus_audit.report.labour_figure import NO_DATA, labour_figure_for
-
     no_figures = []
     if not ctx["sections"]["results"].has_data and ctx["kind"] != "images":
         no_figures.append(

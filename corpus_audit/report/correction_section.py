@@ -14,8 +14,8 @@ from typing import Any
 from corpus_audit.core.store import Study
 from corpus_audit.methods.amplification import paper_layout, strategy_sort_key
 from corpus_audit.report import figures as figs
-from corpus_audit.stages.analyze.correction import messages
-from corpus_audit.stages.analyze.read import rows
+from corpus_audit.tables.analysis import correction_messages
+from corpus_audit.tables.read import rows
 
 CAPTION = (
     "Corrected for the classifier's errors (Rogan-Gladen with the ambiguous shares, error rates "
@@ -41,7 +41,9 @@ def correction_section(
         "ORDER BY model_id, strategy, template_id NULLS LAST",
     )
     applied = any(e["applied"] for e in errors)
-    lines = messages(prov) if prov else ["misclassification correction: not computed yet"]
+    lines = (
+        correction_messages(prov) if prov else ["misclassification correction: not computed yet"]
+    )
     out: dict[str, Any] = {
         "ran": prov is not None or bool(summary),
         "applied": applied,

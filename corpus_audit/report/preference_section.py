@@ -18,7 +18,7 @@ import pandas as pd
 from corpus_audit.core.store import Study
 from corpus_audit.report import figures as figs
 from corpus_audit.report import preference_figures as pf
-from corpus_audit.stages.analyze.read import rows
+from corpus_audit.tables.read import rows
 
 
 def categories_section(study: Study) -> dict[str, Any]:

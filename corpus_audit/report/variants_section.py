@@ -14,7 +14,7 @@ from typing import Any
 
 from corpus_audit.core.store import Study
 from corpus_audit.methods.recaption.compare import METRICS
-from corpus_audit.stages.analyze.read import rows
+from corpus_audit.tables.read import rows
 
 OCCUPATION_METRICS = ("any_indicator", "female_indicator", "male_indicator")
 

@@ -24,7 +24,7 @@ from corpus_audit.report.figures import save
 from corpus_audit.report.findings import split_word_groups
 from corpus_audit.report.render import render
 from corpus_audit.report.who_how_figures import decile_figure, who_scatter
-from corpus_audit.stages.analyze.read import rows as _rows
+from corpus_audit.tables.read import rows as _rows
 
 WORDS_SHOWN = 10  # marked words per side and occupation
 OCCUPATIONS_SHOWN = 40  # occupations with compared texts, most texts first

@@ -27,7 +27,7 @@ from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.categories import category_distribution, official_table
 from corpus_audit.methods.lexicon.official_stats import load_official_stats
 from corpus_audit.methods.lexicon.prompt_sets import load_categories
-from corpus_audit.stages.analyze.percent import choose_classifier, prepare_labels
+from corpus_audit.tables.labelled import choose_classifier, prepare_labels
 
 STAGE = "categories"
 

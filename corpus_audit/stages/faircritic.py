@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from corpus_audit.backends.classifiers import build_classifier
 from corpus_audit.backends.faces import face_model_setting, get_face_detector
 from corpus_audit.backends.feedback import WRITERS
-from corpus_audit.backends.generators import derive_seed
+from corpus_audit.backends.generators import GenerationSettings, derive_seed, open_generator
 from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
@@ -38,8 +38,7 @@ from corpus_audit.methods.pst.critic import (
     FairCritic,
     LabellerCritic,
 )
-from corpus_audit.stages.generate import open_generator, settings_from_config
-from corpus_audit.stages.pst_tables import stored_prompts
+from corpus_audit.tables.pst_frames import stored_prompts
 
 NAME = "faircritic"
 
@@ -129,7 +128,11 @@ def build_loop(study: Study, model: str) -> Any:
         study,
     )
     return FairCritic(
-        from_generator(open_generator(study, model, settings_from_config(study), progress=False)),
+        from_generator(
+            open_generator(
+                study.config, model, GenerationSettings.from_config(study.config), progress=False
+            )
+        ),
         critic,
         writer,
         store=TableRoundStore(study, model),

@@ -8,7 +8,7 @@ For each model in ``generate.models`` (several side by side, e.g. SD 1.4 and SD 
   subsets are prompts themselves, ``images_per_caption`` images each (10 in the paper), linked
   by caption_id; a caption in several subsets is generated once (see
   ``sql/generate/caption_images.sql``). The captions are the subsets' members after the cut
-  (:mod:`corpus_audit.stages.subsets`), and with ``generate.caption_prompts = "labelled"`` (default,
+  (:mod:`corpus_audit.tables.subsets`), and with ``generate.caption_prompts = "labelled"`` (default,
   the paper's P_o = S_o) only those whose training image got a confident label, so the
   lower bound compares T and G over the same captions; ``"all"`` takes every member. This
   needs the training images labelled first: ``corpus-audit run`` runs ``label`` before
@@ -83,19 +83,20 @@ from corpus_audit.backends.generators import (
     Generator,
     derive_seed,
     model_slug,
+    open_generator,
     quiet_loading,
     split_spec,
 )
 from corpus_audit.backends.openai_images import generate_missing, status_lines
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.fileio import atomic_path
+from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.kinds import prompt_stage
 from corpus_audit.core.slugs import slug
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_occupations
-from corpus_audit.stages.label import resolve_image_path
-from corpus_audit.stages.subsets import CutRule, cut_study, drop, status_rows
+from corpus_audit.tables.subsets import CutRule, cut_study, drop, status_rows
 
 SEED_RULE = (
     "seed = int(sha256(f'{study.seed}\\x1f{model_id}\\x1f{prompt_key}\\x1f{index}')[:8]) "
@@ -396,19 +397,6 @@ def plan_jobs(study_seed: int, model_id: str, specs: Sequence[PromptSpec]) -> li
 
 
 # -- generation -----------------------------------------------------------------------------
-def open_generator(
-    study: Study, model: str, settings: GenerationSettings, *, progress: bool = True
-) -> Generator:
-    """Load the generator of a ``generate.models`` entry (local paths relative to the study)."""
-    backend, name = split_spec(model)
-    factory = GENERATORS.get(backend)
-    if getattr(factory, "needs_config", False):  # an API backend: no local files, no weights
-        return factory(name, settings, config=study.config.generate)
-    path = study.config.resolve(name)
-    with quiet_loading(not progress):
-        return factory(str(path) if path.exists() else name, settings)
-
-
 def _generate_model(
     study: Study,
     run: StageRun,
@@ -559,7 +547,7 @@ def _generate_per_image(
 ) -> int:
     """An API backend (``openai:``): each image committed as it arrives, refusals recorded
     (corpus_audit/backends/openai_images.py)."""
-    generator = open_generator(study, model, settings, progress=progress)
+    generator = open_generator(study.config, model, settings, progress=progress)
     try:
         return generate_missing(study, run, model, generator, missing, progress=progress,
                                 record_settings=_record_settings)  # fmt: skip
@@ -719,7 +707,7 @@ def regenerate_image(
     recorded = json.loads(details)["settings"]
     recorded["device"] = study.config.engine.device
     own = generator is None
-    gen = generator or open_generator(study, model, GenerationSettings(**recorded))
+    gen = generator or open_generator(study.config, model, GenerationSettings(**recorded))
     try:
         return gen.generate(prompts, seeds)[pick]
     finally:
@@ -746,7 +734,7 @@ def save_regenerated(
     out.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(image.pixels).save(out, format="PNG")
     try:
-        with Image.open(resolve_image_path(study, stored_rel)) as im:
+        with Image.open(study_image_path(study.root, stored_rel)) as im:
             same: bool | None = bool(np.array_equal(np.asarray(im.convert("RGB")), image.pixels))
     except OSError:
         same = None

@@ -70,7 +70,7 @@ from corpus_audit.methods.lexicon import load_association_terms
 from corpus_audit.methods.lexicon.llm_prompts import expand, load_llm_occupations, load_llm_prompts
 from corpus_audit.methods.texts.association import AssociationCounter
 from corpus_audit.methods.texts.sampling import OPEN, Decision, PairCounts, Rule, decide, seed_for
-from corpus_audit.stages.analyze.read import rows
+from corpus_audit.tables.read import rows
 
 STAGE = "llm_texts"
 UNSPECIFIED = "unspecified"  # llm_texts.gender of a prompt without a gender

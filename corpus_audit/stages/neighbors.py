@@ -11,7 +11,7 @@ METHODS 1.5. For each occupation ``o`` and each of its prompts ``P``:
 With ``select.sample_unit = "labelled_images"`` (default) the paper's NN subsets are ``k``
 *labelled* training images per prompt, like the keyword subsets: the stage then ranks
 ``ceil(k x select.overdraw)`` candidates, and the analysis cuts each list in rank order at the
-``k``-th caption whose training image got a confident label (:mod:`corpus_audit.stages.subsets`).
+``k``-th caption whose training image got a confident label (:mod:`corpus_audit.tables.subsets`).
 With ``"captions"`` it keeps the top ``k``.
 
 With fewer captions than that an occupation gets all of them (``short_of_k`` in

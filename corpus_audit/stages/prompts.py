@@ -21,8 +21,11 @@ from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.lexicon import load_occupations
-from corpus_audit.methods.lexicon.study_prompts import study_prompts
-from corpus_audit.stages.analyze.generated_gender import DEFAULT_LANGUAGE, set_languages
+from corpus_audit.methods.lexicon.study_prompts import (
+    DEFAULT_LANGUAGE,
+    prompt_set_languages,
+    study_prompts,
+)
 
 NAME = "prompts"
 TABLES = ("prompts", "prompt_categories")
@@ -97,7 +100,11 @@ def _summary(study: Study) -> list[dict[str, Any]]:
             "GROUP BY ALL ORDER BY p.prompt_set, c.language"
         )
     )
-    languages = set_languages(study) if any(r["language"] is None for r in rows) else {}
+    languages = (
+        prompt_set_languages(study.config.lexicon.prompts, study.root)
+        if any(r["language"] is None for r in rows)
+        else {}
+    )
     for r in rows:
         r["language"] = r["language"] or languages.get(r["prompt_set"], DEFAULT_LANGUAGE)
     return rows

@@ -27,7 +27,7 @@ from corpus_audit.methods.lexicon import load_labor_stats
 from corpus_audit.methods.pst import score
 from corpus_audit.methods.pst.captions import caption_people, caption_scores
 from corpus_audit.methods.pst.score import Bootstrap, labor_comparison
-from corpus_audit.stages.pst_tables import insert_frame, read_frame
+from corpus_audit.tables.pst_frames import insert_frame, read_frame
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -30,7 +30,7 @@ from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
 from corpus_audit.methods.lexicon.pst import load_roles
 from corpus_audit.methods.pst.captions import CaptionRoleTagger, tag_files
-from corpus_audit.stages.pst_tables import insert_frame
+from corpus_audit.tables.pst_frames import insert_frame
 
 if TYPE_CHECKING:
     import pandas as pd

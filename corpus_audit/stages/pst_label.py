@@ -8,7 +8,7 @@ detected face, left to right) and does not run a detector again:
   and right by box centre;
 - single prompts: the one-face rule's outcome of ``label`` as it is.
 
-Each kept image is decoded (at most :data:`corpus_audit.stages.label.DECODE_MAX_SIDE` on its long
+Each kept image is decoded (at most :data:`corpus_audit.core.imagefile.DECODE_MAX_SIDE` on its long
 side; stored boxes are scaled to it) and each person's crop goes through the classifier of
 ``[label]`` (:func:`corpus_audit.methods.pst.persons.classify_people`, threshold ``label.threshold``).
 Writes ``pst_face_filter`` (one row per image, with its drop reason) and ``pst_people`` (one
@@ -28,13 +28,12 @@ from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import build_classifier, classifier_id
 from corpus_audit.backends.faces import Face, FaceResult
-from corpus_audit.core.imagefile import UnreadableImage, decode
+from corpus_audit.core.imagefile import DECODE_MAX_SIDE, UnreadableImage, decode, study_image_path
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts, sql_text
 from corpus_audit.methods.pst.persons import PstImage, classify_people
 from corpus_audit.methods.pst.positions import PairResult, pair_table
-from corpus_audit.stages.label import DECODE_MAX_SIDE, resolve_image_path
-from corpus_audit.stages.pst_tables import insert_frame, stored_prompts
+from corpus_audit.tables.pst_frames import insert_frame, stored_prompts
 
 NAME = "pst_label"
 FILTER_COLUMNS = (
@@ -128,7 +127,7 @@ def label_batch(
     for row in filters[filters["kept"]].itertuples(index=False):
         try:
             image = decode(
-                resolve_image_path(study, paths[row.image_id]),
+                study_image_path(study.root, paths[row.image_id]),
                 max_pixels=study.config.images.max_pixels,
                 max_side=DECODE_MAX_SIDE,
             )

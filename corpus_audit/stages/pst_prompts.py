@@ -14,7 +14,7 @@ from typing import Any
 
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon.pst import load_prompts, prompts_frame
-from corpus_audit.stages.pst_tables import insert_frame, read_frame
+from corpus_audit.tables.pst_frames import insert_frame, read_frame
 
 NAME = "pst_prompts"
 

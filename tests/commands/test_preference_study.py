@@ -80,7 +80,7 @@ def models(tmp_path_factory) -> list[Path]:
 
 def _replace_with_photos(study: Study, model_ids: list[str]) -> dict[str, str]:
     """Overwrite each generated PNG with the photo :data:`RULE` picks; image_id -> photo."""
-    from corpus_audit.stages.label import resolve_image_path
+    from corpus_audit.core.imagefile import study_image_path
 
     rows = study.con.execute(
         "SELECT image_id, model_id, prompt_id, occupation, path FROM images "
@@ -91,7 +91,7 @@ def _replace_with_photos(study: Study, model_ids: list[str]) -> dict[str, str]:
     for image_id, model_id, prompt_id, occupation, path in rows:
         name = RULE[(model_ids.index(model_id), occupation)][counter[(model_id, prompt_id)]]
         counter[(model_id, prompt_id)] += 1
-        Image.fromarray(photo(name)).resize((256, 256)).save(resolve_image_path(study, path))
+        Image.fromarray(photo(name)).resize((256, 256)).save(study_image_path(study.root, path))
         pictures[image_id] = name
     return pictures
 

@@ -7,7 +7,11 @@ checked:
 - **no cycle**: no two modules reach each other through imports (Tarjan's strongly connected
   components; every component of more than one module is printed);
 - **no upward import**: the layer of a module is its top folder, and imports point down
-  ``cli -> commands -> stages, report -> methods, backends -> core`` (same layer is allowed);
+  ``cli -> commands -> stages, report -> tables -> methods, backends -> core`` (same layer is
+  allowed);
+- **stages stand alone**: a module of ``stages/<name>`` (a stage's module or package) imports
+  no other stage's modules and nothing of ``report/``, and ``report/`` imports no stage: what
+  two of them share lives in ``tables/`` (or lower);
 - **methods/ is pure**: a module of ``methods/`` imports only ``methods/`` and ``core/`` (not
   ``backends/``, though it shares their layer): models and files come in as arguments, the stage
   that calls a method loads the model or reads the corpus.
@@ -30,13 +34,14 @@ LAYERS = {
     "core": 0,
     "methods": 1,
     "backends": 1,
-    "stages": 2,
-    "report": 2,
-    "commands": 3,
-    "cli": 4,
-    "api": 4,
+    "tables": 2,
+    "stages": 3,
+    "report": 3,
+    "commands": 4,
+    "cli": 5,
+    "api": 5,
 }
-ORDER = "cli, api -> commands -> stages, report -> methods, backends -> core"
+ORDER = "cli, api -> commands -> stages, report -> tables -> methods, backends -> core"
 # top folders whose modules may import only the listed top folders (and their own)
 ONLY = {"methods": {"methods", "core"}}
 
@@ -157,6 +162,58 @@ def impure_imports(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
+def owner(module: str) -> str | None:
+    """``stages.<name>`` for a module of a stage's module or package, ``report`` for the
+    report room; None elsewhere."""
+    parts = module.split(".")
+    if len(parts) >= 3 and parts[1] == "stages":
+        return f"stages.{parts[2]}"
+    return "report" if len(parts) >= 2 and parts[1] == "report" else None
+
+
+def cross_stage_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"a -> b"`` for every import of one stage's (or the report's) modules by another's."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        mine = owner(module)
+        if mine is None:
+            continue
+        for target in sorted(targets):
+            theirs = owner(target)
+            if theirs is not None and theirs != mine:
+                out.append(f"{module} -> {target}")
+    return out
+
+
+def test_no_stage_imports_another_stage_or_the_report() -> None:
+    found = cross_stage_imports(import_graph())
+    listing = "\n".join(f"  {line}" for line in found)
+    assert not found, (
+        f"{len(found)} imports cross from one stage to another (or between stages and the "
+        f"report); move what they share to tables/ or lower:\n{listing}"
+    )
+
+
+def test_the_stage_rule_fires(tmp_path: Path) -> None:
+    """stages.a -> stages.b and report -> stages.a break the rule; a module of a stage's own
+    package and tables/ do not."""
+    pkg = tmp_path / PACKAGE
+    for folder in ("tables", "stages", "stages/a", "report"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tables" / "t.py").write_text("")
+    (pkg / "stages" / "a" / "part.py").write_text("from corpus_audit.tables import t\n")
+    (pkg / "stages" / "a" / "__init__.py").write_text("from corpus_audit.stages.a import part\n")
+    (pkg / "stages" / "b.py").write_text("def f():\n    from corpus_audit.stages.a import part\n")
+    (pkg / "report" / "r.py").write_text("from corpus_audit.stages import a\n")
+    graph = import_graph(tmp_path)
+    assert cross_stage_imports(graph) == [
+        "corpus_audit.report.r -> corpus_audit.stages.a",
+        "corpus_audit.stages.b -> corpus_audit.stages.a.part",
+    ]
+
+
 def test_every_top_folder_has_a_layer() -> None:
     tops = {m.split(".")[1] for m in package_modules() if m.count(".") >= 1}
     assert tops <= set(LAYERS), f"modules outside the layers {ORDER}: {sorted(tops - set(LAYERS))}"
@@ -231,6 +288,8 @@ if __name__ == "__main__":
         print(f"up: {line}")
     for line in impure_imports(graph):
         print(f"impure: {line}")
+    for line in cross_stage_imports(graph):
+        print(f"cross-stage: {line}")
 
 
 def test_progress_bars_use_tqdm_auto():

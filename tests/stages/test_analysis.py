@@ -32,7 +32,7 @@ from corpus_audit.methods.stats import (
     wilson_interval,
 )
 from corpus_audit.stages.analyze import analyze
-from corpus_audit.stages.analyze.read import table3, table3_frame
+from corpus_audit.tables.read import table3, table3_frame
 
 
 # -- stats ----------------------------------------------------------------------------------

@@ -69,6 +69,20 @@ def prompt_files(value: str | list[str], base: Path | None, categories: str) -> 
     return files
 
 
+DEFAULT_LANGUAGE = "en"  # a prompt whose set states no language
+
+
+def prompt_set_languages(value: str | list[str], root: Path) -> dict[str, str]:
+    """The language of each templated prompt set of ``lexicon.prompts`` (``value``; relative
+    paths from ``root``), by set name; prompt tables state theirs per row."""
+    out: dict[str, str] = {}
+    for spec in prompt_set_specs(value):
+        if not is_prompt_table_spec(spec):
+            prompt_set = load_prompt_set(spec, root)
+            out[prompt_set.name] = prompt_set.language
+    return out
+
+
 def study_prompts(
     value: str | list[str],
     occupations: list[Occupation],

@@ -4,7 +4,7 @@
 -- candidate) whose indicator label is 'none', in the keyword sample's rank order, ranked 1..
 -- The subset then holds exactly the indicator-free part of the keyword subset: when the
 -- keyword subset is cut at N labelled images, the no_indicators subset is that cut's
--- indicator-free captions (corpus_audit/stages/subsets.py), not a cut of its own.
+-- indicator-free captions (corpus_audit/tables/subsets.py), not a cut of its own.
 -- Creates the temp table indicators_sample_new (read by indicators/sample_diff.sql and
 -- indicators/sample_write.sql; corpus_audit/stages/indicators/__init__.py drops it).
 CREATE OR REPLACE TEMP TABLE indicators_sample_new AS

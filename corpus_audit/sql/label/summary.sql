@@ -1,6 +1,6 @@
 -- The `label` stage's summary per image source: images, kept by the face filter, labels of
 -- $classifier by value and face-filter drops by reason.
--- Reads `images`, `face_filter`, `labels`. Owner: corpus_audit/stages/label.py
+-- Reads `images`, `face_filter`, `labels`. Owner: corpus_audit/stages/label/__init__.py
 SELECT i.source,
        count(*) AS images,
        count(*) FILTER (WHERE f.kept) AS faces_kept,

@@ -34,7 +34,7 @@ ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_target INTEGER;
 ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS n_candidates INTEGER;
 ALTER TABLE percent_female ADD COLUMN IF NOT EXISTS shortfall VARCHAR;
 
--- The training subsets after the cut (corpus_audit/stages/subsets.py): one row per caption in a
+-- The training subsets after the cut (corpus_audit/tables/subsets.py): one row per caption in a
 -- subset, with its training image and that image's label (female | male; with
 -- select.sample_unit = 'captions' also ambiguous | dropped | no_image | pending). T is the
 -- %female of a subset's female/male rows.

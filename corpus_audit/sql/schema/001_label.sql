@@ -1,4 +1,4 @@
--- Tables of the `label` stage: face filter and perceived-gender labels. Owner: corpus_audit/stages/label.py
+-- Tables of the `label` stage: face filter and perceived-gender labels. Owner: corpus_audit/stages/label/__init__.py
 -- Migration 1 (the baseline: every table as of schema version 0, the studies made before
 -- schema_version existed). Idempotent (IF NOT EXISTS), run in one transaction by Study.migrate.
 

@@ -1,5 +1,5 @@
 -- Perceived attributes written by the `label` stage: perceived age and perceived skin tone.
--- Owner: corpus_audit/stages/label.py (rows made by corpus_audit/stages/label_attributes.py).
+-- Owner: corpus_audit/stages/label/__init__.py (rows made by corpus_audit/stages/label/attributes.py).
 -- "Perceived" everywhere: these are a model's / a measurement's reading of a photo, never a
 -- person's identity. Migration 9, idempotent (IF NOT EXISTS), run in one transaction by
 -- Study.migrate.

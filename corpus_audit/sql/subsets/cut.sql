@@ -1,4 +1,4 @@
--- The training subsets after the cut (METHODS 1.5). Owner: corpus_audit/stages/subsets.py
+-- The training subsets after the cut (METHODS 1.5). Owner: corpus_audit/tables/subsets.py
 -- Reads `samples` (the ranked candidates of every subset), the training `images`, `face_filter`,
 -- `indicators` and the temp table `analysis_labelled` (image_id, label: the labels the
 -- analysis uses, sql/analyze/labelled.sql). Writes two temp tables:

@@ -1,5 +1,5 @@
 -- Per training subset after the cut (needs subsets/cut.sql first): what it holds and, when it
--- holds fewer than N, why. Owner: corpus_audit/stages/subsets.py
+-- holds fewer than N, why. Owner: corpus_audit/tables/subsets.py
 --   candidates: captions ranked (samples rows); available: captions the strategy could rank
 --   (the occupation's captions; labelled 'none' for the no-indicator strategies);
 --   members / labelled: captions in the subset and how many have a female/male label;

@@ -12,8 +12,6 @@ same fingerprint keeps the tables and reports ``skipped``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping
 from functools import partial
@@ -22,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from corpus_audit.backends.classifiers import is_untrained
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.preset import paper_differences
@@ -39,11 +36,9 @@ from corpus_audit.methods.amplification import (
     summarize,
 )
 from corpus_audit.methods.correlation import indicator_correlation
-from corpus_audit.methods.lexicon.labour_map import map_digest
 from corpus_audit.methods.stats import stable_seed
 from corpus_audit.stages.analyze import correction
 from corpus_audit.stages.analyze.attribute_pairs import attribute_tables
-from corpus_audit.stages.analyze.attributes import ATTRIBUTE_TABLES
 from corpus_audit.stages.analyze.generated_gender import (
     generated_gender_rows,
     headline,
@@ -55,59 +50,20 @@ from corpus_audit.stages.analyze.percent import (
     CAPTION_PROMPTS_TEMPLATE,
     ImageSet,
     caption_prompt_sets,
-    choose_classifier,
     generated_sets,
     indicator_match_rows,
     occupation_indicator_rows,
-    prepare_labels,
     training_sets,
 )
-from corpus_audit.stages.analyze.read import summary_table
-from corpus_audit.stages.subsets import CutRule, cut, drop, shortfall_lines, status_rows
-
-ANALYSIS_TABLES = (
-    "training_subsets",
-    "percent_female",
-    "amplification",
-    "amplification_summary",
-    "indicator_match",
-    "occupation_indicators",
-    "indicator_correlation",
-    "image_similarity",
-    *correction.CORRECTION_TABLES,
-    "generated_gender",
-    *ATTRIBUTE_TABLES,
+from corpus_audit.tables.analysis import (
+    ANALYSIS_TABLES,
+    correction_messages,
+    input_fingerprint,
+    untrained_classifiers,
 )
-
-# Columns each input table contributes to the fingerprint.
-_FINGERPRINT_COLUMNS = {
-    "samples": "strategy, occupation, prompt_id, caption_id, rank",
-    "prompts": "prompt_id, template_id, occupation",
-    "images": "image_id, source, caption_id, prompt_id, occupation, model_id, strategy, path",
-    "face_filter": "image_id, kept",
-    "labels": "image_id, classifier, p_female, label",
-    "mentions": "caption_id, occupation",
-    "indicators": "caption_id, label",
-    # the misclassification correction; the attribute correction, Monk calibration and race
-    "human_labels": "image_id, annotator, label, monk, age_bin, race",
-    "perceived_age": "image_id, model, expected_age, age_bin, minor",  # attribute tables
-    "skin_tone": "image_id, method, status, l_star, hue_deg",
-}
-
-
-def input_fingerprint(study: Study) -> str:
-    """Hash of everything the analysis reads (rows and config), order-independent."""
-    # the cut reads select (N, unit), indicators (split) and neighbors (k); similarity reads label
-    sections = ("analysis", "study", "select", "indicators", "neighbors", "label")
-    parts: dict[str, object] = {"config": study.config.section_hash(*sections)}
-    for table, cols in _FINGERPRINT_COLUMNS.items():
-        parts[table] = study.fingerprint(table, cols)
-    # generated_gender: the prompts' languages and the shipped labour statistics; the output
-    # tables themselves, so a study made before one of them existed fills it on the next run
-    parts["prompt_categories"] = study.fingerprint("prompt_categories", "prompt_id, language")
-    parts["labour_statistics"] = map_digest()
-    parts["outputs"] = list(ANALYSIS_TABLES)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+from corpus_audit.tables.labelled import choose_classifier, prepare_labels
+from corpus_audit.tables.read import summary_table
+from corpus_audit.tables.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
 
 def analyze(study: Study, *, progress: bool = True) -> StageRun:
@@ -223,7 +179,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         run.messages += shortfall_lines(status, rule, templates)
     run.messages += summary_messages(sim_rows)
     run.provenance["correction"] = correction.provenance(corrected, summ_rows, cfg.correction)
-    run.messages += correction.messages(run.provenance["correction"])
+    run.messages += correction_messages(run.provenance["correction"])
 
 
 def _output_table(study: Study) -> str:
@@ -490,13 +446,6 @@ def _cell_text(cell: dict | None) -> str | None:
     if cell.get("ci_low") is not None:
         text += f" [{cell['ci_low']:+.1f}, {cell['ci_high']:+.1f}]"
     return text
-
-
-def untrained_classifiers(study: Study) -> list[str]:
-    """Classifier ids in ``labels`` (and CLIP models of the image similarity) that name
-    untrained (random) weights."""
-    ids = study.sql("analyze/model_ids").fetchall()
-    return [i for (i,) in ids if is_untrained(i)]
 
 
 def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:

@@ -19,7 +19,6 @@ from corpus_audit.methods.stats import z_value
 from corpus_audit.stages.analyze import attribute_errors
 from corpus_audit.stages.analyze.attribute_cells import corrected_cells
 from corpus_audit.stages.analyze.attributes import (
-    ATTRIBUTE_TABLES,
     MAX_REPLICATES,
     POOLED,
     SCALES,
@@ -35,6 +34,7 @@ from corpus_audit.stages.analyze.attributes import (
     summary_rows,
 )
 from corpus_audit.stages.analyze.monk_pairs import monk_pair_rows
+from corpus_audit.tables.analysis import ATTRIBUTE_TABLES
 
 GENDERS = ("female", "male")
 CELLS = [(g, t, a) for g in GENDERS for t in TONE_GROUPS_UNCALIBRATED for a in AGE_GROUPS]

@@ -46,15 +46,6 @@ from corpus_audit.methods.skin_tone import (
 )
 from corpus_audit.methods.stats import wilson_interval, z_value
 
-ATTRIBUTE_TABLES = (
-    "attribute_distribution",
-    "attribute_summary",
-    "attribute_change",
-    "attribute_amplification",
-    "attribute_intersections",
-    "attribute_official",
-    "attribute_errors",
-)
 POOLED = "*"
 SCALES: dict[str, tuple[str, ...]] = {
     "gender": ("female", "male"),

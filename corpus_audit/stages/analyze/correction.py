@@ -33,12 +33,6 @@ from corpus_audit.stages.analyze.strata import prepare_strata, strata_sizes
 
 POOLED = "pooled"
 NO_CORRECTION = "no_correction"  # exclude_reason of a pair a side of which has no correction
-CORRECTION_TABLES = (
-    "classifier_errors",
-    "percent_female_corrected",
-    "amplification_corrected",
-    "amplification_summary_corrected",
-)
 
 
 def source_of(image_set: ImageSet) -> str:
@@ -310,24 +304,3 @@ def provenance(tables: dict[str, list[dict]], plain_summary: list[dict], scope: 
             plain_summary,
         ),
     }
-
-
-def messages(prov: dict) -> list[str]:
-    """The run's lines about the correction."""
-    sources = prov["sources"]
-    if not sources or all(v == "no correction (no validation labels)" for v in sources.values()):
-        return ["misclassification correction: no correction (no validation labels)"]
-    out = [
-        "misclassification correction ("
-        + prov["scope"].replace("_", " ")
-        + "): "
-        + ", ".join(f"{s} {state}" for s, state in sorted(sources.items()))
-    ]
-    c = prov["changes"]
-    if c["pairs_compared"] or c["cells_compared"]:
-        out.append(
-            f"corrected amplification: {c['pairs_sign_changed']} of {c['pairs_compared']} pairs "
-            f"change sign; {c['cells_lost_significance']} of {c['cells_compared']} tested cells "
-            f"lose significance (p < 0.05), {c['cells_gained_significance']} gain it"
-        )
-    return out

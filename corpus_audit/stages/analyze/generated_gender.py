@@ -16,25 +16,12 @@ from collections import defaultdict
 from typing import Any
 
 from corpus_audit.core.store import Study, dicts
-from corpus_audit.methods.lexicon import load_prompt_set
 from corpus_audit.methods.lexicon.labour_map import LabourStat, load_labour_map
-from corpus_audit.methods.lexicon.prompt_sets import is_prompt_table_spec
-from corpus_audit.methods.lexicon.study_prompts import prompt_set_specs
+from corpus_audit.methods.lexicon.study_prompts import DEFAULT_LANGUAGE, prompt_set_languages
 from corpus_audit.methods.stats import percent, wilson_interval
 
 TABLE = "generated_gender"
 COUNTS = ("n_images", "n_female", "n_male", "n_ambiguous", "n_dropped")
-DEFAULT_LANGUAGE = "en"  # a prompt whose set states no language
-
-
-def set_languages(study: Study) -> dict[str, str]:
-    """The language of each templated prompt set of ``lexicon.prompts`` (by set name)."""
-    out: dict[str, str] = {}
-    for spec in prompt_set_specs(study.config.lexicon.prompts):
-        if not is_prompt_table_spec(spec):
-            prompt_set = load_prompt_set(spec, study.root)
-            out[prompt_set.name] = prompt_set.language
-    return out
 
 
 def generated_gender_rows(
@@ -46,7 +33,11 @@ def generated_gender_rows(
     if not counts:
         return []
     stats = load_labour_map() if labour is None else labour
-    languages = set_languages(study) if any(r["language"] is None for r in counts) else {}
+    languages = (
+        prompt_set_languages(study.config.lexicon.prompts, study.root)
+        if any(r["language"] is None for r in counts)
+        else {}
+    )
     pooled: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
     per_prompt = []
     for r in counts:

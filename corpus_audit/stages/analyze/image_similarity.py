@@ -33,7 +33,7 @@ from corpus_audit.backends.classifiers import ClipClassifier
 from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir
 from corpus_audit.core.imagefile import study_image_path, try_read_rgb
 from corpus_audit.core.store import Study, dicts
-from corpus_audit.methods.amplification import strategy_sort_key
+from corpus_audit.methods.image_similarity import summary
 
 CHUNK = 512  # images decoded and embedded per cache part
 
@@ -187,32 +187,6 @@ def _embeddings(
 
 
 PAPER_NN_CHANGE_PCT = 13.0  # the paper: NN subsets raised the image-image similarity by 13 %
-
-
-def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (model, strategy): mean of ``mean_cosine`` over its (occupation, prompt) sets and
-    the relative change against the model's keyword subsets in % (None without keyword)."""
-    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in rows:
-        if r["mean_cosine"] is not None:
-            groups[(r["model_id"], r["strategy"])].append(r["mean_cosine"])
-    means = {k: float(np.mean(v)) for k, v in groups.items()}
-    out = []
-    for model, strategy in sorted(means, key=lambda k: (k[0], strategy_sort_key(k[1]))):
-        base = means.get((model, "keyword"))
-        mean = means[(model, strategy)]
-        out.append(
-            {
-                "model_id": model,
-                "strategy": strategy,
-                "sets": len(groups[(model, strategy)]),
-                "mean_cosine": mean,
-                "change_vs_keyword_pct": None
-                if base is None or strategy == "keyword" or abs(base) < 1e-12
-                else 100.0 * (mean - base) / abs(base),
-            }
-        )
-    return out
 
 
 def summary_messages(rows: list[dict[str, Any]]) -> list[str]:

@@ -2,7 +2,7 @@
 
 %female = 100 x female / (female + male) over the images of a set that passed the face
 filter and got a confident label (METHODS 1.4); ``ambiguous`` labels and dropped images count
-in ``n_images`` only. A training subset is taken after the cut (:mod:`corpus_audit.stages.subsets`:
+in ``n_images`` only. A training subset is taken after the cut (:mod:`corpus_audit.tables.subsets`:
 with ``select.sample_unit = "labelled_images"`` its first N captions with a labelled image).
 Every %female carries a Wilson interval. The SQL is in ``corpus_audit/sql/analysis_*.sql``.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.amplification import Rate
 from corpus_audit.methods.stats import percent, wilson_interval
@@ -103,42 +102,9 @@ class ImageSet:
         }
 
 
-def choose_classifier(study: Study) -> str | None:
-    """The ``labels.classifier`` the analysis uses; None when there are no labels.
-
-    ``analysis.classifier`` when set (it must exist in ``labels``); else the only classifier
-    present; else the one matching ``label.classifier`` (``clip`` matches ``clip:...``).
-    """
-    names = study.column("SELECT DISTINCT classifier FROM labels ORDER BY classifier")
-    wanted = study.config.analysis.classifier
-    if wanted:
-        if names and wanted not in names:
-            raise CorpusAuditError(
-                f"{study.root / 'study.toml'}: analysis.classifier {wanted!r} has no labels "
-                f"(labels hold: {', '.join(names)})"
-            )
-        return wanted if names else None
-    if len(names) <= 1:
-        return names[0] if names else None
-    configured = study.config.label.classifier
-    matching = [n for n in names if n == configured or n.startswith(configured + ":")]
-    if len(matching) == 1:
-        return matching[0]
-    raise CorpusAuditError(
-        f"{study.root / 'study.toml'}: labels hold several classifiers ({', '.join(names)}); "
-        "set analysis.classifier to the one to analyse"
-    )
-
-
-def prepare_labels(study: Study, classifier: str | None, threshold: float) -> int:
-    """Create the temp table ``analysis_labelled``; returns how many images it holds."""
-    study.sql("analyze/labelled", classifier=classifier or "", threshold=float(threshold))
-    return study.count("analysis_labelled")
-
-
 def training_sets(study: Study, shortfall: dict[tuple, str | None] | None = None) -> list[ImageSet]:
     """Counts per training subset after the cut (needs :func:`prepare_labels` and
-    :func:`corpus_audit.stages.subsets.cut` first); ``shortfall`` maps (strategy, occupation,
+    :func:`corpus_audit.tables.subsets.cut` first); ``shortfall`` maps (strategy, occupation,
     prompt_id) to why a subset holds fewer than N."""
     short = shortfall or {}
     return [

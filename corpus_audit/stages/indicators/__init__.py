@@ -52,18 +52,14 @@ from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.gender_text import WordMatcher, gender_guesser_version
 from corpus_audit.methods.lexicon import load_gender_terms
-from corpus_audit.stages.indicators.corpus import (
-    PAPER_LAION_SHARE,
-    corpus_summary,
-    file_groups,
-    write_corpus_summary,
-)
+from corpus_audit.stages.indicators.corpus import file_groups, write_corpus_summary
 from corpus_audit.stages.indicators.tagging import (
     Tagger,
     TaggerSettings,
     tag_batches,
     tagger_spec,
 )
+from corpus_audit.tables.corpora import PAPER_LAION_SHARE, corpus_summary
 
 STAGE = "indicators"
 STRATEGY = "no_indicators"

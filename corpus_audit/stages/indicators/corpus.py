@@ -17,12 +17,9 @@ import pyarrow as pa
 
 from corpus_audit.core.config import CONFIG_NAME
 from corpus_audit.core.store import Study, dicts
-from corpus_audit.methods.corpus_groups import FileGroup, assign_groups, is_paper_group
+from corpus_audit.methods.corpus_groups import FileGroup, assign_groups
 from corpus_audit.methods.stats import wilson_interval
 
-#: % of LAION occupation captions with an indicator, a mean over occupations (Seshadri et
-#: al.); the same number as ``indicators.PAPER_LAION_SHARE``
-PAPER_LAION_SHARE = 59.5
 #: the columns of corpus_summary (sql/schema/008_indicators.sql), in table order
 SUMMARY_COLUMNS = (
     "corpus_group",
@@ -106,37 +103,3 @@ def _with_interval(row: dict[str, Any], confidence: float) -> dict[str, Any]:
     out["pct_any_indicator"] = 100.0 * k / n if n else None
     out["ci_low"], out["ci_high"] = lo, hi
     return {c: out.get(c) for c in SUMMARY_COLUMNS}
-
-
-def corpus_summary(study: Study) -> list[dict[str, Any]]:
-    """The stored ``corpus_summary`` rows: per group its occupation-NULL row first, then its
-    occupations; the pooled rows (``corpus_group`` None) last. Empty before ``indicators``
-    ran (or in a study made before migration 8 ran it)."""
-    if not study.table_exists("corpus_summary"):
-        return []
-    return dicts(
-        study.con.execute(
-            "SELECT * FROM corpus_summary ORDER BY corpus_group NULLS LAST, occupation NULLS FIRST"
-        )
-    )
-
-
-#: the corpus name of the pooled row in pages and CSVs
-POOLED = "all corpora (pooled)"
-
-
-def corpus_rows(study: Study) -> list[dict[str, Any]]:
-    """One row per corpus group and the pooled row last (the occupation-NULL rows of
-    ``corpus_summary``), with ``corpus`` (the pooled row: :data:`POOLED`), ``pooled``,
-    ``paper_pct`` (the paper's LAION share beside the group compared with it, else None)."""
-    out = []
-    for r in corpus_summary(study):
-        if r["occupation"] is not None:
-            continue
-        pooled = r["corpus_group"] is None
-        row = dict(r)
-        row["corpus"] = POOLED if pooled else r["corpus_group"]
-        row["pooled"] = pooled
-        row["paper_pct"] = PAPER_LAION_SHARE if is_paper_group(r["corpus_group"]) else None
-        out.append(row)
-    return out

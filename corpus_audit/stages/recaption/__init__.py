@@ -38,9 +38,9 @@ from corpus_audit.backends import captioners
 from corpus_audit.backends.captioners import CaptionInput, CaptionSettings
 from corpus_audit.backends.engines import engine_from_config, model_resources
 from corpus_audit.core.errors import ConfigError, StudyError, printable
+from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
-from corpus_audit.stages.label import resolve_image_path
 from corpus_audit.stages.recaption.driver import RecaptionSummary, recaption_on_engine
 from corpus_audit.stages.recaption.on_engine import captioner_spec, worker_settings
 
@@ -134,7 +134,7 @@ def training_items(study: Study) -> list[CaptionInput]:
             "recaption: the study has no training images (run `corpus-audit images` first)"
         )
     return [
-        CaptionInput(image_id, resolve_image_path(study, path), text=text, occupation=occupation)
+        CaptionInput(image_id, study_image_path(study.root, path), text=text, occupation=occupation)
         for image_id, path, text, occupation in rows
     ]
 

@@ -36,7 +36,7 @@ Ids and samples
     ``<file key>:<row>`` with the file key of :func:`sample_keys`: the file name, or as many
     trailing folders as tell two equal names apart), ranks 1..``select.sample_size`` (with
     ``select.sample_unit = "labelled_images"``: 1..ceil(sample_size x overdraw) candidates,
-    cut later at N labelled images, see :mod:`corpus_audit.stages.subsets`): a uniform sample without
+    cut later at N labelled images, see :mod:`corpus_audit.tables.subsets`): a uniform sample without
     replacement that does not depend on thread count, file order, DuckDB version or where the
     corpus folder lies.
 

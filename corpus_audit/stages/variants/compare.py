@@ -23,18 +23,9 @@ from corpus_audit.methods.recaption.compare import (
     compare_variants,
 )
 from corpus_audit.methods.recaption.similarity import caption_prompt_similarity, similarity_inputs
+from corpus_audit.tables.analysis import VARIANT_TABLES
 
-# VariantComparison field -> study table (and CSV name)
-TABLES = {
-    "indicator_rates": "variant_rates",
-    "mention_changes": "variant_mention_changes",
-    "mention_flips": "variant_mention_flips",
-    "image_changes": "variant_image_changes",
-    "transitions": "variant_transitions",
-    "transition_examples": "variant_transition_examples",
-    "differences": "variant_differences",
-    "similarity": "variant_similarity",
-}
+TABLES = VARIANT_TABLES  # field -> study table (and CSV name)
 CSV_DIR = ("report", "variants")
 # the rows of the differences the CLI prints after a run (every paired image)
 SUMMARY_METRICS = ("any_indicator", "female_indicator", "male_indicator", "mentions")

@@ -54,8 +54,8 @@ from corpus_audit.methods.texts.who_how import (
     drop_words_for,
     who_how_tables,
 )
-from corpus_audit.stages.analyze.read import rows
 from corpus_audit.stages.who_how.inputs import read_documents
+from corpus_audit.tables.read import rows
 
 STAGE = "who_how"
 # what the stage reads and keeps, as opposed to the tables it replaces whole each time

@@ -22,7 +22,7 @@ from corpus_audit.core.store import StageRun, Study, sql_text
 from corpus_audit.report.figures import save
 from corpus_audit.report.pst_figures import labor_scatter
 from corpus_audit.report.render import render
-from corpus_audit.stages.pst_tables import read_frame
+from corpus_audit.tables.pst_frames import read_frame
 
 NAME = "pst_report"
 PAGE = ("report", "pst.html")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from corpus_audit.backends.attributes import age_model_id
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.skin_tone import METHOD as SKIN_METHOD
 
@@ -65,8 +66,6 @@ class AttributeSettings:
         precision = str(getattr(cfg, "age_precision", "int8"))
         model = ""
         if age:
-            from corpus_audit.backends.attributes import age_model_id
-
             model = age_model_id(precision)
         return cls(
             age,

@@ -22,7 +22,7 @@ than ``N`` images, as in the paper), not a cut of its own. ``nn_no_indicators`` 
 of its own among indicator-free captions, cut at ``k`` like ``nn``.
 
 "Labelled" uses the labels the analysis uses (``analysis.classifier``, relabelled at
-``analysis.threshold`` when set; :func:`corpus_audit.stages.analyze.percent.prepare_labels`). The
+``analysis.threshold`` when set; :func:`corpus_audit.tables.labelled.prepare_labels`). The
 SQL is ``sql/subsets/cut.sql`` and ``sql/subsets/status.sql``; the ``analyze`` stage stores
 the members in the table ``training_subsets``, ``generate`` takes the captions used as prompts
 from them, ``status`` and the report show the shortfall.
@@ -38,6 +38,7 @@ import duckdb
 
 from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.core.store import Study, dicts
+from corpus_audit.tables.labelled import choose_classifier, prepare_labels
 
 PER_OCCUPATION = ("keyword", "no_indicators")
 SHORTFALL_TEXT = {
@@ -87,10 +88,6 @@ def cut(study: Study, rule: CutRule) -> None:
 def cut_study(study: Study) -> str | None:
     """Prepare the analysis labels and cut the subsets on the study's connection; returns the
     classifier whose labels were used (None when there are no labels)."""
-    # not at the top: importing stages.analyze runs its __init__, which imports this module
-    # (and `corpus-audit status` imports this module, not the analyze stage)
-    from corpus_audit.stages.analyze.percent import choose_classifier, prepare_labels
-
     classifier = choose_classifier(study)
     prepare_labels(study, classifier, study.config.analysis.threshold)
     cut(study, CutRule.from_config(study.config))

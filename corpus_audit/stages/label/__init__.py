@@ -19,7 +19,7 @@ stage, batch by batch (``label.batch_size`` images):
    (``female`` / ``male`` / ``ambiguous``), the threshold and the classifier id;
 4. with ``label.age`` / ``label.skin_tone`` on, writes ``perceived_age`` and ``skin_tone`` for
    the kept images, and a ``skin_tone`` row (image lightness only) for the images dropped for
-   their faces (:mod:`corpus_audit.stages.label_attributes`); images filtered earlier that lack
+   their faces (:mod:`corpus_audit.stages.label.attributes`); images filtered earlier that lack
    these rows are decoded again for them alone, without the detector or the classifier.
 
 Each batch is written in one transaction, so a killed run loses at most the batch in flight
@@ -68,6 +68,7 @@ from corpus_audit.backends.faces import (
     get_face_detector,
 )
 from corpus_audit.core.imagefile import (
+    DECODE_MAX_SIDE,
     DecodeBudget,
     Decoded,
     UnreadableImage,
@@ -77,7 +78,7 @@ from corpus_audit.core.imagefile import (
 )
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.store import StageRun, Study, dicts
-from corpus_audit.stages.label_attributes import (
+from corpus_audit.stages.label.attributes import (
     ATTRIBUTE_TABLES,
     DROPPED_REASONS,
     AttributeSettings,
@@ -86,12 +87,6 @@ from corpus_audit.stages.label_attributes import (
     prepare_attributes,
     write_rows,
 )
-
-# Long side, in pixels, images are decoded at for the face detector and the classifiers: the
-# detector sees 192 px and the classifiers ~224 px, and a face kept by the 10 % rule is still
-# >= 136 px at this size, while an 88-megapixel JPEG decodes in ~50 MB instead of ~1.2 GB.
-# Images up to this size are decoded exactly as before.
-DECODE_MAX_SIDE = 2048
 
 # Images to work on: not filtered yet, kept without a label of $classifier, or (label.age /
 # label.skin_tone on) kept without a perceived_age / skin_tone row, or dropped for their faces
@@ -169,11 +164,6 @@ class BatchResult:
     models: dict[str, Any] = field(default_factory=dict)
     age_rows: list[tuple] = field(default_factory=list)  # perceived_age
     skin_rows: list[tuple] = field(default_factory=list)  # skin_tone
-
-
-def resolve_image_path(study: Study, path: str) -> Path:
-    """``images.path`` as a file path (relative paths are inside the study directory)."""
-    return study_image_path(study.root, path)
 
 
 def pending_images(study: Study, cid: str, attrs: AttributeSettings | None = None) -> list[Pending]:
@@ -652,7 +642,9 @@ def _label_batches(
     units = [
         (
             i,
-            LabelUnit(tuple(batch), tuple(str(resolve_image_path(study, p.path)) for p in batch)),
+            LabelUnit(
+                tuple(batch), tuple(str(study_image_path(study.root, p.path)) for p in batch)
+            ),
         )
         for i, batch in enumerate(_chunks(pending, cfg.batch_size))
     ]
