@@ -48,9 +48,10 @@ from corpus_audit.core.config_edit import set_values
 from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.extras import require_stages
-from corpus_audit.core.pipeline import init_study, run_all, stage_function, status
+from corpus_audit.core.pipeline import init_study, run_all, stage_function, status, study_kind
 from corpus_audit.core.preset import load_preset, resolve
 from corpus_audit.core.registry import Plugin as Plugin
+from corpus_audit.core.snapshot import close_reader, open_for_reading
 from corpus_audit.core.store import StageRun
 from corpus_audit.core.store import Study as CoreStudy
 from corpus_audit.core.study_lock import run_lock
@@ -60,6 +61,7 @@ from corpus_audit.report.figures import scatter_grid
 from corpus_audit.report.labour_figure import FIGURE_NAME as LABOUR_FIGURE
 from corpus_audit.report.labour_figure import labour_figure, labour_rows
 from corpus_audit.report.leaderboard_page import arena_votes
+from corpus_audit.report.who_how import decile_figure_name
 from corpus_audit.report.who_how_figures import decile_figure
 
 if TYPE_CHECKING:
@@ -253,7 +255,6 @@ class Study:
         _typed("open: root", root, (str, os.PathLike), "a path")
         if not read_only:
             return cls(CoreStudy.open(root))
-        from corpus_audit.core.snapshot import open_for_reading
 
         core, folder = open_for_reading(root)
         return cls(core, snapshot=folder, read_only=True)
@@ -262,8 +263,6 @@ class Study:
     def close(self) -> None:
         """Release the database (the handle is not used afterwards)."""
         if self._core is not None:
-            from corpus_audit.core.snapshot import close_reader
-
             core, self._core = self._core, None
             close_reader(core, self._snapshot)
             self._snapshot = None
@@ -331,8 +330,6 @@ class Study:
         but its config or inputs changed since, ``not run``: lists of stage names);
         ``models`` (generators and classifiers in its config); ``rows`` (row count per
         non-empty result table, ints)."""
-        from corpus_audit.core.pipeline import study_kind
-
         core = self.core
         stages: dict[str, list[str]] = {"done": [], "partial": [], "stale": [], "not run": []}
         for s in status(core):
@@ -430,8 +427,6 @@ class Study:
     def report(self, *, progress: bool = False) -> Path:
         """Render the study's report (``report``; ``pst_report`` in a PST study) and return
         the page's path (``<study>/report/report.html``, ``<study>/report/pst.html``)."""
-        from corpus_audit.core.pipeline import study_kind
-
         name = "pst_report" if study_kind(self.core.config) == "pst" else "report"
         (run,) = self.run(name, progress=progress)
         for path in (run.provenance.get("report_path"), run.outputs.get("report")):
@@ -578,8 +573,6 @@ class Study:
     def _who_how_figures(self) -> dict[str, Figure]:
         """The who/how decile figures (``who_deciles_[<model>_]<labels>``), as the report."""
         import pandas as pd
-
-        from corpus_audit.report.who_how import decile_figure_name
 
         if "texts_deciles" not in self.tables(non_empty=True):
             return {}

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from corpus_audit.backends.attributes import AgeGenderAgeEstimator
+from corpus_audit.backends.landmarks import default_landmarker
 from corpus_audit.methods.age_bins import estimate
 from corpus_audit.methods.faces import Face
 from corpus_audit.methods.skin_tone import METHOD as SKIN_METHOD
@@ -52,15 +54,11 @@ class AttributeModels:
 
     def age_estimator(self) -> Any:
         if self._age is None:
-            from corpus_audit.backends.attributes import AgeGenderAgeEstimator
-
             self._age = AgeGenderAgeEstimator(self.age_precision)
         return self._age
 
     def landmarker(self) -> Any:
         if self._landmarks is None:
-            from corpus_audit.backends.landmarks import default_landmarker
-
             self._landmarks = default_landmarker()
         return self._landmarks
 

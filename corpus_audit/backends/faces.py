@@ -36,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from corpus_audit.core.errors import ModelError
+from corpus_audit.core.model_dir import model_dir as chosen
 from corpus_audit.core.native_logs import quiet_native_logs
 from corpus_audit.core.registry import Registry
 from corpus_audit.methods.faces import Face, FaceResult, order_left_to_right  # noqa: F401  (re-exported)
@@ -104,8 +105,6 @@ def face_filter(
 
 def model_dir(setting: str | None = None) -> Path:
     """The model folder (:func:`corpus_audit.core.model_dir.model_dir`)."""
-    from corpus_audit.core.model_dir import model_dir as chosen
-
     return chosen(setting)
 
 

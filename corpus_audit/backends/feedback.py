@@ -19,6 +19,7 @@ from corpus_audit.core.registry import Registry
 
 def template_writer(spec: str, templates: Any, roles: Any, study: Any) -> Any:
     """``template``: the templates file's ``[feedback]`` texts."""
+    # not at the top: config validation loads WRITERS, and the critic pulls numpy and pandas
     from corpus_audit.methods.pst.critic import TemplateFeedback
 
     return TemplateFeedback(templates, roles)
@@ -28,6 +29,7 @@ def transformers_writer(spec: str, templates: Any, roles: Any, study: Any) -> An
     """``transformers:<local model or hub id>``: a local instruction-tuned LM writes the
     guidelines (:class:`corpus_audit.methods.pst.critic.LMFeedback`; template text when it says
     nothing)."""
+    # not at the top: config validation loads WRITERS; these pull numpy, pandas and transformers
     from corpus_audit.backends.paraphrasers import transformers_completer
     from corpus_audit.methods.pst.critic import LMFeedback
 

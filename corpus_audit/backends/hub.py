@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from corpus_audit.backends import storage
+from corpus_audit.backends.storage import redact
 from corpus_audit.core.errors import CorpusError, printable
 
 PARQUET_EXPORT = "refs/convert/parquet"  # the Hub's parquet export of every dataset
@@ -117,8 +119,6 @@ def snapshot(ref: HubRef, url: str, revision: str | None = None) -> str:
     except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError, IncompleteSnapshotError
         at = f" (revision {rev})" if rev else ""
         if type(exc).__name__ == "IncompleteSnapshotError":  # names the missing files
-            from corpus_audit.backends.storage import redact
-
             detail = " ".join(redact(str(exc)).split()).split(" Outgoing traffic")[0][:400]
             raise CorpusError(f"{printable(url)}: {detail}") from None
         raise NotCached(
@@ -212,8 +212,6 @@ def _cached_files(ref: HubRef, url: str, revision: str, exts: tuple[str, ...]) -
 
 def _listed_files(ref: HubRef, revision: str, exts: tuple[str, ...]) -> list[str]:
     """Paths (in the repository) of the files ending in ``exts``, listed by the Hub."""
-    from corpus_audit.backends import storage
-
     root = ref.url(revision, "")
     try:
         found = storage.list_files(root)

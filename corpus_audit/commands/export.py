@@ -54,9 +54,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corpus_audit import __version__
 from corpus_audit.core.catalogue import STAGE_NAMES, STAGES
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.fileio import refuse_links, replace_dir
+from corpus_audit.core.store import expected_catalog
 from corpus_audit.methods.preferences.battles import FORMULA_STARTS
 
 if TYPE_CHECKING:  # DuckDB and pyarrow load when a table is read: `--help` stays light
@@ -88,8 +90,6 @@ class ExportResult:
 
 def result_tables() -> list[str]:
     """Every result table of the schema, sorted by name (module docstring)."""
-    from corpus_audit.core.store import expected_catalog
-
     return sorted(expected_catalog().objects["table"] - BOOKKEEPING)
 
 
@@ -469,8 +469,6 @@ def _manifest(
 ) -> dict[str, Any]:
     """What ``manifest.json`` holds (module docstring); ``partial``: the partial stages whose
     tables were exported anyway (``--allow-partial``)."""
-    from corpus_audit import __version__
-
     runs = {}
     for stage in STAGE_NAMES:
         last = study.last_run(stage)

@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 from corpus_audit.core.errors import CorpusAuditError, printable
+from corpus_audit.core.model_dir import model_dir
 
 WHEEL_SPEC = "mediapipe==0.10.21"
 MODEL_FILES = {
@@ -134,8 +135,6 @@ def fetch_and_report(dest: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m corpus_audit.commands.fetch_models [DEST_DIR]``; errors: one line, exit 2."""
-    from corpus_audit.core.model_dir import model_dir
-
     args = sys.argv[1:] if argv is None else argv
     dest = Path(args[0]).expanduser().absolute() if args else model_dir()
     try:

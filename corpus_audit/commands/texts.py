@@ -18,6 +18,7 @@ from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.pipeline import absolute_paths, init_study
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.core.study_lock import config_lock
+from corpus_audit.report.who_how import write_page
 from corpus_audit.stages.who_how import who_how
 
 
@@ -63,7 +64,6 @@ def run_texts(
     try:
         with study:
             run = who_how(study, progress=progress)
-            from corpus_audit.report.who_how import write_page
 
             run.outputs["page"] = str(write_page(study))
     except Exception:

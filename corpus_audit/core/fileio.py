@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from corpus_audit.core.errors import StudyError, printable
+
 
 @contextlib.contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
@@ -71,8 +73,6 @@ def refuse_links(root: Path | str, path: Path | str, *, tree: bool = False) -> P
     :class:`~corpus_audit.core.errors.StudyError` naming the link and where it points. Every
     delete and replace under a study goes through here first, so a study received from someone
     else cannot make the tool remove or write files outside it."""
-    from corpus_audit.core.errors import StudyError, printable
-
     found = link_in(root, path)
     if found is None and tree and os.path.isdir(path) and not os.path.islink(path):
         for dirpath, dirnames, filenames in os.walk(path, followlinks=False):

@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from corpus_audit.core.errors import ModelError
+from corpus_audit.core.extras import installed
 
 OFFICIAL_SPACY = "en_core_web_sm"
 OFFICIAL_SBERT = "sentence-transformers/all-MiniLM-L6-v2"
@@ -97,8 +98,6 @@ def _version(dist: str) -> str:
 
 
 def _installed(module: str) -> bool:
-    from corpus_audit.core.extras import installed
-
     return installed(module)
 
 

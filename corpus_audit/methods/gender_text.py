@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_audit.core.errors import ModelError
+from corpus_audit.core.model_sources import spacy_source
 from corpus_audit.core.versions import package_versions
 from corpus_audit.methods.lexicon import GenderTerms, LexiconError
 
@@ -252,7 +253,6 @@ def load_spacy(model: str) -> Language:
         import spacy
     except ImportError as exc:  # pragma: no cover - declared dependency
         raise ModelError(f"spaCy is not installed ({exc}); install corpus_audit[text]") from None
-    from corpus_audit.core.model_sources import spacy_source
 
     source = spacy_source(model)  # the default: the official package, else the pinned copy
     try:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+import corpus_audit
 from corpus_audit.backends.engines import ray_reaper
 from corpus_audit.backends.engines.base import (
     IN_FLIGHT_PER_WORKER,
@@ -267,8 +268,6 @@ class RayEngine(Engine):
 def _same_code_env() -> dict[str, Any]:
     """For a local cluster: workers import the very ``corpus_audit`` the driver runs (a
     checkout first on PYTHONPATH), whatever else is installed."""
-    import corpus_audit
-
     here = str(Path(corpus_audit.__file__).resolve().parents[1])
     paths = [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}}

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from corpus_audit.backends import storage
+from corpus_audit.backends.storage import StoreOptions, bind
 from corpus_audit.core.errors import ConfigError, CorpusAuditError, ImageSourceError
 from corpus_audit.core.urls import is_url, local_path
 
@@ -107,16 +109,12 @@ class SourceContext:
     def store(self) -> Any:
         """The study's ``[storage]`` options (a
         :class:`~corpus_audit.backends.storage.StoreOptions`) that its URLs are read with."""
-        from corpus_audit.backends.storage import StoreOptions
-
         return StoreOptions.from_config(self.study.config.storage)
 
     def resolve(self, path: str) -> Path | str:
         """A local path resolved against the study directory; a store's URL as written,
         carrying the study's ``[storage]`` options (docs/storage.md)."""
         if is_url(path):
-            from corpus_audit.backends.storage import bind
-
             return bind(path, self.store)
         return self.study.config.resolve(local_path(path))
 
@@ -168,8 +166,6 @@ def expand(target: Path | str, patterns: tuple[str, ...]) -> list[Path] | list[s
     """Files matching ``patterns`` for a file, folder (recursive) or glob ``target``; a URL
     (``s3://bucket/shards/``, a glob on one) lists the store (URLs, see docs/storage.md)."""
     if isinstance(target, str):
-        from corpus_audit.backends import storage
-
         try:
             return storage.matching(target, patterns)
         except CorpusAuditError as exc:

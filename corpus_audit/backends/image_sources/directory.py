@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.backends import storage
 from corpus_audit.backends.image_sources.base import (
     IMAGE_EXTS,
     MAX_MEMBER_BYTES,
@@ -61,15 +62,11 @@ def iter_dir(root: Path) -> Iterator[Record | Skip]:
 
 def storage_bind(name: str, like: str) -> str:
     """``name`` carrying the store options of the URL ``like``."""
-    from corpus_audit.backends import storage
-
     return storage.bind(name, getattr(like, "options", None))
 
 
 def _read_object(url: str) -> bytes:
     """An object's bytes (at most ``MAX_MEMBER_BYTES + 1``: more is too large)."""
-    from corpus_audit.backends import storage
-
     with storage.open_input(url, stream=True) as fh:
         return fh.read(MAX_MEMBER_BYTES + 1)
 

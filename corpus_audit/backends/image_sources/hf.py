@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.backends import hub, storage
 from corpus_audit.backends.image_sources.base import (
     IMAGE_COLUMNS,
     KEY_COLUMNS,
@@ -91,8 +92,6 @@ def iter_hub_file(path: Path | str, options: HfOptions) -> Iterator[Record | Ski
 
 def hub_units(url: str, options: HfOptions) -> list[Unit]:
     """One unit per parquet file of the Hub dataset ``url`` (of ``config`` / ``split``)."""
-    from corpus_audit.backends import hub
-
     try:
         files = hub.data_files(url, split=options.split, config=options.config)
     except CorpusAuditError as exc:
@@ -104,8 +103,6 @@ def hub_units(url: str, options: HfOptions) -> list[Unit]:
 # -- a save_to_disk folder on a store ------------------------------------------------------------
 def _read_json(url: str) -> Any:
     """A small JSON object on a store; None when there is no such object."""
-    from corpus_audit.backends import storage
-
     if storage.size_or_none(url) is None:
         return None
     with storage.open_input(url) as fh:
@@ -114,8 +111,6 @@ def _read_json(url: str) -> Any:
 
 def _child(url: str, name: str) -> str:
     """``url/name``, carrying ``url``'s store options."""
-    from corpus_audit.backends import storage
-
     return storage.bind(f"{str(url).rstrip('/')}/{name}", getattr(url, "options", None))
 
 
@@ -141,8 +136,6 @@ def iter_saved_remote(folder: str, split: str, options: HfOptions) -> Iterator[R
     """Rows of one split of a ``save_to_disk`` folder on a store: its arrow stream files
     (``state.json``), streamed; the image column from ``dataset_info.json``'s features."""
     import pyarrow as pa
-
-    from corpus_audit.backends import storage
 
     try:
         state = _read_json(_child(folder, "state.json")) or {}

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.backends import storage
 from corpus_audit.backends.image_sources.base import (
     ColumnOptions,
     SourceContext,
@@ -31,8 +32,6 @@ def _stats_files(folder: Path | str) -> list[Any]:
 
 def _read_text(file: Path | str) -> str:
     if isinstance(file, str):
-        from corpus_audit.backends import storage
-
         with storage.open_input(file) as fh:
             return fh.read().decode("utf-8")
     return file.read_text(encoding="utf-8")

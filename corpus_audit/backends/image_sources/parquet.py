@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.backends import storage
 from corpus_audit.backends.image_sources.base import (
     IMAGE_COLUMNS,
     IMAGE_EXTS,
@@ -35,8 +36,6 @@ def parquet_file(path: Path | str) -> Any:
     import pyarrow.parquet as pq
 
     if isinstance(path, str):
-        from corpus_audit.backends import storage
-
         return pq.ParquetFile(storage.open_input(path), pre_buffer=True)
     return pq.ParquetFile(path)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.backends import storage
 from corpus_audit.backends.image_sources.base import (
     IMAGE_EXTS,
     MAX_MEMBER_BYTES,
@@ -81,8 +82,6 @@ def _member_skip(path: Path, member: tarfile.TarInfo) -> Skip | None:
 def _open_tar(path: Path | str) -> tarfile.TarFile:
     """A tar in stream mode: a local file, or a store's URL read in 8 MiB range requests."""
     if isinstance(path, str):
-        from corpus_audit.backends import storage
-
         return tarfile.open(fileobj=storage.open_input(path, stream=True), mode="r|*")
     return tarfile.open(path, mode="r|*")
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corpus_audit.commands.verbs.examples import example
+
 if TYPE_CHECKING:
     from corpus_audit.core.store import Study
 
@@ -57,8 +59,6 @@ class Subcommands:
     ) -> argparse.ArgumentParser:
         """The subcommand ``name`` (hyphenated; the underscore spelling is an alias);
         ``func`` (the verb module's ``run``) handles it."""
-        from corpus_audit.commands.verbs.examples import example
-
         hyphen, under = name.replace("_", "-"), name.replace("-", "_")
         aliases = list(kwargs.pop("aliases", []))
         if under != hyphen:
@@ -101,6 +101,6 @@ def out_path(args: argparse.Namespace) -> Path | None:
 def open_study(args: argparse.Namespace) -> Study:
     """The study in ``args.dir`` (a directory or its ``study.toml``), open; use it as a
     context manager. The store (DuckDB) is imported here, not when the parser is built."""
-    from corpus_audit.core.store import Study
+    from corpus_audit.core.store import Study  # the store (DuckDB): not for --help
 
     return Study.open(args.dir)

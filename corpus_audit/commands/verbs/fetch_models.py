@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from corpus_audit.commands.fetch_models import fetch_and_report
 from corpus_audit.commands.verbs.base import Subcommands
+from corpus_audit.core.model_dir import model_dir
 
 
 def add_parser(sub: Subcommands) -> None:
@@ -30,8 +32,5 @@ def add_parser(sub: Subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Fetch into ``args.dest`` (or the model folder); errors are the CLI's one line."""
-    from corpus_audit.commands.fetch_models import fetch_and_report
-    from corpus_audit.core.model_dir import model_dir
-
     dest = Path(args.dest).expanduser().absolute() if args.dest else model_dir()
     return fetch_and_report(dest)

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _write_prompts(study: Any) -> None:
     """Run the ``prompts`` stage of a new ``--kind images`` study and say what comes next."""
-    from corpus_audit.core.pipeline import stage_function
+    from corpus_audit.core.pipeline import stage_function  # the store (DuckDB): not for --help
 
     run = stage_function("prompts")(study, progress=False)
     sets = run.provenance.get("prompt_sets") or []

@@ -12,6 +12,8 @@ from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.core.catalogue import STAGE_NAMES, stage
 from corpus_audit.core.config import write_config
 from corpus_audit.core.config_help import stage_help
+from corpus_audit.core.extras import require_stages
+from corpus_audit.core.study_lock import run_lock
 
 
 def add_parser(sub: Subcommands) -> None:
@@ -32,9 +34,7 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corpus_audit.core.extras import require_stages
     from corpus_audit.core.pipeline import stage_function  # the store (DuckDB): not for --help
-    from corpus_audit.core.study_lock import run_lock
 
     require_stages([args.stage_name])  # before the flags are written
     with open_study(args) as study, run_lock(study.root):  # the flags' write included

@@ -17,7 +17,8 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corpus_audit.core.pipeline import status  # the store (DuckDB): not for --help
+    # the store (DuckDB): not for --help
+    from corpus_audit.core.pipeline import status
     from corpus_audit.core.snapshot import close_reader, open_for_reading
 
     # read-only: a study another process holds (a notebook) is read from a snapshot
