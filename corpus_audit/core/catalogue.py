@@ -81,12 +81,10 @@ UPSTREAM_SPEED = {
     "neighbors.cache_dir": CACHE,
     "neighbors.index_dir": CACHE,
     "label.batch_size": SPEED,
-    "label.decode_workers": SPEED,
     "engine.device": DEVICE,
 }
 LABEL_SPEED = {
     "label.batch_size": SPEED,
-    "label.decode_workers": SPEED,
     "engine.device": DEVICE,
     "study.seed": "seeds only a classifier with random weights (clip_pretrained = random)",
     "label.age": (

@@ -572,14 +572,6 @@ class LabelSection(Section):
     skin_min_pixels: Annotated[
         int, COUNT, Help("fewer skin pixels kept than this: skin tone unmeasurable")
     ] = 200
-    decode_workers: Annotated[
-        int,
-        COUNT,
-        Help(
-            "not read any more: the engine decodes ahead of the models in its engine.threads "
-            "threads; kept so that older study.toml files load"
-        ),
-    ] = 2
 
 
 @dataclass
@@ -1269,9 +1261,17 @@ def _variant_columns(key: str, columns: dict[str, str]) -> None:
             )
 
 
+# Keys no release reads any more: a study.toml that still has one loads (the key is dropped and
+# not written back); help, `set` and new configs do not know them.
+RETIRED_KEYS = {
+    "label.decode_workers": "the engine decodes ahead of the models in engine.threads threads",
+}
+
+
 def _build_section(cls: type, name: str, data: Any, source: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: [{name}] must be a table")
+    data = {k: v for k, v in data.items() if f"{name}.{k}" not in RETIRED_KEYS}
     known = {f.name for f in dataclasses.fields(cls)}
     for key in data:
         if key not in known:

@@ -19,11 +19,15 @@ from corpus_audit.backends.generators import GenerationSettings
 from corpus_audit.backends.openai_images import ApiImageOptions
 from corpus_audit.backends.text_generators import SamplingSettings
 from corpus_audit.core.config import (
+    RETIRED_KEYS,
     GenerateSection,
     StudyConfig,
     config_from_dict,
+    load_config,
     section_classes,
+    write_config,
 )
+from corpus_audit.core.config_edit import set_values
 from corpus_audit.core.config_fields import (
     Cap,
     Help,
@@ -187,3 +191,19 @@ def test_a_derived_class_names_only_declared_keys() -> None:
         @derived_from(GenerateSection, "steps")
         class Forgotten:
             extra: int = 0
+
+
+def test_a_retired_key_still_loads_and_is_gone_from_help_and_set(tmp_path: Path) -> None:
+    """``label.decode_workers`` (no release reads it): an old study.toml that sets it loads,
+    the config written back drops it, and neither the help nor ``set`` knows it."""
+    assert "label.decode_workers" in RETIRED_KEYS
+    (tmp_path / "study.toml").write_text("[label]\ndecode_workers = 4\nbatch_size = 8\n")
+    config = load_config(tmp_path)
+    assert config.label.batch_size == 8
+    assert not hasattr(config.label, "decode_workers")
+    write_config(config)
+    assert "decode_workers" not in (tmp_path / "study.toml").read_text()
+    with pytest.raises(ConfigError, match="decode_workers"):
+        set_values(tmp_path, {"label.decode_workers": 3})
+    with pytest.raises(Exception, match="decode_workers"):
+        setting("label.decode_workers")
