@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 from typing import Any
 
+from corpus_audit.core.config import StorageSection, derived_from
 from corpus_audit.core.errors import CorpusError, printable
 from corpus_audit.core.urls import scheme
 
@@ -73,22 +73,11 @@ _SECRET_ENV = (
 )
 
 
-@dataclass(frozen=True)
+@derived_from(StorageSection, "endpoint_url", "region", "anonymous", "retries")
 class StoreOptions:
-    """Settings of the stores (``[storage]``); no credentials. ``retries`` >= 0 attempts
-    after a throttled or failing request."""
-
-    endpoint_url: str = ""
-    region: str = ""
-    anonymous: bool = False
-    retries: int = 5
-
-    @classmethod
-    def from_config(cls, section: Any) -> StoreOptions:
-        """From a :class:`~corpus_audit.core.config.StorageSection` (or anything with its keys)."""
-        return cls(
-            section.endpoint_url, section.region, bool(section.anonymous), int(section.retries)
-        )
+    """Settings of the stores (``[storage]``, derived from their declarations); no
+    credentials. ``retries`` >= 0 attempts after a throttled or failing request.
+    ``StoreOptions.from_config(section)`` reads a ``[storage]`` section."""
 
 
 class StoreUrl(str):

@@ -88,7 +88,7 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
         WordMatcher(terms, source=terms_spec)  # validates the terms
         settings = _settings(study, terms)
         fingerprint = _fingerprint(settings)
-        tagging = TaggerSettings.from_config(study.config, study.root)
+        tagging = TaggerSettings.for_study(study.config, study.root)
         checked, relabel, orphans = _check_stored_labels(
             study, run, engine, tagging, settings, fingerprint
         )

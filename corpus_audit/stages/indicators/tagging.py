@@ -25,12 +25,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pyarrow as pa
 
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
 from corpus_audit.backends.engines.models import ModelSpec
+from corpus_audit.core.config import IndicatorsSection, StudyConfig, derived_from
+from corpus_audit.core.config_fields import Help, Range
 from corpus_audit.methods.gender_text import (
     IndicatorTagger,
     NameFinder,
@@ -41,38 +43,36 @@ from corpus_audit.methods.gender_text import (
 from corpus_audit.methods.lexicon import load_gender_terms
 
 
-@dataclass(frozen=True)
+@derived_from(
+    IndicatorsSection,
+    "lexicon.gender_terms",
+    "base",
+    "use_names",
+    "spacy_model",
+    "ner_batch_size",
+    "ner_pipes",
+    "ner_processes",
+)
 class TaggerSettings:
-    """Everything a tagger depends on, as plain values (mirrors ``[indicators]``).
-
-    ``gender_terms`` is the ``lexicon.gender_terms`` spec, ``base`` the directory relative
-    paths are read from (the study root), ``ner_processes`` (>= 1) the processes one tagger
-    runs NER in (1 = in its own process).
+    """Everything a tagger depends on, as plain values (picklable), derived from
+    ``[indicators]`` and ``lexicon.gender_terms`` (their declarations, defaults and checks),
+    plus two of the tagger's own: ``base`` and ``ner_processes``.
     """
 
-    gender_terms: str = "builtin:gender_terms_en.toml"
-    base: str | None = None
-    use_names: bool = True
-    spacy_model: str = "en_core_web_sm"
-    ner_batch_size: int = 256
-    ner_pipes: tuple[str, ...] = ()
-    ner_processes: int = 1
+    base: Annotated[
+        str | None, Help("the directory relative lexicon paths are read from (the study root)")
+    ] = None
+    ner_processes: Annotated[
+        int,
+        Range(ge=1),
+        Help("processes one tagger runs NER in (1 = in its own process); the stage sets it"),
+    ] = 1
 
     @classmethod
-    def from_config(
-        cls, config: Any, base: Path | str | None, ner_processes: int = 1
-    ) -> TaggerSettings:
-        """The settings of a study config (``config.lexicon``, ``config.indicators``)."""
-        ind = config.indicators
-        return cls(
-            gender_terms=config.lexicon.gender_terms,
-            base=str(base) if base is not None else None,
-            use_names=ind.use_names,
-            spacy_model=ind.spacy_model,
-            ner_batch_size=ind.ner_batch_size,
-            ner_pipes=tuple(ind.ner_pipes),
-            ner_processes=ner_processes,
-        )
+    def for_study(cls, config: StudyConfig, base: Path | str | None) -> TaggerSettings:
+        """The settings of a study config, lexicon paths read from ``base`` (its root)."""
+        settings = cls.from_config(config)  # type: ignore[attr-defined]
+        return replace(settings, base=str(base) if base is not None else None, ner_processes=1)
 
     def with_processes(self, ner_processes: int) -> TaggerSettings:
         """The same settings with ``ner_processes`` NER processes (>= 1)."""

@@ -67,6 +67,7 @@ from corpus_audit.backends.faces import (
     face_model_setting,
     get_face_detector,
 )
+from corpus_audit.core.config import LabelSection, derived_from
 from corpus_audit.core.imagefile import (
     DECODE_MAX_SIDE,
     DecodeBudget,
@@ -128,17 +129,10 @@ class Pending:
     reason: str | None = None  # the stored face filter reason (None: kept or not filtered)
 
 
-@dataclass(frozen=True)
+@derived_from(LabelSection, "threshold", "min_face_fraction", "count_small_faces")
 class FilterSettings:
-    """The ``[label]`` settings :func:`process_batch` applies, as plain values."""
-
-    threshold: float
-    min_face_fraction: float
-    count_small_faces: bool
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> FilterSettings:
-        return cls(cfg.threshold, cfg.min_face_fraction, cfg.count_small_faces)
+    """The ``[label]`` settings :func:`process_batch` applies, derived from their
+    declarations (``FilterSettings.from_config(section)`` reads a ``[label]`` section)."""
 
 
 # Images whose face filter result depends on images.max_pixels and no longer matches it:
