@@ -314,6 +314,23 @@ declare(
         unaffected=LABEL_SPEED,
     )
 )
+#: the misclassification correction's tables (``analyze``: stages/analyze/correction.py)
+CORRECTION_RESULTS = (
+    "classifier_errors",
+    "percent_female_corrected",
+    "amplification_corrected",
+    "amplification_summary_corrected",
+)
+#: perceived age and skin tone per set and pair (``analyze``: stages/analyze/attributes.py)
+ATTRIBUTE_RESULTS = (
+    "attribute_distribution",
+    "attribute_summary",
+    "attribute_change",
+    "attribute_amplification",
+    "attribute_intersections",
+    "attribute_official",
+    "attribute_errors",
+)
 #: the result tables of ``analyze`` (beside its ``training_subsets``), all read by ``report``
 ANALYZE_RESULTS = (
     "percent_female",
@@ -323,18 +340,9 @@ ANALYZE_RESULTS = (
     "indicator_match",
     "occupation_indicators",
     "indicator_correlation",
-    "classifier_errors",
-    "percent_female_corrected",
-    "amplification_corrected",
-    "amplification_summary_corrected",
+    *CORRECTION_RESULTS,
     "generated_gender",
-    "attribute_distribution",
-    "attribute_summary",
-    "attribute_change",
-    "attribute_amplification",
-    "attribute_intersections",
-    "attribute_official",
-    "attribute_errors",
+    *ATTRIBUTE_RESULTS,
 )
 declare(
     Stage(

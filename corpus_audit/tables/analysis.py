@@ -13,26 +13,14 @@ import hashlib
 import json
 
 from corpus_audit.backends.classifiers import is_untrained
+from corpus_audit.core.catalogue import ATTRIBUTE_RESULTS, CORRECTION_RESULTS
 from corpus_audit.core.store import Study
 from corpus_audit.methods.lexicon.labour_map import map_digest
 
-# the misclassification correction's tables (stages/analyze/correction.py)
-CORRECTION_TABLES = (
-    "classifier_errors",
-    "percent_female_corrected",
-    "amplification_corrected",
-    "amplification_summary_corrected",
-)
-# perceived age and skin tone per set and pair (stages/analyze/attributes.py)
-ATTRIBUTE_TABLES = (
-    "attribute_distribution",
-    "attribute_summary",
-    "attribute_change",
-    "attribute_amplification",
-    "attribute_intersections",
-    "attribute_official",
-    "attribute_errors",
-)
+CORRECTION_TABLES = CORRECTION_RESULTS
+ATTRIBUTE_TABLES = ATTRIBUTE_RESULTS
+# every table analyze writes (the catalogue's declaration), in the order the analysis's input
+# fingerprint has always listed them
 ANALYSIS_TABLES = (
     "training_subsets",
     "percent_female",

@@ -30,6 +30,7 @@ from corpus_audit.core.catalogue import (
 from corpus_audit.core.config import StudyConfig, load_config, write_config
 from corpus_audit.core.errors import ConfigError, CorpusAuditError
 from corpus_audit.core.registry import Registry
+from corpus_audit.tables.analysis import ANALYSIS_TABLES
 
 REPO = Path(__file__).resolve().parents[2]
 DECLARATIONS = [spec for _, spec in STAGES.items()]
@@ -390,3 +391,10 @@ def test_the_architecture_page_s_example_stage_runs(study_dir, tmp_path, monkeyp
             "config changed since this run"
             in {r.stage: r for r in status(study)}["caption_lengths"].note
         )
+
+
+def test_the_analysis_tables_are_what_analyze_declares() -> None:
+    """tables/analysis.py's names (report, fingerprint, the stage's rewrite) are the
+    catalogue's ``writes`` of ``analyze``, none missing, none extra."""
+    assert len(set(ANALYSIS_TABLES)) == len(ANALYSIS_TABLES)
+    assert set(ANALYSIS_TABLES) == set(STAGES.get("analyze").writes)
