@@ -752,13 +752,7 @@ def import_images(
     when any file is missing, unreadable or not an image.
     """
     run = StageRun("import-images")
-    secret = [str(i + 1) for i, s in enumerate(sources) if has_credentials(str(s))]
-    if secret:  # refused before any request, and never quoted
-        raise ManifestError(credentials_refused([f"source {n}" for n in secret], "import-images"))
-    sources = [  # a manifest on a store (s3://...): mirrored into the study first
-        mirror_source(study, str(s), read_source, model) if is_url(str(s)) else s for s in sources
-    ]
-    read = [read_source(s, model) for s in sources]
+    read = _read_sources(study, sources, model)
     prompts = study_prompts(study)
     if not prompts:
         raise ManifestError(
@@ -768,6 +762,40 @@ def import_images(
     matched = resolve_entries([e for s in read for e in s.entries], prompts)
     _refuse_generated_names(study, matched)
     _refuse_colliding_names(study, matched)
+    plans = _plans(study, run, read, matched, model, strict)
+    if strict:
+        _refuse_any_skip(plans)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with study.transaction() as con:
+        for p in plans:
+            _write(con, p, now)
+    _count(run, plans)
+    models = sorted({i.model for i in matched})
+    run.messages.append(
+        f"imported images are source = 'generated' rows of model(s) {', '.join(models)}; run "
+        "`corpus-audit label` next (they cannot be regenerated: no recipe is known)"
+    )
+    if run.rows_out == 0:
+        run.skipped = True
+    return run
+
+
+def _read_sources(study: Study, sources: Sequence[Path | str], model: str | None) -> list:
+    """Every source read (a manifest on a store mirrored into the study first); a source URL
+    with credentials is refused before any request, and never quoted."""
+    secret = [str(i + 1) for i, s in enumerate(sources) if has_credentials(str(s))]
+    if secret:
+        raise ManifestError(credentials_refused([f"source {n}" for n in secret], "import-images"))
+    sources = [
+        mirror_source(study, str(s), read_source, model) if is_url(str(s)) else s for s in sources
+    ]
+    return [read_source(s, model) for s in sources]
+
+
+def _plans(
+    study: Study, run: StageRun, read: list, matched: list[Item], model: str | None, strict: bool
+) -> list[dict]:
+    """Every file checked (decoded whole with ``strict``) and each source's plan of rows."""
     by_source: dict[Path, list[Item]] = {}
     for item in matched:
         by_source.setdefault(item.entry.source, []).append(item)
@@ -782,24 +810,26 @@ def import_images(
     results = dict(zip((id(i) for i in matched), checked, strict=True))
     known = _known_files(study, {str(i.entry.file) for i in matched})
     first_of = _known_bytes(study, {c.sha256 for c in checked if c.sha256})
-    plans = []
-    for source in read:
-        items = by_source.get(source.path, [])
-        plans.append(_plan(study, run, source, items, results, known, first_of, model))
-    if strict:
-        bad = [s for p in plans for s in p["skips"] if s[4] != "changed_since_import"]
-        if bad:
-            _iid, where, _line, file, reason, detail = bad[0]
-            raise ManifestError(
-                f"{where}: {reason}: {file} ({detail}); nothing imported (--strict)"
-            )
-        twins = [t for p in plans for t in p["twins"]]
-        if twins:
-            raise ManifestError(f"{twins[0]}; nothing imported (--strict)")
-    now = datetime.now(UTC).replace(tzinfo=None)
-    with study.transaction() as con:
-        for p in plans:
-            _write(con, p, now)
+    return [
+        _plan(study, run, source, by_source.get(source.path, []), results, known, first_of, model)
+        for source in read
+    ]
+
+
+def _refuse_any_skip(plans: list[dict]) -> None:
+    """``--strict``: a file skipped (but for one changed since its import) or a picture
+    imported for two prompts refuses the whole import."""
+    bad = [s for p in plans for s in p["skips"] if s[4] != "changed_since_import"]
+    if bad:
+        _iid, where, _line, file, reason, detail = bad[0]
+        raise ManifestError(f"{where}: {reason}: {file} ({detail}); nothing imported (--strict)")
+    twins = [t for p in plans for t in p["twins"]]
+    if twins:
+        raise ManifestError(f"{twins[0]}; nothing imported (--strict)")
+
+
+def _count(run: StageRun, plans: list[dict]) -> None:
+    """The run's counts, drops, per-source summary and the twins' messages."""
     for p in plans:
         run.rows_in += p["n_items"]
         run.rows_out += len(p["images"])
@@ -819,14 +849,6 @@ def import_images(
         run.messages += twins[:SHOWN_TWINS]
         if len(twins) > SHOWN_TWINS:
             run.messages.append(f"... and {len(twins) - SHOWN_TWINS} more")
-    models = sorted({i.model for i in matched})
-    run.messages.append(
-        f"imported images are source = 'generated' rows of model(s) {', '.join(models)}; run "
-        "`corpus-audit label` next (they cannot be regenerated: no recipe is known)"
-    )
-    if run.rows_out == 0:
-        run.skipped = True
-    return run
 
 
 def _refuse_generated_names(study: Study, items: Sequence[Item]) -> None:
@@ -926,13 +948,9 @@ def _plan(
             continue
         assert c.sha256 is not None
         before = known.get(file, [])
-        if before and all(sha != c.sha256 for _iid, sha in before):
-            old = before[0][1]
-            skips.append(
-                (import_id, e.where, e.line, file, "changed_since_import",
-                 f"sha256 {old[:12]}... at import ({before[0][0]}), now {c.sha256[:12]}...; the "
-                 "stored rows and labels are kept: import the new file under another name to add it")
-            )  # fmt: skip
+        changed = _changed_since_import(import_id, item, c.sha256, before)
+        if changed is not None:
+            skips.append(changed)
             continue
         iid = image_id(item.model, item.prompt.prompt_id, item.index, c.sha256)
         same_file = any(
@@ -950,15 +968,9 @@ def _plan(
                 f"image {first[1]} of prompt {first[0]} ({first[2]})"
             )
         present_ids.add(iid)
-        rel = _study_path(study, e.file)
-        images.append(
-            (iid, "generated", item.prompt.prompt_id, item.prompt.occupation, rel, item.model,
-             e.prompt if e.prompt is not None else item.prompt.text, e.seed, f"import:{import_id}")
-        )  # fmt: skip
-        imported.append(
-            (iid, import_id, file, c.sha256, c.n_bytes, c.width, c.height, e.line, item.index,
-             json.dumps(e.metadata, ensure_ascii=False, sort_keys=True, default=str))
-        )  # fmt: skip
+        image_row, imported_row = _rows(study, item, c, iid, import_id)
+        images.append(image_row)
+        imported.append(imported_row)
     return {
         "import_id": import_id,
         "source": source,
@@ -970,6 +982,36 @@ def _plan(
         "skips": skips,
         "twins": twins,
     }
+
+
+def _changed_since_import(
+    import_id: str, item: Item, sha256: str, before: list[tuple[str, str]]
+) -> tuple | None:
+    """The skip row of a file imported before (``before``: its image ids and sha256s) whose
+    bytes differ now; None when it is new or unchanged."""
+    if not before or any(sha == sha256 for _iid, sha in before):
+        return None
+    e, old = item.entry, before[0][1]
+    return (
+        import_id, e.where, e.line, str(e.file), "changed_since_import",
+        f"sha256 {old[:12]}... at import ({before[0][0]}), now {sha256[:12]}...; the "
+        "stored rows and labels are kept: import the new file under another name to add it",
+    )  # fmt: skip
+
+
+def _rows(study: Study, item: Item, c: Checked, iid: str, import_id: str) -> tuple[tuple, tuple]:
+    """The ``images`` and ``imported_images`` rows of one new image."""
+    e = item.entry
+    rel = _study_path(study, e.file)
+    image_row = (
+        iid, "generated", item.prompt.prompt_id, item.prompt.occupation, rel, item.model,
+        e.prompt if e.prompt is not None else item.prompt.text, e.seed, f"import:{import_id}",
+    )  # fmt: skip
+    imported_row = (
+        iid, import_id, str(e.file), c.sha256, c.n_bytes, c.width, c.height, e.line, item.index,
+        json.dumps(e.metadata, ensure_ascii=False, sort_keys=True, default=str),
+    )  # fmt: skip
+    return image_row, imported_row
 
 
 def _present_ids(study: Study, items: Sequence[Item], results: dict[int, Checked]) -> set[str]:

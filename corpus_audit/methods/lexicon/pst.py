@@ -174,6 +174,62 @@ def _gendered(path: Path, lineno: int, row: dict[str, str | None]) -> dict[str, 
     return out
 
 
+def _role_name(path: Path, lineno: int, row: dict[str, str], seen: dict[str, int]) -> str:
+    """The row's role name (lower case, single spaces): not empty, no ':', not seen before."""
+    name = " ".join((row.get("role") or "").strip().lower().split())
+    if not name:
+        raise LexiconError(f"{path}:{lineno}: empty role")
+    if ":" in name:
+        raise LexiconError(f"{path}:{lineno}: role '{name}' contains ':' (prompt ids use it)")
+    if name in seen:
+        raise LexiconError(f"{path}:{lineno}: duplicate role '{name}' (first on line {seen[name]})")
+    seen[name] = lineno
+    return name
+
+
+def _role_kind(path: Path, lineno: int, name: str, row: dict[str, str]) -> tuple:
+    """``(stereotype, power, occupation)`` of the row, each checked."""
+    stereotype = (row.get("stereotype") or "").strip().lower()
+    if stereotype not in GENDERS:
+        raise LexiconError(
+            f"{path}:{lineno}: stereotype {stereotype!r} of '{name}' is not male or female"
+        )
+    power = (row.get("power") or "").strip().lower() or None
+    if power not in (None, "high", "low"):
+        raise LexiconError(f"{path}:{lineno}: power {power!r} is not high, low or empty")
+    occupation = _yes_no(path, lineno, row.get("occupation") or "")
+    if not occupation and power is None:
+        raise LexiconError(f"{path}:{lineno}: '{name}' is neither an occupation nor a power role")
+    return stereotype, power, occupation
+
+
+def _role_forms(
+    path: Path, lineno: int, name: str, row: dict[str, str], owner: dict[str, str]
+) -> tuple:
+    """``(forms, gendered forms, not_forms)`` of the row; every form claimed in ``owner`` for
+    ``name`` (a form another role owns, or one both neutral and gendered, is an error)."""
+    raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
+    forms = expand_forms([name, *raw_forms])
+    gendered = _gendered(path, lineno, row)
+    check_forms(path, lineno, name, forms + tuple(f for fs in gendered.values() for f in fs))
+    for form in forms + tuple(f for fs in gendered.values() for f in fs):
+        if owner.get(form, name) != name:
+            raise LexiconError(
+                f"{path}:{lineno}: form '{form}' of '{name}' already belongs to '{owner[form]}'"
+            )
+        owner[form] = name
+    both = set(gendered.get("male", ())) & set(gendered.get("female", ()))
+    if both or set(forms) & {f for fs in gendered.values() for f in fs}:
+        raise LexiconError(
+            f"{path}:{lineno}: a form of '{name}' is listed as neutral and gendered, "
+            "or as both genders"
+        )
+    not_forms = expand_forms([f for f in (row.get("not_forms") or "").split("|") if f.strip()])
+    if set(not_forms) & set(owner):
+        raise LexiconError(f"{path}:{lineno}: a not_forms phrase of '{name}' is also a form")
+    return forms, gendered, not_forms
+
+
 def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None) -> list[PstRole]:
     """Read a PST roles CSV (columns in the module docstring), in file order.
 
@@ -194,49 +250,10 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
     owner: dict[str, str] = {}
     for lineno, fields in rows:
         row = dict(zip(header, fields, strict=True))
-        name = " ".join((row.get("role") or "").strip().lower().split())
-        if not name:
-            raise LexiconError(f"{path}:{lineno}: empty role")
-        if ":" in name:
-            raise LexiconError(f"{path}:{lineno}: role '{name}' contains ':' (prompt ids use it)")
-        if name in seen:
-            raise LexiconError(
-                f"{path}:{lineno}: duplicate role '{name}' (first on line {seen[name]})"
-            )
-        seen[name] = lineno
-        stereotype = (row.get("stereotype") or "").strip().lower()
-        if stereotype not in GENDERS:
-            raise LexiconError(
-                f"{path}:{lineno}: stereotype {stereotype!r} of '{name}' is not male or female"
-            )
-        power = (row.get("power") or "").strip().lower() or None
-        if power not in (None, "high", "low"):
-            raise LexiconError(f"{path}:{lineno}: power {power!r} is not high, low or empty")
-        occupation = _yes_no(path, lineno, row.get("occupation") or "")
-        if not occupation and power is None:
-            raise LexiconError(
-                f"{path}:{lineno}: '{name}' is neither an occupation nor a power role"
-            )
-        raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
-        forms = expand_forms([name, *raw_forms])
-        gendered = _gendered(path, lineno, row)
-        check_forms(path, lineno, name, forms + tuple(f for fs in gendered.values() for f in fs))
-        for form in forms + tuple(f for fs in gendered.values() for f in fs):
-            if owner.get(form, name) != name:
-                raise LexiconError(
-                    f"{path}:{lineno}: form '{form}' of '{name}' already belongs to '{owner[form]}'"
-                )
-            owner[form] = name
-        both = set(gendered.get("male", ())) & set(gendered.get("female", ()))
-        if both or set(forms) & {f for fs in gendered.values() for f in fs}:
-            raise LexiconError(
-                f"{path}:{lineno}: a form of '{name}' is listed as neutral and gendered, "
-                "or as both genders"
-            )
+        name = _role_name(path, lineno, row, seen)
+        stereotype, power, occupation = _role_kind(path, lineno, name, row)
+        forms, gendered, not_forms = _role_forms(path, lineno, name, row, owner)
         display = (row.get("display") or "").strip() or name
-        not_forms = expand_forms([f for f in (row.get("not_forms") or "").split("|") if f.strip()])
-        if set(not_forms) & set(owner):
-            raise LexiconError(f"{path}:{lineno}: a not_forms phrase of '{name}' is also a form")
         roles.append(
             PstRole(name, stereotype, occupation, power, display, forms, gendered, not_forms)
         )
@@ -359,6 +376,115 @@ def _prompt_id(name: str, kind: str, variant: str, *roles: str) -> str:
     return ":".join((name, kind, variant, *roles))
 
 
+@dataclass(frozen=True)
+class _Groups:
+    """The roles of one expansion, grouped: occupations, high- and low-power roles, and the
+    occupations without a power level (the ``power`` kind's occupations)."""
+
+    roles: list[PstRole]
+    occupations: list[PstRole]
+    high: list[PstRole]
+    low: list[PstRole]
+    power_occupations: list[PstRole]
+
+    @classmethod
+    def of(cls, roles: list[PstRole]) -> _Groups:
+        occupations = [r for r in roles if r.occupation]
+        return cls(
+            roles,
+            occupations,
+            [r for r in roles if r.power == "high"],
+            [r for r in roles if r.power == "low"],
+            [r for r in occupations if r.power is None],
+        )
+
+    @property
+    def bare(self) -> list[PstRole]:
+        """The roles of the single prompts: occupations, then bare power roles."""
+        return self.occupations + [r for r in self.roles if r.power and not r.occupation]
+
+
+def _check_options(kinds: tuple[str, ...], power_singles: str) -> None:
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise ValueError(f"kinds: unknown kind(s) {', '.join(unknown)} (known: {', '.join(KINDS)})")
+    if power_singles not in ("role", "occupation_role"):
+        raise ValueError(f"power_singles: {power_singles!r} is not role or occupation_role")
+
+
+def _planned(g: _Groups, kinds: tuple[str, ...], variants: list, power_singles: str) -> int:
+    """How many prompts the expansion makes (checked against :data:`MAX_PROMPTS` first)."""
+    n_male = sum(r.stereotype == "male" for r in g.occupations)
+    single = len(g.bare) + (power_singles == "occupation_role") * len(g.power_occupations) * (
+        len(g.high) + len(g.low)
+    )
+    paired = len(variants) * 2 * n_male * (len(g.occupations) - n_male)
+    power_tables = sum("power" in table for _, table in variants)
+    power = power_tables * len(g.power_occupations) * 2 * len(g.high) * len(g.low)
+    return ("single" in kinds) * single + ("paired" in kinds) * paired + ("power" in kinds) * power
+
+
+def _single_prompts(g: _Groups, templates: PstTemplates, power_singles: str) -> list[PstPrompt]:
+    name, out = templates.name, []
+    for r in g.bare:
+        text = templates.plain["single"].format(role=r.display)
+        pid = _prompt_id(name, "single", "plain", r.name)
+        out.append(PstPrompt(pid, name, "single", "plain", text, r.name, r.stereotype))
+    if power_singles == "occupation_role":
+        for occ in g.power_occupations:
+            for r in g.high + g.low:
+                text = templates.plain["single"].format(role=f"{occ.display} {r.display}")
+                pid = _prompt_id(name, "single", "plain", occ.name, r.name)
+                out.append(
+                    PstPrompt(
+                        pid, name, "single", "plain", text, r.name, r.stereotype,
+                        occupation=occ.name,
+                    )
+                )  # fmt: skip
+    return out
+
+
+def _paired_prompts(g: _Groups, name: str, variants: list) -> list[PstPrompt]:
+    males = [r for r in g.occupations if r.stereotype == "male"]
+    females = [r for r in g.occupations if r.stereotype == "female"]
+    pairs = [(m, f) for m in males for f in females] + [(f, m) for m in males for f in females]
+    out = []
+    for variant, table in variants:
+        for left, right in pairs:
+            text = table["paired"].format(left=left.display, right=right.display)
+            out.append(
+                PstPrompt(
+                    _prompt_id(name, "paired", variant, left.name, right.name),
+                    name, "paired", variant, text,
+                    left.name, left.stereotype, right.name, right.stereotype,
+                    None, _order(left),
+                )
+            )  # fmt: skip
+    return out
+
+
+def _power_prompts(g: _Groups, name: str, variants: list) -> list[PstPrompt]:
+    pairs = [(h, lo) for h in g.high for lo in g.low] + [(lo, h) for h in g.high for lo in g.low]
+    out = []
+    for variant, table in variants:
+        if "power" not in table:
+            continue
+        for occ in g.power_occupations:
+            for left, right in pairs:
+                text = table["power"].format(
+                    occupation=occ.display, left=left.display, right=right.display
+                )
+                out.append(
+                    PstPrompt(
+                        _prompt_id(name, "power", variant, occ.name, left.name, right.name),
+                        name, "power", variant, text,
+                        left.name, left.stereotype, right.name, right.stereotype,
+                        occ.name, _order(left),
+                    )
+                )  # fmt: skip
+    return out
+
+
 def expand_prompts(
     roles: list[PstRole],
     templates: PstTemplates,
@@ -373,33 +499,10 @@ def expand_prompts(
     ``power_singles``: ``role`` (a single prompt per bare power role) or ``occupation_role``
     (also one per occupation + power role, e.g. "one carpenter manager").
     """
-    unknown = sorted(set(kinds) - set(KINDS))
-    if unknown:
-        raise ValueError(f"kinds: unknown kind(s) {', '.join(unknown)} (known: {', '.join(KINDS)})")
-    if power_singles not in ("role", "occupation_role"):
-        raise ValueError(f"power_singles: {power_singles!r} is not role or occupation_role")
-    name = templates.name
-    occupations = [r for r in roles if r.occupation]
-    high = [r for r in roles if r.power == "high"]
-    low = [r for r in roles if r.power == "low"]
-    power_occupations = [r for r in occupations if r.power is None]
+    _check_options(kinds, power_singles)
+    groups = _Groups.of(roles)
     variants = [("plain", templates.plain)] + ([("fair", templates.fair)] if fair else [])
-    n_male = sum(r.stereotype == "male" for r in occupations)
-    count = (
-        ("single" in kinds)
-        * (
-            len(occupations)
-            + sum(1 for r in roles if r.power and not r.occupation)
-            + (power_singles == "occupation_role") * len(power_occupations) * (len(high) + len(low))
-        )
-        + ("paired" in kinds) * len(variants) * 2 * n_male * (len(occupations) - n_male)
-        + ("power" in kinds)
-        * sum("power" in table for _, table in variants)
-        * len(power_occupations)
-        * 2
-        * len(high)
-        * len(low)
-    )
+    count = _planned(groups, kinds, variants, power_singles)
     if count > MAX_PROMPTS:
         raise LexiconError(
             f"{templates.path}: with its roles file these templates expand to {count:,} "
@@ -407,57 +510,12 @@ def expand_prompts(
             "fewer roles, or fewer pst.kinds"
         )
     out: list[PstPrompt] = []
-
     if "single" in kinds:
-        bare = occupations + [r for r in roles if r.power and not r.occupation]
-        for r in bare:
-            text = templates.plain["single"].format(role=r.display)
-            pid = _prompt_id(name, "single", "plain", r.name)
-            out.append(PstPrompt(pid, name, "single", "plain", text, r.name, r.stereotype))
-        if power_singles == "occupation_role":
-            for occ in power_occupations:
-                for r in high + low:
-                    text = templates.plain["single"].format(role=f"{occ.display} {r.display}")
-                    pid = _prompt_id(name, "single", "plain", occ.name, r.name)
-                    out.append(
-                        PstPrompt(
-                            pid, name, "single", "plain", text, r.name, r.stereotype,
-                            occupation=occ.name,
-                        )
-                    )  # fmt: skip
+        out += _single_prompts(groups, templates, power_singles)
     if "paired" in kinds:
-        males = [r for r in occupations if r.stereotype == "male"]
-        females = [r for r in occupations if r.stereotype == "female"]
-        pairs = [(m, f) for m in males for f in females] + [(f, m) for m in males for f in females]
-        for variant, table in variants:
-            for left, right in pairs:
-                text = table["paired"].format(left=left.display, right=right.display)
-                out.append(
-                    PstPrompt(
-                        _prompt_id(name, "paired", variant, left.name, right.name),
-                        name, "paired", variant, text,
-                        left.name, left.stereotype, right.name, right.stereotype,
-                        None, _order(left),
-                    )
-                )  # fmt: skip
+        out += _paired_prompts(groups, templates.name, variants)
     if "power" in kinds:
-        pairs = [(h, lo) for h in high for lo in low] + [(lo, h) for h in high for lo in low]
-        for variant, table in variants:
-            if "power" not in table:
-                continue
-            for occ in power_occupations:
-                for left, right in pairs:
-                    text = table["power"].format(
-                        occupation=occ.display, left=left.display, right=right.display
-                    )
-                    out.append(
-                        PstPrompt(
-                            _prompt_id(name, "power", variant, occ.name, left.name, right.name),
-                            name, "power", variant, text,
-                            left.name, left.stereotype, right.name, right.stereotype,
-                            occ.name, _order(left),
-                        )
-                    )  # fmt: skip
+        out += _power_prompts(groups, templates.name, variants)
     return out
 
 
