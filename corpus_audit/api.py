@@ -48,6 +48,7 @@ from corpus_audit.core.config_edit import set_values
 from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.extras import require_stages
+from corpus_audit.core.kinds import LLM_LABOR_STATS
 from corpus_audit.core.pipeline import init_study, run_all, stage_function, status, study_kind
 from corpus_audit.core.preset import load_preset, resolve
 from corpus_audit.core.registry import Plugin as Plugin
@@ -155,6 +156,31 @@ def _one_thread(method: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
+def _kind_overrides(
+    overrides: dict[str, dict[str, Any]], kind: str, has_corpus: bool, models: list[str]
+) -> None:
+    """Add what a ``kind`` study sets to ``overrides`` (section -> key -> value); refuse a
+    corpus for an ``images`` study, models for another kind than ``llm``, and no corpus for an
+    ``amplification`` study."""
+    if kind == "pst":
+        overrides.setdefault("pst", {})["enabled"] = True
+    elif kind == "llm":  # docs/who_vs_how.md: the texts come from llm.models
+        overrides.setdefault("llm", {}).update({"enabled": True, "models": list(models)})
+        overrides.setdefault("texts", {})["source"] = "llm"
+        overrides.setdefault("lexicon", {})["labor_stats"] = LLM_LABOR_STATS
+    elif kind == "images" and has_corpus:
+        raise StudyError(
+            "create: a kind='images' study audits a model without its training data and "
+            "reads no corpus: give no corpus (docs/model_only.md)"
+        )
+    elif kind not in ("amplification", "images"):
+        raise StudyError(f"create: kind {kind!r} is not amplification, pst, llm or images")
+    if models and kind != "llm":
+        raise StudyError("create: models are for a kind='llm' study (llm.models)")
+    if not has_corpus and kind == "amplification":
+        raise StudyError("create: give a corpus (only a pst or llm study may go without one)")
+
+
 class Study:
     """One study: a directory with ``study.toml`` and ``study.duckdb``.
 
@@ -209,25 +235,7 @@ class Study:
             overrides, notes = resolve(load_preset(preset))
             for note in notes:
                 logger.info("%s", note)
-        if kind == "pst":
-            overrides.setdefault("pst", {})["enabled"] = True
-        elif kind == "llm":  # docs/who_vs_how.md: the texts come from llm.models
-            overrides.setdefault("llm", {}).update({"enabled": True, "models": list(models)})
-            overrides.setdefault("texts", {})["source"] = "llm"
-            overrides.setdefault("lexicon", {})["labor_stats"] = (
-                "builtin:more_of_the_same/occupations_en.csv"
-            )
-        elif kind == "images" and corpus:
-            raise StudyError(
-                "create: a kind='images' study audits a model without its training data and "
-                "reads no corpus: give no corpus (docs/model_only.md)"
-            )
-        elif kind not in ("amplification", "images"):
-            raise StudyError(f"create: kind {kind!r} is not amplification, pst, llm or images")
-        if models and kind != "llm":
-            raise StudyError("create: models are for a kind='llm' study (llm.models)")
-        if not corpus and kind == "amplification":
-            raise StudyError("create: give a corpus (only a pst or llm study may go without one)")
+        _kind_overrides(overrides, kind, bool(corpus), models)
         root = Path(root)
         before = set(root.iterdir()) if root.is_dir() else None
         core = init_study(root, corpus, overrides=overrides, overwrite=overwrite)

@@ -28,7 +28,7 @@ from corpus_audit.commands.verbs.base import Subcommands
 from corpus_audit.commands.verbs.help_groups import grouped_help
 from corpus_audit.commands.verbs.output import set_verbose
 from corpus_audit.core import interrupts
-from corpus_audit.core.errors import CorpusAuditError, printable
+from corpus_audit.core.errors import CorpusAuditError, printable, read_error
 
 EXIT_USER_ERROR = 2
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, as if killed by the signal
@@ -143,8 +143,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         stop = interrupts.requested()
         if stop is not None:  # DuckDB reports a signal during a query as 'Query interrupted'
             return _interrupted(stop)
-        from corpus_audit.core.store import read_error  # DuckDB: not for --help
-
         message = read_error(exc)
         if message is None:
             raise

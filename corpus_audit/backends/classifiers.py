@@ -209,6 +209,11 @@ def _file_digest(path: Path, n: int = 12) -> str:
     return sha.hexdigest()[:n]
 
 
+def auto_precision(device: str) -> str:
+    """``auto`` precision on ``device``: fp16 on CUDA, fp32 elsewhere."""
+    return "fp16" if device.startswith("cuda") else "fp32"
+
+
 class ClipClassifier:
     """open_clip zero-shot classifier over two texts (see the module docstring).
 
@@ -241,29 +246,12 @@ class ClipClassifier:
             ) from None
         self.texts = tuple(texts)
         self.device = resolve_device(device)
-        self.precision = (
-            ("fp16" if self.device.startswith("cuda") else "fp32")
-            if precision == "auto"
-            else precision
-        )
+        self.precision = auto_precision(self.device) if precision == "auto" else precision
         self.batch_size = max(1, int(batch_size))
         self.crop_to_face = bool(crop_to_face)
         self.workers = max(1, int(workers))
         name, weights, weights_id = self._resolve(open_clip, model, pretrained)
-        try:
-            # the seed only matters for random weights; the caller's RNG state is left alone
-            with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-                torch.manual_seed(seed)
-                warnings.simplefilter("ignore", UserWarning)  # QuickGELU notes
-                net, _, preprocess = open_clip.create_model_and_transforms(
-                    name,
-                    pretrained=weights,
-                    device=self.device,
-                    precision=self.precision,
-                    load_weights=weights is not None or name.startswith("local-dir:"),
-                )
-        except (RuntimeError, OSError, ValueError) as exc:
-            raise ModelError(self._load_hint(model, pretrained, exc)) from None
+        net, preprocess = self._create(open_clip, torch, name, weights, seed, (model, pretrained))
         net.eval()
         self._torch = torch
         self._net = net
@@ -291,6 +279,27 @@ class ClipClassifier:
             "open_clip": getattr(open_clip, "__version__", "?"),
         }
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
+
+    def _create(
+        self, open_clip: Any, torch: Any, name: str, weights: Any, seed: int, asked: tuple
+    ) -> tuple[Any, Any]:
+        """The network and its preprocessing on this classifier's device and precision;
+        ``asked`` (model, pretrained) as the settings named them, for the error's hint."""
+        try:
+            # the seed only matters for random weights; the caller's RNG state is left alone
+            with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+                torch.manual_seed(seed)
+                warnings.simplefilter("ignore", UserWarning)  # QuickGELU notes
+                net, _, preprocess = open_clip.create_model_and_transforms(
+                    name,
+                    pretrained=weights,
+                    device=self.device,
+                    precision=self.precision,
+                    load_weights=weights is not None or name.startswith("local-dir:"),
+                )
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise ModelError(self._load_hint(*asked, exc)) from None
+        return net, preprocess
 
     @staticmethod
     def make_id(name: str, weights_id: str, crop_to_face: bool, texts: Sequence[str]) -> str:

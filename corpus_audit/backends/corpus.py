@@ -754,6 +754,35 @@ def _hub_specs(spec: str, fmt: str) -> list[str]:
     return hub.data_files(spec, exts=exts or (".parquet",))
 
 
+def _local_files(spec: str, fmt: str, base: Path | None) -> list[tuple[Path, str]]:
+    """The files (with their format) of one local corpus path, glob or directory (relative
+    to ``base``). Raises CorpusError for a glob or directory that matches nothing, a missing
+    path, or a file given with format ``hf``."""
+    p = Path(spec).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    if any(ch in str(p) for ch in "*?["):
+        matches = [Path(m) for m in sorted(glob.glob(str(p), recursive=True))]
+        if not matches:
+            raise CorpusError(f"{spec}: the glob matches no file")
+    elif p.exists():
+        matches = [p]
+    else:
+        raise CorpusError(f"{spec}: no such corpus file or directory")
+    out: list[tuple[Path, str]] = []
+    for m in matches:
+        if m.is_dir():
+            items = _expand_dir(m, fmt)
+            if not items:
+                raise CorpusError(f"{m}: the directory holds no corpus file of format {fmt}")
+        elif fmt == "hf":
+            raise CorpusError(f"{m}: format 'hf' needs a save_to_disk directory, not a file")
+        else:
+            items = [(m, fmt if fmt != "auto" else detect_format(m))]
+        out += items
+    return out
+
+
 def resolve_corpus(
     paths: list[str],
     fmt: str = "auto",
@@ -789,30 +818,10 @@ def resolve_corpus(
                 found.setdefault(str(url), f)
                 known.setdefault(str(url), storage.known_of(url))
             continue
-        p = Path(spec).expanduser()
-        if not p.is_absolute() and base is not None:
-            p = base / p
-        if any(ch in str(p) for ch in "*?["):
-            matches = [Path(m) for m in sorted(glob.glob(str(p), recursive=True))]
-            if not matches:
-                raise CorpusError(f"{spec}: the glob matches no file")
-        elif p.exists():
-            matches = [p]
-        else:
-            raise CorpusError(f"{spec}: no such corpus file or directory")
-        for m in matches:
-            if m.is_dir():
-                items = _expand_dir(m, fmt)
-                if not items:
-                    raise CorpusError(f"{m}: the directory holds no corpus file of format {fmt}")
-            elif fmt == "hf":
-                raise CorpusError(f"{m}: format 'hf' needs a save_to_disk directory, not a file")
-            else:
-                items = [(m, fmt if fmt != "auto" else detect_format(m))]
-            for path, f in items:
-                # a Hub snapshot keeps its file names (the blobs they link to have none)
-                name = os.path.abspath(path) if in_hub_cache else str(path.resolve())
-                found.setdefault(name, f)
+        for path, f in _local_files(spec, fmt, base):
+            # a Hub snapshot keeps its file names (the blobs they link to have none)
+            name = os.path.abspath(path) if in_hub_cache else str(path.resolve())
+            found.setdefault(name, f)
     if not found:
         raise CorpusError("corpus: no corpus files configured (corpus.paths is empty)")
     opts = store if remote else None

@@ -250,6 +250,23 @@ class OpenAIImagesGenerator:
 
 
 # -- the generate stage's path for per-image API backends --------------------------------------
+def _not_refused(study: Study, run: StageRun, model: str, missing: Sequence[Any]) -> list:
+    """The ``missing`` jobs the API did not refuse in an earlier run (those are not asked for
+    again: one message says how many)."""
+    refused = set(
+        study.column(
+            "SELECT image_id FROM api_images WHERE model_id = ? AND status = 'refused'", [model]
+        )
+    )
+    todo = [j for j in missing if j.image_id not in refused]
+    if len(todo) < len(missing):
+        run.messages.append(
+            f"{model}: {len(missing) - len(todo)} image(s) refused by the API in an earlier run "
+            "are not asked for again (api_images.status = 'refused')"
+        )
+    return todo
+
+
 def generate_missing(
     study: Study,
     run: StageRun,
@@ -264,17 +281,7 @@ def generate_missing(
     time; commit each image as it arrives; record refusals. Returns the images made."""
     from tqdm.auto import tqdm
 
-    refused = set(
-        study.column(
-            "SELECT image_id FROM api_images WHERE model_id = ? AND status = 'refused'", [model]
-        )
-    )
-    todo = [j for j in missing if j.image_id not in refused]
-    if len(todo) < len(missing):
-        run.messages.append(
-            f"{model}: {len(missing) - len(todo)} image(s) refused by the API in an earlier run "
-            "are not asked for again (api_images.status = 'refused')"
-        )
+    todo = _not_refused(study, run, model, missing)
     details = generator.describe()
     run.provenance["models"][model] = details
     settings_id = record_settings(study, model, details)

@@ -58,7 +58,6 @@ from corpus_audit import __version__
 from corpus_audit.core.catalogue import STAGE_NAMES, STAGES
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.fileio import refuse_links, replace_dir
-from corpus_audit.core.store import expected_catalog
 from corpus_audit.methods.preferences.battles import FORMULA_STARTS
 
 if TYPE_CHECKING:  # DuckDB and pyarrow load when a table is read: `--help` stays light
@@ -90,6 +89,9 @@ class ExportResult:
 
 def result_tables() -> list[str]:
     """Every result table of the schema, sorted by name (module docstring)."""
+    # not at the top: the export verb's parser imports this module, and the store is DuckDB
+    from corpus_audit.core.store import expected_catalog
+
     return sorted(expected_catalog().objects["table"] - BOOKKEEPING)
 
 

@@ -8,6 +8,7 @@ more, so bytes from a corpus can never drive the user's terminal.
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 
 # Format characters that reorder or hide text on a terminal ("Trojan source" bidi controls).
@@ -146,3 +147,30 @@ def _escape(ch: str) -> str:
         return named[ch]
     code = ord(ch)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+RECOVERY_HINT = (
+    "restore it from a backup, or move it away and run `corpus-audit run` on the study to "
+    "rebuild every table (cached embeddings and stored images are reused)"
+)
+# what a DuckDB error says when a study file is damaged (lower case)
+DAMAGE_SIGNS = (
+    "could not read enough bytes",
+    "not a valid duckdb database",
+    "corrupt",
+    "checksum",
+)
+
+
+def read_error(exc: BaseException) -> str | None:
+    """A one-line message for a DuckDB I/O error met while a stage reads a study (a damaged
+    ``study.duckdb``, a cache file removed under it), or None for any other exception. Imports
+    nothing: the CLI's last resort for errors, also when ``--help`` loaded no DuckDB."""
+    duckdb = sys.modules.get("duckdb")  # not imported: the error cannot be DuckDB's
+    if duckdb is None or not isinstance(exc, duckdb.IOException):
+        return None
+    text = str(exc).strip()
+    first = printable(text.splitlines()[0] if text else type(exc).__name__)
+    if any(sign in text.lower() for sign in DAMAGE_SIGNS):
+        return f"a study file is damaged ({first}); if it is study.duckdb, {RECOVERY_HINT}"
+    return f"cannot read a file the study needs: {first}"

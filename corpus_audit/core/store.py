@@ -48,7 +48,13 @@ import duckdb
 
 from corpus_audit.core.catalogue import STAGES
 from corpus_audit.core.config import CONFIG_NAME, StudyConfig, load_config, parse_size, write_config
-from corpus_audit.core.errors import ConfigError, StudyError, printable
+from corpus_audit.core.errors import (
+    DAMAGE_SIGNS,
+    RECOVERY_HINT,
+    ConfigError,
+    StudyError,
+    printable,
+)
 from corpus_audit.core.fileio import refuse_links
 from corpus_audit.core.interrupts import shielded
 from corpus_audit.core.registry import plugin_use_mark, plugin_uses_since
@@ -58,12 +64,6 @@ from corpus_audit.core.versions import package_versions
 
 DB_NAME = "study.duckdb"
 TEMP_DIR = ".duckdb_tmp"  # DuckDB's spill directory, inside the study
-RECOVERY_HINT = (
-    "restore it from a backup, or move it away and run `corpus-audit run` on the study to "
-    "rebuild every table (cached embeddings and stored images are reused)"
-)
-
-
 # DuckDB settings of every study connection: SQL stored in an untrusted study.duckdb must not
 # reach files, the network or extensions, and nothing may turn that back on. DuckDB still
 # reads and writes the database, its WAL and its spill folder. Python objects reach the
@@ -502,6 +502,34 @@ class Study:
             raise
         finished = _utcnow()
         run.messages += setting_notes(name, changed, skipped=run.skipped)
+        provenance = self._provenance(run, config_sections, values, inputs, plugins_before)
+        with self.transaction():
+            self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
+            self.con.execute(
+                "INSERT INTO stage_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    name,
+                    "skipped" if run.skipped else "done",
+                    started,
+                    finished,
+                    run.rows_in,
+                    run.rows_out,
+                    json.dumps(run.dropped, sort_keys=True),
+                    json.dumps(provenance, sort_keys=True, default=str),
+                    provenance["config_hash"],
+                ],
+            )
+
+    def _provenance(
+        self,
+        run: StageRun,
+        config_sections: tuple[str, ...],
+        values: dict[str, Any],
+        inputs: dict[str, list[Any]],
+        plugins_before: Any,
+    ) -> dict[str, Any]:
+        """The ``stage_runs.provenance`` of a finished run: the config hash and values, the
+        inputs' fingerprints, seed, versions, engine, messages and the plugins it used."""
         provenance = {
             "config_hash": self.config.section_hash(*config_sections)
             if config_sections
@@ -530,22 +558,7 @@ class Study:
                 "version": plugin.version,
             }
             provenance["versions"].setdefault(plugin.distribution, plugin.version)
-        with self.transaction():
-            self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
-            self.con.execute(
-                "INSERT INTO stage_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    name,
-                    "skipped" if run.skipped else "done",
-                    started,
-                    finished,
-                    run.rows_in,
-                    run.rows_out,
-                    json.dumps(run.dropped, sort_keys=True),
-                    json.dumps(provenance, sort_keys=True, default=str),
-                    provenance["config_hash"],
-                ],
-            )
+        return provenance
 
     def _mark_unfinished(self, name: str, started: datetime) -> bool:
         """Mark stage ``name`` as running; False when an earlier unfinished run's mark is
@@ -749,14 +762,6 @@ def check_tables(con: duckdb.DuckDBPyConnection, db_path: Path) -> None:
         )
 
 
-_DAMAGE_SIGNS = (
-    "could not read enough bytes",
-    "not a valid duckdb database",
-    "corrupt",
-    "checksum",
-)
-
-
 def open_error(db_path: Path, exc: BaseException) -> str:
     """The one-line message for a database that cannot be opened or read."""
     first = printable(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
@@ -769,21 +774,9 @@ def open_error(db_path: Path, exc: BaseException) -> str:
         )
     if "could not set lock" in text or "conflicting lock" in text:
         return f"{where}: the study database is in use by another process ({first})"
-    if any(sign in text for sign in _DAMAGE_SIGNS):
+    if any(sign in text for sign in DAMAGE_SIGNS):
         return f"{where}: the study database is damaged ({first}); {RECOVERY_HINT}"
     return f"{where}: cannot open the study database: {first}"
-
-
-def read_error(exc: BaseException) -> str | None:
-    """A one-line message for a DuckDB I/O error met while a stage reads a study (a damaged
-    ``study.duckdb``, a cache file removed under it), or None for any other exception."""
-    if not isinstance(exc, duckdb.IOException):
-        return None
-    text = str(exc).strip()
-    first = printable(text.splitlines()[0] if text else type(exc).__name__)
-    if any(sign in text.lower() for sign in _DAMAGE_SIGNS):
-        return f"a study file is damaged ({first}); if it is study.duckdb, {RECOVERY_HINT}"
-    return f"cannot read a file the study needs: {first}"
 
 
 def _utcnow() -> datetime:

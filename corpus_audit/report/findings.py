@@ -128,51 +128,58 @@ def generated_section(study: Study, ctx: dict[str, Any]) -> Section:
     reasons = _drop_reasons(study)
     for model in sorted({r["model_id"] for r in rows}):
         pooled = [r for r in rows if r["model_id"] == model and r["prompt_id"] is None]
-        female = sum(r["n_female"] for r in pooled)
-        male = sum(r["n_male"] for r in pooled)
-        n = sum(r["n_images"] for r in pooled)
-        ambiguous = sum(r["n_ambiguous"] for r in pooled)
-        dropped = sum(r["n_dropped"] for r in pooled)
-        if female + male:
-            low, high = wilson_interval(female, female + male, confidence)
-            pf = 100.0 * female / (female + male)
-            head = (
-                f"{model}: {pf:.0f} % female {_interval(low, high)} ({_level(confidence)} "
-                f"Wilson) over {female + male} labelled images of {len(pooled)} occupation(s)"
-            )
-        else:
-            head = f"{model}: no image labelled female or male among {n}"
-        with_labour = [
-            r
-            for r in pooled
-            if r["percent_female"] is not None and r["labour_percent_female"] is not None
-        ]
-        if with_labour:
-            below = sum(r["percent_female"] < r["labour_percent_female"] for r in with_labour)
-            head += (
-                f"; below the labour statistics' % women in {below} of {len(with_labour)} "
-                "occupations"
-            )
-        section.findings.append(head + ".")
-        rated = sorted(
-            (r for r in pooled if r["percent_female"] is not None),
-            key=lambda r: (-abs(r["percent_female"] - 50.0), r["occupation"]),
-        )
-        if len(rated) >= 2:
-            most, least = rated[: min(SKEWED_SHOWN, len(rated) - 1)], rated[-1]
-            section.findings.append(
-                "Most skewed: "
-                + ", ".join(_occupation_text(r) for r in most)
-                + f"; least skewed: {_occupation_text(least)}."
-            )
-        why = ""
-        if reasons.get(model):
-            why = " (" + ", ".join(f"{reason}: {k}" for reason, k in reasons[model]) + ")"
-        section.findings.append(
-            f"Of {n} images, {dropped} dropped{why} and {ambiguous} ambiguous (labelled, "
-            "neither side confident enough); %female counts female and male labels only."
-        )
+        section.findings += _model_findings(model, pooled, reasons.get(model), confidence)
     return section
+
+
+def _model_findings(
+    model: str, pooled: list[dict], reasons: list[tuple[str, int]] | None, confidence: float
+) -> list[str]:
+    """One model's findings from its pooled ``generated_gender`` rows: %female with its
+    interval against the labour statistics, the most and least skewed occupations, and the
+    images dropped (``reasons``: the face filter's, with counts) or ambiguous."""
+    female = sum(r["n_female"] for r in pooled)
+    male = sum(r["n_male"] for r in pooled)
+    n = sum(r["n_images"] for r in pooled)
+    if female + male:
+        low, high = wilson_interval(female, female + male, confidence)
+        pf = 100.0 * female / (female + male)
+        head = (
+            f"{model}: {pf:.0f} % female {_interval(low, high)} ({_level(confidence)} "
+            f"Wilson) over {female + male} labelled images of {len(pooled)} occupation(s)"
+        )
+    else:
+        head = f"{model}: no image labelled female or male among {n}"
+    with_labour = [
+        r
+        for r in pooled
+        if r["percent_female"] is not None and r["labour_percent_female"] is not None
+    ]
+    if with_labour:
+        below = sum(r["percent_female"] < r["labour_percent_female"] for r in with_labour)
+        head += (
+            f"; below the labour statistics' % women in {below} of {len(with_labour)} occupations"
+        )
+    out = [head + "."]
+    rated = sorted(
+        (r for r in pooled if r["percent_female"] is not None),
+        key=lambda r: (-abs(r["percent_female"] - 50.0), r["occupation"]),
+    )
+    if len(rated) >= 2:
+        most, least = rated[: min(SKEWED_SHOWN, len(rated) - 1)], rated[-1]
+        out.append(
+            "Most skewed: "
+            + ", ".join(_occupation_text(r) for r in most)
+            + f"; least skewed: {_occupation_text(least)}."
+        )
+    why = " (" + ", ".join(f"{reason}: {k}" for reason, k in reasons) + ")" if reasons else ""
+    dropped = sum(r["n_dropped"] for r in pooled)
+    ambiguous = sum(r["n_ambiguous"] for r in pooled)
+    out.append(
+        f"Of {n} images, {dropped} dropped{why} and {ambiguous} ambiguous (labelled, "
+        "neither side confident enough); %female counts female and male labels only."
+    )
+    return out
 
 
 def _drop_reasons(study: Study) -> dict[str, list[tuple[str, int]]]:

@@ -361,7 +361,7 @@ def test_corpus_summary_splits_the_corpora(demo_run: Path):
     sum of the groups, CC3M declared hypernymized (and indeed without a name trigger), LAION
     the group compared with the paper; the CSV of page 1 holds the same rows."""
     from corpus_audit.commands.demo import demo_corpora
-    from corpus_audit.stages.indicators.corpus import POOLED
+    from corpus_audit.tables.corpora import POOLED
 
     corpora = {c["group"]: c for c in demo_corpora()}
     with duckdb.connect(str(demo_run / "study.duckdb"), read_only=True) as con:

@@ -249,6 +249,54 @@ def _vote_code(path: Path, line: int, raw: str) -> int | None:
     return VOTE_CODES[value]
 
 
+def _vote(
+    path: Path,
+    line: int,
+    row: dict[str, str],
+    vote: int,
+    by_pair: dict[str, dict],
+    aspects: Sequence[str],
+    seen: dict[tuple[str, str, str], str],
+) -> dict[str, Any]:
+    """One answered row of a votes CSV as a :data:`VOTE_COLUMNS` record, checked against the
+    pair manifest (``by_pair``) and the votes ``seen`` so far (updated)."""
+    aspect = row["aspect"].strip().lower()
+    if aspect not in aspects:
+        raise BattleError(
+            f"{path}:{line}: aspect {row['aspect']!r} is not one of {', '.join(aspects)}"
+        )
+    key = row["pair_id"].strip()
+    pair = by_pair.get(key)
+    if pair is None:
+        raise BattleError(f"{path}:{line}: pair_id {key!r} is not in the exported pairs")
+    given = (row.get("prompt_id") or "").strip()
+    if given and given != str(pair["prompt_id"]):
+        raise BattleError(
+            f"{path}:{line}: prompt_id {given!r} does not match pair {key!r} "
+            f"({pair['prompt_id']!r}): a sheet from another export?"
+        )
+    annotator = (row.get("annotator") or "").strip() or path.stem
+    ident = (annotator, key, aspect)
+    if ident in seen:
+        raise BattleError(
+            f"{path}:{line}: {annotator!r} voted on {key!r} ({aspect}) twice (also {seen[ident]})"
+        )
+    seen[ident] = f"{path}:{line}"
+    return {
+        "pair_id": key,
+        "prompt_id": pair["prompt_id"],
+        "model_a": pair["model_a"],
+        "model_b": pair["model_b"],
+        "image_a": pair["image_a"],
+        "image_b": pair["image_b"],
+        "aspect": aspect,
+        "vote": vote,
+        "annotator": annotator,
+        "source_file": str(path),
+        "line": line,
+    }
+
+
 def read_votes(files: Iterable[Path], pairs: Any, *, aspects: Sequence[str] = ASPECTS) -> Any:
     """Votes of annotator CSVs (the page's download) joined with the pair manifest.
 
@@ -274,44 +322,6 @@ def read_votes(files: Iterable[Path], pairs: Any, *, aspects: Sequence[str] = AS
             )
         for line, row in rows:
             vote = _vote_code(path, line, row["vote"])
-            if vote is None:
-                continue
-            aspect = row["aspect"].strip().lower()
-            if aspect not in aspects:
-                raise BattleError(
-                    f"{path}:{line}: aspect {row['aspect']!r} is not one of {', '.join(aspects)}"
-                )
-            key = row["pair_id"].strip()
-            pair = by_pair.get(key)
-            if pair is None:
-                raise BattleError(f"{path}:{line}: pair_id {key!r} is not in the exported pairs")
-            given = (row.get("prompt_id") or "").strip()
-            if given and given != str(pair["prompt_id"]):
-                raise BattleError(
-                    f"{path}:{line}: prompt_id {given!r} does not match pair {key!r} "
-                    f"({pair['prompt_id']!r}): a sheet from another export?"
-                )
-            annotator = (row.get("annotator") or "").strip() or path.stem
-            ident = (annotator, key, aspect)
-            if ident in seen:
-                raise BattleError(
-                    f"{path}:{line}: {annotator!r} voted on {key!r} ({aspect}) twice "
-                    f"(also {seen[ident]})"
-                )
-            seen[ident] = f"{path}:{line}"
-            out.append(
-                {
-                    "pair_id": key,
-                    "prompt_id": pair["prompt_id"],
-                    "model_a": pair["model_a"],
-                    "model_b": pair["model_b"],
-                    "image_a": pair["image_a"],
-                    "image_b": pair["image_b"],
-                    "aspect": aspect,
-                    "vote": vote,
-                    "annotator": annotator,
-                    "source_file": str(path),
-                    "line": line,
-                }
-            )
+            if vote is not None:
+                out.append(_vote(path, line, row, vote, by_pair, aspects, seen))
     return pd.DataFrame(out, columns=list(VOTE_COLUMNS))

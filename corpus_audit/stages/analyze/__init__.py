@@ -123,12 +123,7 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         match = indicator_match_rows(study, cfg.confidence)
         gender_rows = generated_gender_rows(study, cfg.confidence)
         occ_rows = occupation_indicator_rows(study)
-        sim_rows: list[dict] = []
-        if image_similarity_enabled(study):
-            sim_rows, run.provenance["image_similarity"] = image_similarity_rows(
-                study, progress=progress
-            )
-
+        sim_rows = _similarity(study, run, progress)
         no_template = [g for g in gen if g.template_id is None]
         gen = [g for g in gen if g.template_id is not None]
         amp_rows, summ_rows = _amplification(
@@ -136,19 +131,12 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
         )
         corr = indicator_correlation(occ_rows)
 
-        percent_rows = [s.row(cfg.confidence) for s in train + gen]
-        for t_set, g_set in caps:
-            percent_rows += [t_set.row(cfg.confidence), g_set.row(cfg.confidence)]
         corrected = _corrected(study, classifier, seed, train, gen, caps, (amp_rows, summ_rows))
-        attributes = (
-            attribute_tables(study, cfg.confidence, cfg.bootstrap, seed, classifier)
-            if cfg.attributes
-            else {}
-        )
+        attributes = _attributes(study, seed, classifier)
         _write_tables(
             study,
             {
-                "percent_female": percent_rows,
+                "percent_female": _percent_rows(train, gen, caps, cfg.confidence),
                 "amplification": amp_rows,
                 "amplification_summary": summ_rows,
                 "indicator_match": match,
@@ -161,6 +149,46 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             },
         )
 
+    _count(study, run, n_labelled, gender_rows, amp_rows, gen, caps)
+    run.summary = summary_rows(study)
+    run.headline = headline(study)  # printed without -v too
+    if not paper_layout(summary_table(study)):  # the summary is the generated %female
+        run.messages += headline_note(study)
+    run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
+    run.messages += threshold_note(study, classifier, cfg.threshold)
+    if train:
+        run.messages += _shortfall(study, status, rule)
+    run.messages += summary_messages(sim_rows)
+    run.provenance["correction"] = correction.provenance(corrected, summ_rows, cfg.correction)
+    run.messages += correction_messages(run.provenance["correction"])
+
+
+def _similarity(study: Study, run: StageRun, progress: bool) -> list[dict]:
+    """The ``image_similarity`` rows (none when the diagnostic is off), its provenance kept."""
+    if not image_similarity_enabled(study):
+        return []
+    rows, run.provenance["image_similarity"] = image_similarity_rows(study, progress=progress)
+    return rows
+
+
+def _attributes(study: Study, seed: int, classifier: str | None) -> dict[str, list[dict]]:
+    """The ``attribute_*`` tables' rows (none with ``analysis.attributes`` off)."""
+    cfg = study.config.analysis
+    if not cfg.attributes:
+        return {}
+    return attribute_tables(study, cfg.confidence, cfg.bootstrap, seed, classifier)
+
+
+def _count(
+    study: Study,
+    run: StageRun,
+    n_labelled: int,
+    gender_rows: list[dict],
+    amp_rows: list[dict],
+    gen: list[ImageSet],
+    caps: list,
+) -> None:
+    """The run's counts: labelled images in, output rows out, excluded pairs dropped."""
     run.rows_in = n_labelled
     run.rows_out = len(gender_rows) if _output_table(study) == "generated_gender" else len(amp_rows)
     for row in amp_rows:
@@ -168,18 +196,23 @@ def _analyze(study: Study, run: StageRun, *, progress: bool) -> None:
             run.drop(f"pair excluded: {row['exclude_reason']}")
     run.provenance["models"] = sorted({g.model_id for g in gen} | {c[1].model_id for c in caps})
     run.provenance["labelled_images"] = n_labelled
-    run.summary = summary_rows(study)
-    run.headline = headline(study)  # printed without -v too
-    if not paper_layout(summary_table(study)):  # the summary is the generated %female
-        run.messages += headline_note(study)
-    run.messages += _notes(study, classifier, train, gen, caps, no_template, corr)
-    run.messages += threshold_note(study, classifier, cfg.threshold)
+
+
+def _percent_rows(
+    train: list[ImageSet], gen: list[ImageSet], caps: list, confidence: float
+) -> list[dict]:
+    """The ``percent_female`` rows: training subsets, generated sets, then each caption-prompt
+    pair's training and generated side."""
+    rows = [s.row(confidence) for s in train + gen]
+    for t_set, g_set in caps:
+        rows += [t_set.row(confidence), g_set.row(confidence)]
+    return rows
+
+
+def _shortfall(study: Study, status: list[dict], rule: CutRule) -> list[str]:
+    """The lines about subsets short of N labelled images."""
     templates = dict(study.con.execute("SELECT prompt_id, template_id FROM prompts").fetchall())
-    if train:
-        run.messages += shortfall_lines(status, rule, templates)
-    run.messages += summary_messages(sim_rows)
-    run.provenance["correction"] = correction.provenance(corrected, summ_rows, cfg.correction)
-    run.messages += correction_messages(run.provenance["correction"])
+    return shortfall_lines(status, rule, templates)
 
 
 def _output_table(study: Study) -> str:
@@ -269,10 +302,7 @@ def _amplification(
     some rates (see :func:`corpus_audit.methods.amplification.summarize`)."""
     per_prompt_strategies = {t.strategy for t in train if t.prompt_id is not None}
     strategies = sorted({t.strategy for t in train if t.strategy}, key=strategy_sort_key)
-    t_index: dict[tuple, ImageSet] = {}
-    for t in train:
-        template = t.template_id if t.prompt_id is not None else None
-        t_index[(t.strategy, t.occupation, template)] = t
+    t_index = _training_index(train)
     templates = sorted({g.template_id for g in gen})
     by_model: dict[str, list[ImageSet]] = defaultdict(list)
     for g in gen:
@@ -314,6 +344,14 @@ def _amplification(
         bar.update()
     bar.close()
     return amp_rows, summ_rows
+
+
+def _training_index(train: list[ImageSet]) -> dict[tuple, ImageSet]:
+    """Training sets by (strategy, occupation, template; None for per-occupation subsets)."""
+    return {
+        (t.strategy, t.occupation, t.template_id if t.prompt_id is not None else None): t
+        for t in train
+    }
 
 
 def _template_pairs(
@@ -448,8 +486,16 @@ def _cell_text(cell: dict | None) -> str | None:
     return text
 
 
-def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
+def _classifier_notes(study: Study, classifier: str | None) -> list[str]:
+    """Which labels the analysis used, a warning first when any model has random weights."""
     notes = []
+    untrained = untrained_classifiers(study)
+    if untrained:
+        notes.append(
+            f"WARNING: untrained (random) model weights ({', '.join(untrained)}): every label, "
+            "%female, amplification and similarity from them is meaningless (tests and "
+            "benchmarks only)",
+        )
     if classifier is None:
         notes.append(
             "no perceived-gender labels: %female and amplification need the images, "
@@ -457,15 +503,24 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
         )
     else:
         notes.append(f"labels of classifier '{classifier}'")
-    untrained = untrained_classifiers(study)
-    if untrained:
-        notes.insert(
-            0,
-            f"WARNING: untrained (random) model weights ({', '.join(untrained)}): every label, "
-            "%female, amplification and similarity from them is meaningless (tests and "
-            "benchmarks only)",
-        )
+    return notes
 
+
+def _caption_prompt_notes(caps: list[tuple[ImageSet, ImageSet]]) -> list[str]:
+    """One line per (model, strategy) of captions used as prompts: how many captions T and G
+    share."""
+    per_set: dict[tuple[str, str], int] = defaultdict(int)
+    for t, g in caps:
+        per_set[(g.model_id or "unknown", t.strategy or "")] += t.n_captions or 0
+    return [
+        f"{strategy} ({model}): T and G over the same {n_captions} captions, those with a "
+        "labelled training image and generated images"
+        for (model, strategy), n_captions in sorted(per_set.items())
+    ]
+
+
+def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
+    notes = _classifier_notes(study, classifier)
     differ = paper_differences(study.config)
     if differ and study_kind(study.config) != "images":  # the paper's numbers are amplification
         notes.append(
@@ -495,14 +550,7 @@ def _notes(study, classifier, train, gen, caps, no_template, corr) -> list[str]:
             else "a fresh draw among indicator-free captions"
         )
     )
-    per_set: dict[tuple[str, str], int] = defaultdict(int)
-    for t, g in caps:
-        per_set[(g.model_id or "unknown", t.strategy or "")] += t.n_captions or 0
-    for (model, strategy), n_captions in sorted(per_set.items()):
-        notes.append(
-            f"{strategy} ({model}): T and G over the same {n_captions} captions, those with a "
-            "labelled training image and generated images"
-        )
+    notes += _caption_prompt_notes(caps)
     if corr["r"] is not None:
         notes.append(
             f"Pearson r(training %female, % female-indicator captions) = {corr['r']:.3f} "

@@ -201,23 +201,30 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
         derived = _derive_tables(study, matcher, prompt_sets, stats, kind)
         derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
         _record(study, run, files, stats, matcher, derived)
-        run.provenance.update(
-            {
-                "fingerprint": fingerprint,
-                "files": len(files),
-                "pattern_sha256": hashlib.sha256(matcher.pattern.encode()).hexdigest()[:16],
-                "sample_rule": "md5('keyword:<seed>:<occupation>:<sample_key>') ascending",
-                "sample_seed": cfg.study.seed,
-                "sample_size": cfg.select.sample_size,
-                "sample_unit": cfg.select.sample_unit,
-                "prefilter": cfg.select.prefilter,
-                "matcher": kind,
-                "threads": cfg.engine.threads,
-                "rows_per_second": round(stats.rows / stats.seconds) if stats.seconds else None,
-                "prompt_set": _set_names(prompt_sets.prompts),
-            }
-        )
+        run.provenance["fingerprint"] = fingerprint
+        run.provenance.update(_settings(study, len(files), matcher, kind, stats, prompt_sets))
     return run
+
+
+def _settings(
+    study: Study, files: int, matcher: Matcher, kind: str, stats: ScanStats, prompt_sets: Any
+) -> dict[str, Any]:
+    """What the run's provenance says of how it selected: the pattern, the sample rule and
+    settings, the matcher, threads and speed, the prompt sets."""
+    cfg = study.config
+    return {
+        "files": files,
+        "pattern_sha256": hashlib.sha256(matcher.pattern.encode()).hexdigest()[:16],
+        "sample_rule": "md5('keyword:<seed>:<occupation>:<sample_key>') ascending",
+        "sample_seed": cfg.study.seed,
+        "sample_size": cfg.select.sample_size,
+        "sample_unit": cfg.select.sample_unit,
+        "prefilter": cfg.select.prefilter,
+        "matcher": kind,
+        "threads": cfg.engine.threads,
+        "rows_per_second": round(stats.rows / stats.seconds) if stats.seconds else None,
+        "prompt_set": _set_names(prompt_sets.prompts),
+    }
 
 
 def _unchanged(study: Study, last: dict[str, Any], matcher: Matcher) -> StageRun:
