@@ -72,7 +72,7 @@ def is_content_refusal(exc: ApiRefusal) -> bool:
     "style=api_style",
     "concurrency=api_concurrency",
     "timeout=api_timeout",
-    "max_attempts=api_max_attempts",
+    "max_retries=api_max_retries",
     "backoff=api_backoff",
     "max_backoff=api_max_backoff",
     "max_body_mb=api_max_body_mb",
@@ -137,7 +137,7 @@ class OpenAIImagesGenerator:
             o.base_url,
             key_env=o.key_env,
             timeout=o.timeout,
-            policy=RetryPolicy(o.max_attempts, o.backoff, o.max_backoff),
+            policy=RetryPolicy(o.max_retries + 1, o.backoff, o.max_backoff),
             concurrency=o.concurrency,
             max_body_bytes=int(o.max_body_mb * 2**20),
         )

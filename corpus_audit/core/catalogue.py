@@ -102,7 +102,7 @@ GENERATE_TRANSPORT = {
         "api_concurrency",
         "api_timeout",
         "api_max_body_mb",
-        "api_max_attempts",
+        "api_max_retries",
         "api_backoff",
         "api_max_backoff",
     )

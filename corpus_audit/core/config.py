@@ -88,6 +88,32 @@ NOT_NEGATIVE = Range(ge=0)
 POSITIVE = Range(gt=0)
 FINITE_POSITIVE = Range(gt=0, finite=True)  # durations, sizes: > 0, never NaN or infinite
 FINITE_NOT_NEGATIVE = Range(ge=0, finite=True)
+
+# The HTTP client settings (backends/api_client.py), declared once and shared by the images
+# client ([generate] api_*) and the chat client ([llm]); retries count the requests after the
+# first one (0: ask once).
+HTTP_CONCURRENCY = Annotated[int, COUNT, Help("HTTP requests in flight at once")]
+HTTP_TIMEOUT = Annotated[
+    float,
+    FINITE_POSITIVE,
+    Help("seconds one HTTP request may take in all (connect, wait, whole answer) before a retry"),
+]
+HTTP_MAX_BODY_MB = Annotated[
+    float, FINITE_POSITIVE, Help("largest answer body read, in MB (larger: the request fails)")
+]
+HTTP_MAX_RETRIES = Annotated[
+    int,
+    NOT_NEGATIVE,
+    Help("retries of a request after the first (408, 409, 429, 5xx, timeouts), >= 0"),
+]
+HTTP_BACKOFF = Annotated[
+    float,
+    FINITE_NOT_NEGATIVE,
+    Help("seconds: first retry delay bound, doubled each retry (jittered)"),
+]
+HTTP_MAX_BACKOFF = Annotated[
+    float, FINITE_NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
+]
 UNIT = Range(ge=0, le=1)  # a share or a probability
 VARIANT = Rule(
     lambda v: bool(VARIANT_NAME.fullmatch(v)), "is not a variant name (1-40 of a-z, 0-9, _)"
@@ -655,26 +681,12 @@ class GenerateSection(Section):
     api_style: Annotated[
         str, Help("vivid | natural (DALL-E 3); empty = the API's default, not sent")
     ] = ""
-    api_concurrency: Annotated[int, COUNT, Help("requests in flight at once")] = 4
-    api_timeout: Annotated[
-        float,
-        FINITE_POSITIVE,
-        Help("seconds one request may take in all (connect, wait, whole answer) before a retry"),
-    ] = 120.0
-    api_max_body_mb: Annotated[
-        float, FINITE_POSITIVE, Help("largest answer body read, in MB (larger: the request fails)")
-    ] = 64.0
-    api_max_attempts: Annotated[
-        int, COUNT, Help("attempts per image (429, 5xx, timeouts are retried)")
-    ] = 6
-    api_backoff: Annotated[
-        float,
-        FINITE_NOT_NEGATIVE,
-        Help("seconds: first retry delay bound, doubled each attempt (jittered)"),
-    ] = 1.0
-    api_max_backoff: Annotated[
-        float, FINITE_NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
-    ] = 60.0
+    api_concurrency: HTTP_CONCURRENCY = 4
+    api_timeout: HTTP_TIMEOUT = 120.0
+    api_max_body_mb: HTTP_MAX_BODY_MB = 64.0
+    api_max_retries: HTTP_MAX_RETRIES = 5
+    api_backoff: HTTP_BACKOFF = 1.0
+    api_max_backoff: HTTP_MAX_BACKOFF = 60.0
     api_prices: Annotated[
         dict[str, Annotated[float, NOT_NEGATIVE]],
         Help(
@@ -999,28 +1011,12 @@ class LlmSection(Section):
     n_per_request: Annotated[
         int, COUNT, Help("openai: completions per HTTP request (1: servers ignoring n)")
     ] = 100
-    concurrency: Annotated[int, COUNT, Help("openai: HTTP requests in flight")] = 8
-    timeout_s: Annotated[
-        float,
-        FINITE_POSITIVE,
-        Help("openai: seconds one HTTP request may take in all (the whole answer) before a retry"),
-    ] = 120.0
-    max_body_mb: Annotated[
-        float,
-        FINITE_POSITIVE,
-        Help("openai: largest answer body read, in MB (larger: the request fails)"),
-    ] = 64.0
-    max_retries: Annotated[
-        int, NOT_NEGATIVE, Help("openai: retries of a request (429, 5xx, timeouts), >= 0")
-    ] = 6
-    backoff_s: Annotated[
-        float,
-        FINITE_NOT_NEGATIVE,
-        Help("openai: first backoff in seconds (doubled per retry, jittered)"),
-    ] = 1.0
-    max_backoff_s: Annotated[
-        float, FINITE_NOT_NEGATIVE, Help("openai: longest wait between attempts (Retry-After too)")
-    ] = 60.0
+    concurrency: HTTP_CONCURRENCY = 8
+    timeout_s: HTTP_TIMEOUT = 120.0
+    max_body_mb: HTTP_MAX_BODY_MB = 64.0
+    max_retries: HTTP_MAX_RETRIES = 6
+    backoff_s: HTTP_BACKOFF = 1.0
+    max_backoff_s: HTTP_MAX_BACKOFF = 60.0
     batch_size: Annotated[int, COUNT, Help("transformers: sequences per generate() call")] = 16
     dtype: Annotated[
         str, OneOf(DTYPES), Help("transformers: auto | float16 | bfloat16 | float32")
@@ -1266,12 +1262,36 @@ def _variant_columns(key: str, columns: dict[str, str]) -> None:
 RETIRED_KEYS = {
     "label.decode_workers": "the engine decodes ahead of the models in engine.threads threads",
 }
+# Keys under a new name: old name -> (new key in the same section, the old value converted).
+RENAMED_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    # attempts -> retries: one meaning of retries for every HTTP client
+    "generate.api_max_attempts": (
+        "api_max_retries",
+        lambda n: n - 1 if isinstance(n, int) and not isinstance(n, bool) else n,
+    ),
+}
+
+
+def _renamed(name: str, data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``data`` (one section) with its renamed keys under their new names; both names given
+    is an error naming the two."""
+    out = dict(data)
+    for key in data:
+        old = f"{name}.{key}"
+        if old in RENAMED_KEYS:
+            new, convert = RENAMED_KEYS[old]
+            if new in data:
+                raise ConfigError(f"{source}: {old} is now {name}.{new}: give only {name}.{new}")
+            out[new] = convert(out.pop(key))
+    return out
 
 
 def _build_section(cls: type, name: str, data: Any, source: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: [{name}] must be a table")
-    data = {k: v for k, v in data.items() if f"{name}.{k}" not in RETIRED_KEYS}
+    data = _renamed(
+        name, {k: v for k, v in data.items() if f"{name}.{k}" not in RETIRED_KEYS}, source
+    )
     known = {f.name for f in dataclasses.fields(cls)}
     for key in data:
         if key not in known:

@@ -317,7 +317,7 @@ def test_an_images_answer_that_is_a_list_is_one_line(monkeypatch):
 
     monkeypatch.setenv("CA_HOSTILE_API_KEY", SECRET)
     with ChatServer(echo, raw=_answers(b"[1, 2]")) as server:
-        options = ApiImageOptions(base_url=server.url, key_env="CA_HOSTILE_API_KEY", max_attempts=1)
+        options = ApiImageOptions(base_url=server.url, key_env="CA_HOSTILE_API_KEY", max_retries=0)
         gen = OpenAIImagesGenerator("dall-e-3", GenerationSettings(), options=options)
         with pytest.raises(ApiError, match="an images answer that is not a JSON object"):
             gen.request("a nurse")
@@ -365,7 +365,7 @@ def test_an_images_answer_far_larger_than_asked_is_refused_before_decoding(monke
     monkeypatch.setenv("CA_HOSTILE_API_KEY", SECRET)
     with ChatServer(echo, raw=_answers(body.encode())) as server:
         options = ApiImageOptions(
-            base_url=server.url, key_env="CA_HOSTILE_API_KEY", max_attempts=1, size="1024x1024"
+            base_url=server.url, key_env="CA_HOSTILE_API_KEY", max_retries=0, size="1024x1024"
         )
         gen = OpenAIImagesGenerator("dall-e-3", GenerationSettings(), options=options)
         with pytest.raises(ApiError, match=r"image is refused: .*at most 4,194,304 pixels"):
@@ -425,7 +425,7 @@ def _images(url: str, monkeypatch, **options):
     from corpus_audit.backends.openai_images import ApiImageOptions, OpenAIImagesGenerator
 
     monkeypatch.setenv("CA_HOSTILE_API_KEY", SECRET)
-    defaults = dict(base_url=url, key_env="CA_HOSTILE_API_KEY", max_attempts=1, size="1024x1024")
+    defaults = dict(base_url=url, key_env="CA_HOSTILE_API_KEY", max_retries=0, size="1024x1024")
     defaults.update(options)
     return OpenAIImagesGenerator(
         "dall-e-3", GenerationSettings(), options=ApiImageOptions(**defaults)
@@ -467,7 +467,7 @@ def test_both_clients_share_one_retry_path(client, monkeypatch):
             assert "error" not in out, out
             assert out["value"][0][0].text.startswith("x seed")
         else:
-            gen = _images(server.url, monkeypatch, max_attempts=4, backoff=0.01, max_backoff=0.2)
+            gen = _images(server.url, monkeypatch, max_retries=3, backoff=0.01, max_backoff=0.2)
             out, took = within(10, gen.request, "a nurse")
             assert "error" not in out, out
             assert out["value"].pixels.shape == (8, 8, 3) and out["value"].attempts == 4

@@ -88,7 +88,7 @@ def _study(root: Path, server: ImagesServer, **generate) -> Path:
                 "api_backoff": 0.01,
                 "api_max_backoff": 0.3,
                 "api_concurrency": 3,
-                "api_max_attempts": 5,
+                "api_max_retries": 4,
                 **generate,
             },
         },  # fmt: skip

@@ -108,7 +108,7 @@ def test_generate_on_an_images_api_ends_on_a_signal(tmp_path, sig, code):
                     "api_base": server.base_url,
                     "api_key_env": key_env,
                     "api_concurrency": 2,
-                    "api_max_attempts": 10,
+                    "api_max_retries": 9,
                     "api_max_backoff": DAY,
                 },
             },

@@ -212,3 +212,24 @@ def test_a_retired_key_still_loads_and_is_gone_from_help_and_set(tmp_path: Path)
         set_values(tmp_path, {"label.decode_workers": 3})
     with pytest.raises(Exception, match="decode_workers"):
         setting("label.decode_workers")
+
+
+def test_a_renamed_key_loads_under_its_new_name(tmp_path: Path) -> None:
+    """``generate.api_max_attempts = N`` (attempts) loads as ``api_max_retries = N - 1``
+    (retries, the meaning ``llm.max_retries`` has); both names at once are refused, and the
+    two clients' retry settings share one declaration."""
+    (tmp_path / "study.toml").write_text("[generate]\napi_max_attempts = 4\n")
+    assert load_config(tmp_path).generate.api_max_retries == 3
+    (tmp_path / "study.toml").write_text("[generate]\napi_max_attempts = 4\napi_max_retries = 2\n")
+    with pytest.raises(ConfigError, match="api_max_retries"):
+        load_config(tmp_path)
+    generate, llm = hints(section_classes()["generate"]), hints(section_classes()["llm"])
+    for mine, theirs in (
+        ("api_max_retries", "max_retries"),
+        ("api_timeout", "timeout_s"),
+        ("api_backoff", "backoff_s"),
+        ("api_max_backoff", "max_backoff_s"),
+        ("api_concurrency", "concurrency"),
+        ("api_max_body_mb", "max_body_mb"),
+    ):
+        assert generate[mine] is llm[theirs]
