@@ -22,9 +22,10 @@ import math
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import build_classifier
+from corpus_audit.backends.engines.base import Progress as EngineProgress
+from corpus_audit.backends.engines.base import track
 from corpus_audit.backends.faces import face_model_setting, get_face_detector
 from corpus_audit.backends.feedback import WRITERS
 from corpus_audit.backends.generators import GenerationSettings, derive_seed, open_generator
@@ -167,7 +168,7 @@ def faircritic(study: Study, *, progress: bool = True) -> StageRun:
             run.skipped = True
         else:
             loop = build_loop(study, model)
-            for prompt in tqdm(prompts, desc=NAME, unit="prompt", disable=not progress):
+            for prompt in track(prompts, EngineProgress(NAME, "prompt", enabled=progress)):
                 loop.run(prompt)
         run.rows_out = study.count("pst_rounds", "model_id = ?", [model]) - before
         run.summary = round_summary(study, model)

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
@@ -70,11 +69,10 @@ from typing import Any
 
 import numpy as np
 from PIL import Image, PngImagePlugin
-from tqdm.auto import tqdm
 
 from corpus_audit.backends import boundary, paraphrasers
 from corpus_audit.backends.engines import model_actors
-from corpus_audit.backends.engines.base import Progress
+from corpus_audit.backends.engines.base import Progress, progress_bar
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.generators import (
     GENERATORS,
@@ -299,8 +297,7 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     run.provenance["paraphraser"].update(paraphraser.describe(), name=name)
     done = lost = 0
     try:
-        bar = tqdm(total=len(todo), desc="paraphrase", unit="caption", file=sys.stderr,
-                   disable=not progress)  # fmt: skip
+        bar = progress_bar(Progress("paraphrase", "caption", len(todo), progress))
         with bar:
             for batch in _chunks(todo, cfg.paraphrase_batch_size):
                 rows = _paraphrase_batch(paraphraser, batch, occupations, name)

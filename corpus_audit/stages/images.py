@@ -49,9 +49,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from corpus_audit.backends import boundary
+from corpus_audit.backends.engines.base import Progress, progress_bar
 from corpus_audit.backends.image_sources import SOURCES, parse_source
 from corpus_audit.backends.image_sources.base import (
     IMAGE_EXTS,
@@ -357,7 +356,7 @@ def images(study: Study, *, progress: bool = True) -> StageRun:
         entries = [parse_source(i, spec) for i, spec in enumerate(cfg.sources)]
         writer = ImageWriter(study, wanted)
         run.rows_in = 0
-        bar = tqdm(desc="images", unit="img", disable=not progress, leave=False)
+        bar = progress_bar(Progress("images", "img", enabled=progress))
         try:
             provenance = [
                 _register_source(SourceContext(study, i, wanted), entry, writer, run, bar)

@@ -53,7 +53,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.embeddings import (
     EmbeddingCache,
@@ -64,7 +63,7 @@ from corpus_audit.backends.embeddings import (
     slug,
 )
 from corpus_audit.backends.engines import engine_from_config, model_resources
-from corpus_audit.backends.engines.base import Engine, Resources
+from corpus_audit.backends.engines.base import Engine, Resources, progress_bar, track
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.index import (
@@ -370,13 +369,7 @@ def _embed_chunks(
             yield start, [r[1] for r in rows]
 
     embedded = 0
-    bar = tqdm(
-        total=n_missing,
-        desc="neighbors: embed",
-        unit="text",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = progress_bar(EngineProgress("neighbors: embed", "text", n_missing, progress))
     run.provenance["engine"] = engine.describe()
     chunks = embed_chunks(
         engine,
@@ -465,15 +458,8 @@ def _process_occupations(
     use_torch_gpu = state.device.startswith("cuda") and not faiss_gpu_available()
     recalls: list[float] = []
     kinds: dict[str, int] = {}
-    bar = tqdm(
-        todo,
-        desc="neighbors: occupations",
-        unit="occ",
-        disable=not progress or not todo,
-        dynamic_ncols=True,
-    )
-    for occ in bar:
-        bar.set_postfix_str(printable(occ["occupation"][:20]))
+    bar = EngineProgress("neighbors: occupations", "occ", enabled=progress and bool(todo))
+    for occ in track(todo, bar, lambda o: printable(o["occupation"][:20])):
         result = _one_occupation(
             study, state.cache, occ, spec, index_dir, model, use_torch_gpu=use_torch_gpu
         )

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm.auto import tqdm
-
 from corpus_audit.backends.corpus import fingerprint_entry, read_file, resolve_corpus
+from corpus_audit.backends.engines.base import Progress as EngineProgress
+from corpus_audit.backends.engines.base import track
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
@@ -116,7 +116,7 @@ def tag_corpus(
     return tag_files(
         (
             (Path(file.path).name, file.file_id, read_file(file, text_column=text_column))
-            for file in tqdm(files, desc="pst captions", unit="file", disable=not progress)
+            for file in track(files, EngineProgress("pst captions", "file", enabled=progress))
         ),
         tagger,
     )

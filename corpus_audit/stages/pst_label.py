@@ -24,9 +24,10 @@ from collections import Counter
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import build_classifier, classifier_id
+from corpus_audit.backends.engines.base import Progress as EngineProgress
+from corpus_audit.backends.engines.base import track
 from corpus_audit.backends.faces import Face, FaceResult
 from corpus_audit.core.imagefile import DECODE_MAX_SIDE, UnreadableImage, decode, study_image_path
 from corpus_audit.core.stage_state import Progress, require_inputs
@@ -66,8 +67,8 @@ def pst_label(study: Study, *, progress: bool = True) -> StageRun:
         prompts = stored_prompts(study)
         size = cfg.batch_size
         try:
-            for start in tqdm(
-                range(0, len(todo), size), desc=NAME, unit="batch", disable=not progress
+            for start in track(
+                range(0, len(todo), size), EngineProgress(NAME, "batch", enabled=progress)
             ):
                 filters, people, reasons = label_batch(
                     study, todo.iloc[start : start + size], prompts, classifier

@@ -9,7 +9,10 @@ run) and must not
   (``corpus_audit.backends.engines``: the ``local`` engine is the in-process path);
 - branch on the engine's name (``engine.engine``, an engine's ``.name``, or a comparison
   with ``"local"``/``"ray"``): a stage asks the engine (``map_tasks``, ``map_actors``,
-  ``actor_workers``, ``worker_device``), never which engine it is.
+  ``actor_workers``, ``worker_device``), never which engine it is;
+- open a progress bar of its own (import ``tqdm``): a stage declares its bar
+  (``backends.engines.base.Progress``) and the one bar of the package draws it
+  (``progress_bar``, ``track``, or the engine's own for a map).
 
 The checker is itself tested on snippets of the code it replaced, so it can fail.
 """
@@ -33,6 +36,8 @@ POOL_CLASSES = frozenset(
 )
 #: modules a stage needs none of (every parallel thing they offer is a pool)
 POOL_MODULES = ("multiprocessing", "concurrent.futures")
+#: progress-bar libraries: a stage declares a Progress, the package's one bar draws it
+BAR_MODULES = ("tqdm",)
 
 
 @dataclass(frozen=True)
@@ -78,10 +83,12 @@ def check_source(source: str) -> list[Finding]:
                 found.append(Finding(node.lineno, f"creates a pool: {callee}(...)"))
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith(POOL_MODULES):
+                if alias.name.startswith(POOL_MODULES + BAR_MODULES):
                     found.append(Finding(node.lineno, f"imports {alias.name}"))
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
+            if module.startswith(BAR_MODULES):
+                found.append(Finding(node.lineno, f"opens its own progress bar ({module})"))
             pools = [a.name for a in node.names if a.name in POOL_CLASSES]
             if module.startswith(POOL_MODULES) or pools:
                 what = ", ".join(a.name for a in node.names)
@@ -151,6 +158,11 @@ name = study.config.engine.engine
 if engine.name == "ray":
     pass
 """,
+    "a progress bar of its own (who_how)": """
+from tqdm.auto import tqdm
+for model in tqdm(names, desc="who_how tables", unit="model", disable=not progress):
+    pass
+""",
 }
 
 
@@ -163,6 +175,10 @@ def test_the_checker_accepts_the_one_stage_shape():
     clean = """
 import threading
 from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines.base import Progress, track
+
+for name in track(names, Progress("who_how tables", "model", enabled=progress)):
+    pass
 
 lock = threading.Lock()
 with engine_from_config(study.config.engine) as engine:

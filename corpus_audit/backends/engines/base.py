@@ -234,12 +234,15 @@ class Engine(abc.ABC):
 
 
 # -- shared machinery ----------------------------------------------------------------------------
-def progress_bar(progress: Progress | None, units: Iterable[Any]) -> Any:
-    """A tqdm bar for ``progress`` (disabled when None); total from ``units`` when sized."""
+def progress_bar(progress: Progress | None, units: Iterable[Any] = ()) -> Any:
+    """The one progress bar of the package (``tqdm.auto``: widgets in Jupyter, a line on
+    stderr in a terminal) for ``progress`` (disabled when None or not ``enabled``); its total
+    is ``progress.total``, else ``len(units)`` when ``units`` is sized and not empty. Stages
+    declare their bars (:class:`Progress`) and never open one themselves."""
     from tqdm.auto import tqdm
 
     total = progress.total if progress is not None else None
-    if total is None and hasattr(units, "__len__"):
+    if total is None and hasattr(units, "__len__") and len(units):  # type: ignore[arg-type]
         total = len(units)  # type: ignore[arg-type]
     return tqdm(
         total=total,
@@ -248,6 +251,19 @@ def progress_bar(progress: Progress | None, units: Iterable[Any]) -> Any:
         disable=progress is None or not progress.enabled,
         dynamic_ncols=True,
     )
+
+
+def track(
+    items: Iterable[T], progress: Progress, label: Callable[[T], str] | None = None
+) -> Iterator[T]:
+    """``items`` one by one, a :func:`progress_bar` advancing as each is done with;
+    ``label(item)``, when given, is shown beside the bar while the item is worked on."""
+    with progress_bar(progress, items) as bar:
+        for item in items:
+            if label is not None:
+                bar.set_postfix_str(label(item))
+            yield item
+            bar.update(1)
 
 
 def run_units(

@@ -18,8 +18,9 @@ from functools import partial
 
 import numpy as np
 import pyarrow as pa
-from tqdm.auto import tqdm
 
+from corpus_audit.backends.engines.base import Progress as EngineProgress
+from corpus_audit.backends.engines.base import progress_bar
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.preset import paper_differences
@@ -314,9 +315,7 @@ def _amplification(
     cap_groups: dict[tuple[str, str], list[tuple[ImageSet, ImageSet]]] = defaultdict(list)
     for t_set, g_set in caps:
         cap_groups[(g_set.model_id or "unknown", t_set.strategy or "")].append((t_set, g_set))
-    bar = tqdm(
-        total=len(jobs) + len(cap_groups), desc="analyze", unit="table", disable=not progress
-    )
+    bar = progress_bar(EngineProgress("analyze", "table", len(jobs) + len(cap_groups), progress))
     for model, strategy in jobs:
         per_strategy = strategy in per_prompt_strategies
         pairs = _template_pairs(

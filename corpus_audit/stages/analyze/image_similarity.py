@@ -27,10 +27,10 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.classifiers import ClipClassifier
 from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir
+from corpus_audit.backends.engines.base import Progress, progress_bar
 from corpus_audit.core.imagefile import study_image_path, try_read_rgb
 from corpus_audit.core.store import Study, dicts
 from corpus_audit.methods.image_similarity import summary
@@ -153,11 +153,8 @@ def _embeddings(
     )
     unreadable = 0
     bad: set[str] = set()
-    with tqdm(
-        total=len(todo),
-        desc="analyze: image embeddings",
-        unit="img",
-        disable=not progress or not todo,
+    with progress_bar(
+        Progress("analyze: image embeddings", "img", len(todo), progress and bool(todo))
     ) as bar:
         for start in range(0, len(todo), CHUNK):
             chunk = todo[start : start + CHUNK]

@@ -33,7 +33,6 @@ total is ``len(items)`` when the input has a length.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,11 +40,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.captioners import Captioner, CaptionInput
 from corpus_audit.backends.engines import open_engine
-from corpus_audit.backends.engines.base import Engine, Resources
+from corpus_audit.backends.engines.base import Engine, Progress, Resources, progress_bar
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.core.imagefile import DEFAULT_MAX_PIXELS, UnreadableImage, read_rgb
 
@@ -339,8 +337,7 @@ def recaption_on_engine(
     started = time.perf_counter()
     total = len(items) if isinstance(items, Sequence) else None
     devices: set[str] = set()
-    with tqdm(total=total, desc="recaption", unit="img", file=sys.stderr,
-              disable=not progress) as bar:  # fmt: skip
+    with progress_bar(Progress("recaption", "img", total, progress)) as bar:
         batches = list(pending_batches(items, done, batch_size, summary, bar.update))
         if kind == "image":
             units: list[tuple[int, Any]] = [

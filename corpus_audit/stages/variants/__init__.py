@@ -26,14 +26,12 @@ not captions of it; they are counted in the run's ``dropped``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.corpus import (
     ColumnMap,
@@ -42,6 +40,7 @@ from corpus_audit.backends.corpus import (
     get_reader,
     iter_clean_batches,
 )
+from corpus_audit.backends.engines.base import Progress, progress_bar
 from corpus_audit.core.errors import ConfigError, CorpusError, printable
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
@@ -178,8 +177,9 @@ def column_variants(
     occupations = _occupations(study)
     batch_rows = study.config.select.batch_rows
     texts, mentions = [], []
-    bar = tqdm(total=len(files) * (len(columns) + 1), desc="variants: read", unit="column",
-               file=sys.stderr, disable=not progress)  # fmt: skip
+    bar = progress_bar(
+        Progress("variants: read", "column", len(files) * (len(columns) + 1), progress)
+    )
     for file_id, path, fmt, text_column in files:
         wanted = {"original": text_column, **columns}
         found = {}

@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
+from corpus_audit.backends.engines.base import Progress as EngineProgress
+from corpus_audit.backends.engines.base import progress_bar, track
 from corpus_audit.core.catalogue import stage
 from corpus_audit.core.stage_state import Progress, require, require_inputs
 from corpus_audit.core.store import StageRun, Study, sql_text
@@ -120,7 +121,7 @@ def associate_all(study: Study, terms: Any, *, progress: bool = True) -> int:
     todo = con.execute(sql_text("who_how/31_todo.sql")).fetchnumpy()["text_id"]
     counter = AssociationCounter(terms)
     size = study.config.texts.batch_size
-    bar = tqdm(total=len(todo), desc="who_how association", unit="text", disable=not progress)
+    bar = progress_bar(EngineProgress("who_how association", "text", len(todo), progress))
     with bar:
         for lo in range(0, len(todo), size):
             ids = todo[lo : lo + size]
@@ -166,7 +167,7 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
         labels = {"prompt": "specified"}
         tables = _per_model(study, texts, occupations, settings, labels, progress=progress)
     else:
-        steps = tqdm(total=1, desc="who_how tables", unit="step", disable=not progress)
+        steps = progress_bar(EngineProgress("who_how tables", "step", 1, progress))
         with steps:
             tables = who_how_tables(texts, occupations, settings, _embedder(study), labels)
             steps.update(1)
@@ -199,7 +200,7 @@ def _per_model(
     names = sorted(texts["model"].unique())
     if not names:  # no text yet: the empty tables
         return who_how_tables(texts.drop(columns="model"), occupations, settings, None, labels)
-    for model in tqdm(names, desc="who_how tables", unit="model", disable=not progress):
+    for model in track(names, EngineProgress("who_how tables", "model", enabled=progress)):
         mine = texts[texts["model"] == model].drop(columns="model")
         occ = occupations[occupations["text_id"].isin(mine["text_id"])]
         unspecified = mine.assign(

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from tqdm.auto import tqdm
 
 from corpus_audit.backends.corpus import (
     ColumnMap,
@@ -44,6 +43,8 @@ from corpus_audit.backends.corpus import (
     resolve_corpus,
     source,
 )
+from corpus_audit.backends.engines.base import Progress as EngineProgress
+from corpus_audit.backends.engines.base import track
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusError, printable
 from corpus_audit.core.store import StageRun, Study
@@ -79,7 +80,7 @@ def read_documents(study: Study, run: StageRun, *, progress: bool = True) -> boo
         return False
 
     documents = []
-    for file in tqdm(files, desc="who_how read", unit="file", disable=not progress):
+    for file in track(files, EngineProgress("who_how read", "file", enabled=progress)):
         documents.extend(_file_batches(study, file, run))
     table = (
         pa.concat_tables(documents)
