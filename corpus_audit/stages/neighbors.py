@@ -467,7 +467,6 @@ def _process_occupations(
             recalls.append(result["recall"])
         if result["index_kind"]:
             kinds[result["index_kind"]] = kinds.get(result["index_kind"], 0) + 1
-    bar.close()
 
     _report(study, run, inputs, model)
     _record(study, run, state, kinds, len(inputs), len(todo), use_torch_gpu)

@@ -233,3 +233,10 @@ def test_a_renamed_key_loads_under_its_new_name(tmp_path: Path) -> None:
         ("api_max_body_mb", "max_body_mb"),
     ):
         assert generate[mine] is llm[theirs]
+
+
+def test_each_section_knows_its_name_in_study_toml() -> None:
+    """A section names its keys (``section.key`` in every message) without asking
+    :class:`StudyConfig` (the sections live in their own modules, below it)."""
+    for name, cls in section_classes().items():
+        assert cls.toml_name() == name
