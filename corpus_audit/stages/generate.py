@@ -72,7 +72,7 @@ from PIL import Image, PngImagePlugin
 
 from corpus_audit.backends import boundary, paraphrasers
 from corpus_audit.backends.engines import model_actors
-from corpus_audit.backends.engines.base import Progress, progress_bar
+from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.generators import (
     GENERATORS,
@@ -287,20 +287,28 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     }
     backend, _, model = name.partition(":")
     source = study.config.resolve(model)
-    with quiet_loading(not progress):
-        paraphraser = paraphrasers.load_paraphraser(
+    spec = ModelSpec(
+        _load_paraphraser,
+        (
             f"{backend}:{source if source.exists() else model}",
-            device=study.config.engine.device,
-            max_new_tokens=cfg.paraphrase_max_new_tokens,
-            batch_size=cfg.paraphrase_batch_size,
-        )
-    run.provenance["paraphraser"].update(paraphraser.describe(), name=name)
+            study.config.engine.device,
+            cfg.paraphrase_max_new_tokens,
+            cfg.paraphrase_batch_size,
+            not progress,
+        ),
+        _serve_paraphrases,
+    )
+    batches = list(_chunks(todo, cfg.paraphrase_batch_size))
+    units = [(i, _paraphrase_inputs(batch, occupations)) for i, batch in enumerate(batches)]
     done = lost = 0
+    bar = Progress("paraphrase", "batch", len(units), progress)
     try:
-        bar = progress_bar(Progress("paraphrase", "caption", len(todo), progress))
-        with bar:
-            for batch in _chunks(todo, cfg.paraphrase_batch_size):
-                rows = _paraphrase_batch(paraphraser, batch, occupations, name)
+        with model_actors(
+            study.config.engine, "generate", spec, units, provenance=run.provenance, progress=bar
+        ) as results:
+            for i, (texts, described) in results:
+                run.provenance["paraphraser"].update(described, name=name)
+                rows = _paraphrase_rows(batches[i], texts, occupations, name)
                 lost += sum(not keep for _c, _n, _t, keep, _o in rows)
                 with study.transaction() as con:
                     con.executemany(
@@ -309,9 +317,7 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
                         rows,
                     )
                 done += len(rows)
-                bar.update(len(rows))
     finally:
-        paraphraser.close()
         run.provenance["paraphrased"] = done
         run.provenance["paraphrases_lost_occupation"] = lost
     run.messages.append(
@@ -319,16 +325,43 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     )
 
 
-def _paraphrase_batch(
-    paraphraser: Any, batch: Sequence[tuple[int, str, str]], occupations: dict[str, Any], name: str
-) -> list[tuple[int, str, str, bool, str]]:
-    """Paraphrase one batch of (caption_id, occupation, text); the ``paraphrases`` rows
-    (caption_id, paraphraser, text, contains_occupation, occupation)."""
-    words = []
-    for _cid, occ, _text in batch:
+def _load_paraphraser(
+    spec: str, device: str, max_new_tokens: int, batch_size: int, quiet: bool
+) -> Any:
+    """The paraphraser of a worker (:func:`paraphrasers.load_paraphraser`), its loading bars
+    hidden when ``quiet``."""
+    with quiet_loading(quiet):
+        return paraphrasers.load_paraphraser(
+            spec, device=device, max_new_tokens=max_new_tokens, batch_size=batch_size
+        )
+
+
+def _serve_paraphrases(
+    paraphraser: Any, pairs: list[tuple[str, str]]
+) -> tuple[list[str], dict[str, Any]]:
+    """One batch of (caption, occupation word) paraphrased, with the paraphraser's description."""
+    return paraphraser.paraphrase(pairs), paraphraser.describe()
+
+
+def _paraphrase_inputs(
+    batch: Sequence[tuple[int, str, str]], occupations: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """(caption text, the occupation's display word) of each (caption_id, occupation, text)."""
+    out = []
+    for _cid, occ, text in batch:
         o = occupations.get(occ)
-        words.append(o.display if o else occ)
-    texts = paraphraser.paraphrase([(t, w) for (_c, _o, t), w in zip(batch, words, strict=True)])
+        out.append((text, o.display if o else occ))
+    return out
+
+
+def _paraphrase_rows(
+    batch: Sequence[tuple[int, str, str]],
+    texts: Sequence[str],
+    occupations: dict[str, Any],
+    name: str,
+) -> list[tuple[int, str, str, bool, str]]:
+    """The ``paraphrases`` rows (caption_id, paraphraser, text, contains_occupation,
+    occupation) of one batch of (caption_id, occupation, text) and its paraphrases."""
     rows = []
     for (cid, occ, _t), text in zip(batch, texts, strict=True):
         o = occupations.get(occ)
