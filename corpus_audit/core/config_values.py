@@ -57,27 +57,34 @@ FINITE_NOT_NEGATIVE = Range(ge=0, finite=True)
 # The HTTP client settings (backends/api_client.py), declared once and shared by the images
 # client ([generate] api_*) and the chat client ([llm]); retries count the requests after the
 # first one (0: ask once).
-HTTP_CONCURRENCY = Annotated[int, COUNT, Help("HTTP requests in flight at once")]
+HTTP_CONCURRENCY = Annotated[int, COUNT, Help("API models: HTTP requests in flight at once")]
 HTTP_TIMEOUT = Annotated[
     float,
     FINITE_POSITIVE,
-    Help("seconds one HTTP request may take in all (connect, wait, whole answer) before a retry"),
+    Help(
+        "API models: seconds one HTTP request may take in all (connect, wait, whole answer) "
+        "before a retry"
+    ),
 ]
 HTTP_MAX_BODY_MB = Annotated[
-    float, FINITE_POSITIVE, Help("largest answer body read, in MB (larger: the request fails)")
+    float,
+    FINITE_POSITIVE,
+    Help("API models: largest answer body read, in MB (larger: the request fails)"),
 ]
 HTTP_MAX_RETRIES = Annotated[
     int,
     NOT_NEGATIVE,
-    Help("retries of a request after the first (408, 409, 429, 5xx, timeouts), >= 0"),
+    Help("API models: retries of a request after the first (408, 409, 429, 5xx, timeouts), >= 0"),
 ]
 HTTP_BACKOFF = Annotated[
     float,
     FINITE_NOT_NEGATIVE,
-    Help("seconds: first retry delay bound, doubled each retry (jittered)"),
+    Help("API models: first retry delay bound in seconds, doubled each retry (jittered)"),
 ]
 HTTP_MAX_BACKOFF = Annotated[
-    float, FINITE_NOT_NEGATIVE, Help("seconds: longest wait between attempts (Retry-After too)")
+    float,
+    FINITE_NOT_NEGATIVE,
+    Help("API models: longest wait between attempts in seconds (Retry-After too)"),
 ]
 UNIT = Range(ge=0, le=1)  # a share or a probability
 VARIANT = Rule(
