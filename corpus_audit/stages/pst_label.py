@@ -21,17 +21,20 @@ its id.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from corpus_audit.backends.classifiers import build_classifier, classifier_id
+from corpus_audit.backends.engines import model_actors
 from corpus_audit.backends.engines.base import Progress as EngineProgress
-from corpus_audit.backends.engines.base import track
+from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.faces import Face, FaceResult
 from corpus_audit.core.imagefile import DECODE_MAX_SIDE, UnreadableImage, decode, study_image_path
 from corpus_audit.core.stage_state import Progress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts, sql_text
+from corpus_audit.methods.lexicon.pst import PstPrompt
 from corpus_audit.methods.pst.persons import PstImage, classify_people
 from corpus_audit.methods.pst.positions import PairResult, pair_table
 from corpus_audit.tables.pst_frames import insert_frame, stored_prompts
@@ -61,24 +64,7 @@ def pst_label(study: Study, *, progress: bool = True) -> StageRun:
             run.skipped = True
             run.summary = _summary(study, cid)
             return run
-        classifier = build_classifier(
-            cfg, device=study.config.engine.device, seed=study.config.study.seed
-        )
-        prompts = stored_prompts(study)
-        size = cfg.batch_size
-        try:
-            for start in track(
-                range(0, len(todo), size), EngineProgress(NAME, "batch", enabled=progress)
-            ):
-                filters, people, reasons = label_batch(
-                    study, todo.iloc[start : start + size], prompts, classifier
-                )
-                write_batch(study, filters, people, cid)
-                run.rows_out += len(people)
-                for reason, count in reasons.items():
-                    run.drop(reason, count)
-        finally:
-            getattr(classifier, "close", lambda: None)()
+        _label_on_engine(study, run, todo, cid, progress)
         run.summary = _summary(study, cid)
         run.provenance.update(classifier=cid, threshold=cfg.threshold)
     return run
@@ -112,10 +98,48 @@ def face_rule_rows(batch: pd.DataFrame, faces: pd.DataFrame, cfg: Any) -> pd.Dat
     return pd.concat([pairs[list(FILTER_COLUMNS)], singles], ignore_index=True)
 
 
-def label_batch(
-    study: Study, batch: pd.DataFrame, prompts: dict, classifier: Any
-) -> tuple[pd.DataFrame, pd.DataFrame, Counter]:
-    """Face rule rows, person rows and drop reasons of one batch (no database writes)."""
+@dataclass(frozen=True)
+class PersonsUnit:
+    """One batch's kept images, as a worker gets them (plain, picklable values): per image its
+    id, file, prompt, the face rule's outcome (kind, left face, right face) and its stored
+    boxes ((x, y, w, h, score) in face order, in the stored image's pixels)."""
+
+    images: tuple[tuple[str, str, PstPrompt, tuple, tuple], ...]
+    max_pixels: int
+    threshold: float
+    batch_size: int
+
+
+def _load_classifier(cfg: Any, device: str, seed: int) -> Any:
+    """The ``[label]`` classifier of a worker."""
+    return build_classifier(cfg, device=device, seed=seed)
+
+
+def classify_unit(classifier: Any, unit: PersonsUnit) -> tuple[pd.DataFrame, int]:
+    """The person rows of one batch (each kept image decoded, its stored boxes scaled to the
+    decoded size, each person classified) and how many images could not be read now."""
+    items, unreadable = [], 0
+    for image_id, path, prompt, rule, boxes in unit.images:
+        try:
+            image = decode(path, max_pixels=unit.max_pixels, max_side=DECODE_MAX_SIDE)
+        except UnreadableImage:
+            unreadable += 1
+            continue
+        result = _stored_result(
+            rule, boxes, image.array.shape[1], image.array.shape[0], image.width
+        )
+        items.append(PstImage(image_id, image.array, prompt, result))
+    people = classify_people(
+        items, classifier, threshold=unit.threshold, batch_size=unit.batch_size
+    )
+    return people, unreadable
+
+
+def _batch_unit(
+    study: Study, batch: pd.DataFrame, prompts: dict
+) -> tuple[pd.DataFrame, Counter, PersonsUnit]:
+    """The face rule rows of one batch, their drop reasons and the unit of its kept images
+    (database reads only, on the driver)."""
     cfg = study.config.label
     faces = study.con.execute(
         "SELECT * FROM faces WHERE list_contains(?, image_id) ORDER BY image_id, face_index",
@@ -124,36 +148,75 @@ def label_batch(
     filters = face_rule_rows(batch, faces, cfg)
     reasons = Counter(r for r in filters["reason"] if isinstance(r, str))
     paths = dict(zip(batch["image_id"], batch["path"], strict=True))
-    items = []
-    for row in filters[filters["kept"]].itertuples(index=False):
-        try:
-            image = decode(
-                study_image_path(study.root, paths[row.image_id]),
-                max_pixels=study.config.images.max_pixels,
-                max_side=DECODE_MAX_SIDE,
-            )
-        except UnreadableImage:
-            reasons["unreadable_now"] += 1
-            continue
-        boxes = faces[faces["image_id"] == row.image_id]
-        result = _stored_result(row, boxes, image.array.shape[1], image.array.shape[0], image.width)
-        items.append(PstImage(row.image_id, image.array, prompts[row.prompt_id], result))
-    people = classify_people(items, classifier, threshold=cfg.threshold, batch_size=cfg.batch_size)
-    return filters, people, reasons
+    images = tuple(
+        (
+            row.image_id,
+            str(study_image_path(study.root, paths[row.image_id])),
+            prompts[row.prompt_id],
+            (row.kind, row.left_face, row.right_face),
+            _boxes(faces[faces["image_id"] == row.image_id]),
+        )
+        for row in filters[filters["kept"]].itertuples(index=False)
+    )
+    unit = PersonsUnit(images, int(study.config.images.max_pixels), cfg.threshold, cfg.batch_size)
+    return filters, reasons, unit
+
+
+def _label_on_engine(
+    study: Study, run: StageRun, todo: pd.DataFrame, cid: str, progress: bool
+) -> None:
+    """Every batch of ``todo``: the face rule on the driver, the persons classified by the
+    ``[label]`` classifier on the study's engine (loaded once per worker), each batch written
+    in order, one transaction each."""
+    cfg = study.config.label
+    prompts = stored_prompts(study)
+    size = cfg.batch_size
+    batches = [
+        _batch_unit(study, todo.iloc[start : start + size], prompts)
+        for start in range(0, len(todo), size)
+    ]
+    spec = ModelSpec(
+        _load_classifier,
+        (cfg, study.config.engine.device, int(study.config.study.seed)),
+        classify_unit,
+    )
+    units = [(i, unit) for i, (_f, _r, unit) in enumerate(batches)]
+    bar = EngineProgress(NAME, "batch", enabled=progress)
+    with model_actors(
+        study.config.engine, "label", spec, units, provenance=run.provenance, progress=bar
+    ) as results:
+        for i, (people, unreadable) in results:
+            filters, reasons, _unit = batches[i]
+            if unreadable:
+                reasons["unreadable_now"] += unreadable
+            write_batch(study, filters, people, cid)
+            run.rows_out += len(people)
+            for reason, count in reasons.items():
+                run.drop(reason, count)
 
 
 def _stored_result(
-    row: Any, boxes: pd.DataFrame, width: int, height: int, stored_width: int
+    rule: tuple, boxes: tuple, width: int, height: int, stored_width: int
 ) -> PairResult | FaceResult:
-    """The kept image's face rule outcome with the stored boxes scaled to the decoded array."""
+    """The kept image's face rule outcome (``rule``: kind, left face, right face) with the
+    stored ``boxes`` scaled to the decoded array."""
+    kind, left, right = rule
     factor = width / float(stored_width or width)
     faces = tuple(
-        Face(b.x * factor, b.y * factor, b.w * factor, b.h * factor, b.score)
-        for b in boxes.sort_values("face_index").itertuples(index=False)
+        Face(x * factor, y * factor, w * factor, h * factor, s) for x, y, w, h, s in boxes
     )
-    if row.kind == "single":
-        return FaceResult(faces, width, height, True, None, int(row.left_face))
-    return PairResult(faces, width, height, True, None, 2, int(row.left_face), int(row.right_face))
+    if kind == "single":
+        return FaceResult(faces, width, height, True, None, int(left))
+    return PairResult(faces, width, height, True, None, 2, int(left), int(right))
+
+
+def _boxes(faces: pd.DataFrame) -> tuple[tuple[float, float, float, float, float], ...]:
+    """One image's stored ``faces`` rows as (x, y, w, h, score), in face order."""
+    ordered = faces.sort_values("face_index")
+    return tuple(
+        (float(b.x), float(b.y), float(b.w), float(b.h), float(b.score))
+        for b in ordered.itertuples(index=False)
+    )
 
 
 def write_batch(study: Study, filters: pd.DataFrame, people: pd.DataFrame, cid: str) -> None:
