@@ -27,7 +27,7 @@ and a rerun continues where it stopped; nothing is written twice. Switching
 ``label.classifier`` later labels the kept images again under the new classifier id and
 reuses the face filter results. Changing ``images.max_pixels`` later filters again the
 images it concerns: those refused as too large that now fit, and those labelled before
-that are now too large (:data:`PIXEL_LIMIT_SQL`).
+that are now too large (``sql/label/pixel_limit.sql``).
 
 One path whatever the engine (``engine_from_config(study.config.engine)``): the batches are
 the engine's work units; its ``prepare`` decodes a batch (:func:`decode_unit`: on the
@@ -78,7 +78,7 @@ from corpus_audit.core.imagefile import (
     study_image_path,
 )
 from corpus_audit.core.kinds import study_kind
-from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
 from corpus_audit.stages.label.attributes import (
     ATTRIBUTE_TABLES,
     DROPPED_REASONS,
@@ -88,26 +88,6 @@ from corpus_audit.stages.label.attributes import (
     prepare_attributes,
     write_rows,
 )
-
-# Images to work on: not filtered yet, kept without a label of $classifier, or (label.age /
-# label.skin_tone on) kept without a perceived_age / skin_tone row, or dropped for their faces
-# without a skin_tone row (its image_l_star). needs_age / needs_skin: which rows it lacks.
-PENDING_SQL = """
-SELECT i.image_id, i.path, f.image_id IS NOT NULL AS filtered, f.kept_face,
-       fa.x, fa.y, fa.w, fa.h, fa.score, fa.image_width, l.image_id IS NOT NULL AS labelled,
-       $age AND pa.image_id IS NULL AS needs_age, $skin AND st.image_id IS NULL AS needs_skin,
-       f.reason
-FROM images i
-LEFT JOIN face_filter f USING (image_id)
-LEFT JOIN labels l ON l.image_id = i.image_id AND l.classifier = $classifier
-LEFT JOIN faces fa ON fa.image_id = i.image_id AND fa.face_index = f.kept_face
-LEFT JOIN perceived_age pa ON pa.image_id = i.image_id AND pa.model = $age_model
-LEFT JOIN skin_tone st ON st.image_id = i.image_id AND st.method = $skin_method
-WHERE f.image_id IS NULL OR (f.kept AND l.image_id IS NULL)
-   OR ($age AND f.kept AND pa.image_id IS NULL)
-   OR ($skin AND st.image_id IS NULL AND (f.kept OR list_contains($dropped_reasons, f.reason)))
-ORDER BY i.image_id
-"""
 
 
 @dataclass
@@ -135,17 +115,6 @@ class FilterSettings:
     declarations (``FilterSettings.from_config(section)`` reads a ``[label]`` section)."""
 
 
-# Images whose face filter result depends on images.max_pixels and no longer matches it:
-# refused as too large (their pixel count is in the detail text) but within the limit now, or
-# filtered before but over the limit now. Their rows go and they are filtered again.
-PIXEL_LIMIT_SQL = """
-SELECT image_id FROM face_filter
-WHERE (reason = 'unreadable'
-       AND TRY_CAST(regexp_extract(detail, '= ([0-9]+) > max_pixels', 1) AS BIGINT) <= $max_pixels)
-   OR (image_width::BIGINT * image_height::BIGINT > $max_pixels)
-"""
-
-
 @dataclass
 class BatchResult:
     """What one batch writes, and ``models``: the provenance of the worker's models
@@ -165,7 +134,7 @@ def pending_images(study: Study, cid: str, attrs: AttributeSettings | None = Non
     the attribute rows ``attrs`` asks for (default: the study's ``[label]`` settings)."""
     attrs = attrs if attrs is not None else AttributeSettings.from_config(study.config.label)
     params = {"classifier": cid, **attrs.query_params()}
-    rows = study.con.execute(PENDING_SQL, params).fetchall()
+    rows = study.sql("label/pending", **params).fetchall()
     return [
         Pending(
             r[0],
@@ -188,10 +157,10 @@ def _chunks(items: Sequence[Pending], size: int) -> Iterator[Sequence[Pending]]:
 
 
 def forget_pixel_limit_changes(study: Study) -> int:
-    """Remove the face filter rows, faces and labels of the images :data:`PIXEL_LIMIT_SQL`
+    """Remove the face filter rows, faces and labels of the images ``sql/label/pixel_limit.sql``
     finds for the current ``images.max_pixels`` (one transaction); returns how many."""
     params = {"max_pixels": int(study.config.images.max_pixels)}
-    ids = [r[0] for r in study.con.execute(PIXEL_LIMIT_SQL, params).fetchall()]
+    ids = [r[0] for r in study.sql("label/pixel_limit", **params).fetchall()]
     if ids:
         with study.transaction() as con:
             for table in ("labels", "faces", "face_filter", *ATTRIBUTE_TABLES):
@@ -497,38 +466,14 @@ class Relabelled:
         )
 
 
-# The stored labels of $classifier at another threshold, set again from p_female at
-# $threshold by the rule of `decide` (female: p >= t and p > 0.5; male: 1 - p >= t and
-# p < 0.5; else ambiguous).
-RELABEL_SQL = """
-UPDATE labels SET
-    label = CASE
-        WHEN p_female >= $threshold AND p_female > 0.5 THEN 'female'
-        WHEN 1 - p_female >= $threshold AND p_female < 0.5 THEN 'male'
-        ELSE 'ambiguous'
-    END,
-    threshold = $threshold
-WHERE classifier = $classifier AND threshold <> $threshold
-"""
-
-RELABEL_COUNT_SQL = """
-SELECT count(*),
-       count(*) FILTER (WHERE label <> CASE
-           WHEN p_female >= $threshold AND p_female > 0.5 THEN 'female'
-           WHEN 1 - p_female >= $threshold AND p_female < 0.5 THEN 'male'
-           ELSE 'ambiguous' END)
-FROM labels WHERE classifier = $classifier AND threshold <> $threshold
-"""
-
-
 def relabel_at_threshold(study: Study, cid: str, threshold: float) -> Relabelled:
     """Set the stored labels of classifier ``cid`` made at another threshold again at
     ``threshold`` (in [0.5, 1]) from their ``p_female``, in one transaction: no model runs."""
     params = {"classifier": cid, "threshold": threshold}
-    total, changed = study.con.execute(RELABEL_COUNT_SQL, params).fetchone()
+    total, changed = study.sql("label/relabel_count", **params).fetchone()
     if total:
         with study.transaction() as con:
-            con.execute(RELABEL_SQL, params)
+            execute_sql(con, "label/relabel", **params)
     return Relabelled(int(total), int(changed))
 
 

@@ -80,7 +80,7 @@ class AttributeSettings:
         return self.age or self.skin
 
     def query_params(self) -> dict[str, Any]:
-        """The pending query's parameters (see label.PENDING_SQL)."""
+        """The pending query's parameters (``sql/label/pending.sql``)."""
         return {
             "age": self.age,
             "skin": self.skin,
