@@ -711,7 +711,7 @@ class VariantComparison:
     similarity: pd.DataFrame | None  # similarity_summary(), when similarities were given
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Name -> table (the study's tables: :data:`corpus_audit.stages.variants.compare.TABLES`)."""
+        """Name -> table (the study's tables: :data:`corpus_audit.tables.analysis.VARIANT_TABLES`)."""
         return {k: v for k, v in vars(self).items() if v is not None}
 
 
