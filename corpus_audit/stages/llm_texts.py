@@ -49,6 +49,7 @@ import pandas as pd
 
 from corpus_audit.backends.engines import engine_from_config, model_resources
 from corpus_audit.backends.engines.base import DRAIN, progress_bar
+from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.text_generators import (
     SamplingSettings,
@@ -383,7 +384,7 @@ def _round(
         for pair, batch, d in todo
     ]
     total = sum(r.n for r in requests)
-    with progress_bar(Progress(f"llm_texts {model}", "text", total, progress)) as bar:
+    with progress_bar(EngineProgress(f"llm_texts {model}", "text", total, progress)) as bar:
         for index, completions in generator.stream(requests):
             yield index, completions
             bar.update(len(completions))
