@@ -35,8 +35,8 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -169,6 +169,9 @@ class StageRun:
     headline: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # notes the CLI prints (warnings, paths)
     outputs: dict[str, str] = field(default_factory=dict)  # name -> path of files written
+    # what the run holds open (its engine): opened on first use, closed when the run ends
+    _held: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _resources: ExitStack = field(default_factory=ExitStack, repr=False, compare=False)
 
     def __repr__(self) -> str:
         """One short line (under 300 characters): the counts, what was dropped, how many
@@ -188,6 +191,19 @@ class StageRun:
         """Count ``count`` items dropped for ``reason``."""
         if count:
             self.dropped[reason] = self.dropped.get(reason, 0) + int(count)
+
+    def hold(self, key: str, open_resource: Callable[[], AbstractContextManager[Any]]) -> Any:
+        """The run's resource ``key`` (its engine): entered from ``open_resource()`` the first
+        time it is asked for, then the same one; :meth:`Study.stage` closes it when the run
+        ends, however it ends, so a stage body never closes what it uses."""
+        if key not in self._held:
+            self._held[key] = self._resources.enter_context(open_resource())
+        return self._held[key]
+
+    def release(self) -> None:
+        """Close what the run holds (called by :meth:`Study.stage` as the body ends)."""
+        self._held.clear()
+        self._resources.close()
 
     def skip(self, message: str) -> StageRun:
         """Mark the run as having found nothing to do, with ``message`` saying why; returns
@@ -494,12 +510,15 @@ class Study:
         try:
             yield run
         except BaseException:
+            with suppress(Exception):  # the body's error is the one to report
+                run.release()
             if inserted_mark and self.commits == commits and not self._depth:
                 # nothing was committed: the study is as it was before this run (if even this
                 # fails the mark stays, and the stage shows as partial: the safe side)
                 with suppress(duckdb.Error):
                     self.con.execute("DELETE FROM stage_unfinished WHERE stage = ?", [name])
             raise
+        run.release()
         finished = _utcnow()
         run.messages += setting_notes(name, changed, skipped=run.skipped)
         provenance = self._provenance(run, config_sections, values, inputs, plugins_before)

@@ -28,7 +28,7 @@ Files: ``<study>/images/generated/<model-slug>/{prompts,captions,paraphrases}/..
 
 Engines: one path for every local-model backend. The work units are the batches of
 ``generate.batch_size`` missing images, each as its prompts and derived seeds;
-``engine_from_config(study.config.engine)`` draws them with generator workers
+``stage_engine(study.config.engine, run)`` draws them with generator workers
 (:func:`generator_spec`: a :class:`~corpus_audit.backends.engines.models.ModelSpec` of
 :class:`Drawer`, the pipeline loaded once per worker; on the ``local`` engine one in this
 process, serving in the engine's background thread; on Ray one actor per
@@ -304,7 +304,7 @@ def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -
     bar = Progress("paraphrase", "batch", len(units), progress)
     try:
         with model_actors(
-            study.config.engine, "generate", spec, units, provenance=run.provenance, progress=bar
+            study.config.engine, "generate", spec, units, run=run, progress=bar
         ) as results:
             for i, (texts, described) in results:
                 run.provenance["paraphraser"].update(described, name=name)
@@ -492,9 +492,7 @@ def _generate_missing(
     limit: int | None = None
     truncated: set[str] = set()
     bar = Progress(f"generate {model_slug(model)}", unit="batch", enabled=progress)
-    with model_actors(
-        eng, "generate", spec, units, provenance=run.provenance, progress=bar
-    ) as results:
+    with model_actors(eng, "generate", spec, units, run=run, progress=bar) as results:
         for i, drawn in results:
             batch = batches[i]
             _check_count(model, drawn.images, batch)

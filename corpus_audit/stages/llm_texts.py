@@ -18,7 +18,7 @@ batch numbers, each with the seed of its (model, occupation, prompt, gender, bat
 is stored twice and none is lost. Tables: ``sql/schema/005_llm_texts.sql``.
 
 Engines: a local model (``transformers:``) draws its batches on the engine's workers,
-whichever engine (``engine_from_config(study.config.engine)``): :func:`lm_spec`, a
+whichever engine (``stage_engine(study.config.engine, run)``): :func:`lm_spec`, a
 :class:`~corpus_audit.backends.engines.models.ModelSpec` of :class:`LocalLM` (on the
 ``local`` engine one worker in this process; on Ray 1 CPU + ``engine.gpus_per_worker`` each,
 ``engine.workers["llm_texts"]`` actors), each loading the model once for all the rounds
@@ -35,19 +35,19 @@ opened for it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from corpus_audit.backends.engines import engine_from_config, model_resources
+from corpus_audit.backends.engines import model_resources, stage_engine
 from corpus_audit.backends.engines.base import DRAIN, progress_bar
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
@@ -126,12 +126,12 @@ def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
     a bad prompt or occupations file.
     """
     cfg = study.config.llm
-    with study.stage(STAGE) as run, contextlib.ExitStack() as stack:
+    with study.stage(STAGE) as run:
         require_inputs(study, STAGE)
         pairs = plan(study)
         terms = load_association_terms(study.config.texts.association_terms, base=study.root)
         counter = AssociationCounter(terms)
-        engine = _EngineOnce(study, run, stack)
+        engine = partial(stage_engine, study.config.engine, run)  # opened when a model needs it
         drawn = 0
         for model in cfg.models:
             drawn += _run_model(
@@ -145,21 +145,6 @@ def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
         if not cfg.models:
             run.messages.append("llm.models is empty: no model to ask (set llm.models)")
     return run
-
-
-class _EngineOnce:
-    """The stage run's engine, opened when a model first needs it (one per stage run, its
-    description in the run's provenance) and closed with ``stack``."""
-
-    def __init__(self, study: Study, run: StageRun, stack: contextlib.ExitStack) -> None:
-        self.study, self.run, self.stack = study, run, stack
-        self.engine: Any = None
-
-    def __call__(self) -> Any:
-        if self.engine is None:
-            self.engine = self.stack.enter_context(engine_from_config(self.study.config.engine))
-            self.run.provenance["engine"] = self.engine.describe()
-        return self.engine
 
 
 def _run_model(

@@ -62,7 +62,7 @@ from corpus_audit.backends.embeddings import (
     resolve_device,
     slug,
 )
-from corpus_audit.backends.engines import engine_from_config, model_resources
+from corpus_audit.backends.engines import model_resources, stage_engine
 from corpus_audit.backends.engines.base import Engine, Resources, progress_bar, track
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
@@ -92,9 +92,9 @@ TIE_MARGIN = 32  # extra candidates fetched so ties at the k-th score break by c
 def neighbors(study: Study, *, progress: bool = True) -> StageRun:
     """Embed captions and prompts, select the nn / nn_no_indicators samples, diagnose them."""
     cfg = study.config.neighbors
-    # the engine (a Ray engine connects on first use) is closed however the stage ends
-    with engine_from_config(study.config.engine) as engine, study.stage("neighbors") as run:
+    with study.stage("neighbors") as run:
         require_inputs(study, "neighbors")
+        engine = stage_engine(study.config.engine, run)  # closed with the run
         con = study.con
         cache_root = study.config.resolve(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
         device = resolve_device(study.config.engine.device)

@@ -182,9 +182,7 @@ def _label_on_engine(
     )
     units = [(i, unit) for i, (_f, _r, unit) in enumerate(batches)]
     bar = EngineProgress(NAME, "batch", enabled=progress)
-    with model_actors(
-        study.config.engine, "label", spec, units, provenance=run.provenance, progress=bar
-    ) as results:
+    with model_actors(study.config.engine, "label", spec, units, run=run, progress=bar) as results:
         for i, (people, unreadable) in results:
             filters, reasons, _unit = batches[i]
             if unreadable:

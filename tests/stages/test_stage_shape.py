@@ -10,6 +10,9 @@ run) and must not
 - branch on the engine's name (``engine.engine``, an engine's ``.name``, or a comparison
   with ``"local"``/``"ray"``): a stage asks the engine (``map_tasks``, ``map_actors``,
   ``actor_workers``, ``worker_device``), never which engine it is;
+- open the study's engine itself (``engine_from_config``): a stage asks its run for it
+  (``stage_engine(section, run)``, or ``model_actors(..., run=run)``), and ``Study.stage``
+  closes it when the run ends;
 - open a progress bar of its own (import ``tqdm``): a stage declares its bar
   (``backends.engines.base.Progress``) and the one bar of the package draws it
   (``progress_bar``, ``track``, or the engine's own for a map).
@@ -81,6 +84,8 @@ def check_source(source: str) -> list[Finding]:
             callee = _dotted(node.func)
             if callee.split(".")[-1] in POOL_CLASSES:
                 found.append(Finding(node.lineno, f"creates a pool: {callee}(...)"))
+            if callee.split(".")[-1] == "engine_from_config":
+                found.append(Finding(node.lineno, f"opens the study's engine: {callee}(...)"))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(POOL_MODULES + BAR_MODULES):
@@ -158,6 +163,10 @@ name = study.config.engine.engine
 if engine.name == "ray":
     pass
 """,
+    "the study's engine opened in the stage (neighbors)": """
+with engine_from_config(study.config.engine) as engine, study.stage("neighbors") as run:
+    pass
+""",
     "a progress bar of its own (who_how)": """
 from tqdm.auto import tqdm
 for model in tqdm(names, desc="who_how tables", unit="model", disable=not progress):
@@ -174,18 +183,17 @@ def test_the_checker_finds_pools_and_engine_branches(source: str):
 def test_the_checker_accepts_the_one_stage_shape():
     clean = """
 import threading
-from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines import stage_engine
 from corpus_audit.backends.engines.base import Progress, track
 
 for name in track(names, Progress("who_how tables", "model", enabled=progress)):
     pass
 
 lock = threading.Lock()
-with engine_from_config(study.config.engine) as engine:
-    run.provenance["engine"] = engine.describe()
-    for key, result in engine.map_tasks(fn, units):
-        write(result)
-    device = engine.worker_device(study.config.engine.device)
+engine = stage_engine(study.config.engine, run)
+for key, result in engine.map_tasks(fn, units):
+    write(result)
+device = engine.worker_device(study.config.engine.device)
 if path.name == "local.parquet" or kind == "flat":
     pass
 """

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corpus_audit.backends.engines.base import ActorSpec, Engine, Progress, Resources, Worker
 from corpus_audit.core.errors import EngineError
 from corpus_audit.core.registry import Registry
+
+if TYPE_CHECKING:  # the store is DuckDB: config validation loads this module's engine names
+    from corpus_audit.core.store import StageRun
 
 __all__ = [
     "ActorSpec",
@@ -33,6 +36,7 @@ __all__ = [
     "model_resources",
     "open_engine",
     "register_engine",
+    "stage_engine",
 ]
 
 
@@ -112,29 +116,44 @@ def model_resources(section: Any) -> Resources:
 
 
 @contextlib.contextmanager
+def _described(section: Any, provenance: dict[str, Any]) -> Iterator[Engine]:
+    """The engine of ``section``, its description put in ``provenance["engine"]``."""
+    with engine_from_config(section) as engine:
+        provenance["engine"] = engine.describe()
+        yield engine
+
+
+def stage_engine(section: Any, run: StageRun) -> Engine:
+    """The engine of a stage run (``section``: the study's ``[engine]``): opened the first
+    time the stage asks for it (a Ray engine connects then), the same one after that, its
+    description in the run's provenance, and closed by :meth:`Study.stage
+    <corpus_audit.core.store.Study.stage>` when the run ends, however it ends. The one way a
+    stage gets the study's engine: no stage opens or closes one itself."""
+    return run.hold("engine", lambda: _described(section, run.provenance))
+
+
+@contextlib.contextmanager
 def model_actors(
     section: Any,
     stage: str,
     factory: Callable[[], Worker[Any, Any]],
     units: Iterable[tuple[Any, Any]],
     *,
-    provenance: dict[str, Any],
+    run: StageRun,
     progress: Progress | None = None,
     prepare: Callable[[Any], Any] | None = None,
 ) -> Iterator[Iterator[tuple[Any, Any]]]:
-    """``stage``'s model workers on the engine of ``section`` (``[engine]``): yields
+    """``stage``'s model workers on the run's engine (:func:`stage_engine`): yields
     ``map_actors`` of ``factory`` over ``units`` (:func:`model_resources` each, the section's
-    ``workers_for(stage)`` of them), after putting the engine's description in
-    ``provenance["engine"]``; the results and the engine are closed on leaving."""
-    with engine_from_config(section) as engine:
-        provenance["engine"] = engine.describe()
-        results = engine.map_actors(
-            factory,
-            units,
-            resources=model_resources(section),
-            workers=section.workers_for(stage),
-            prepare=prepare,
-            progress=progress,
-        )
-        with contextlib.closing(results):
-            yield results
+    ``workers_for(stage)`` of them); the workers are closed on leaving, the engine with the
+    run."""
+    results = stage_engine(section, run).map_actors(
+        factory,
+        units,
+        resources=model_resources(section),
+        workers=section.workers_for(stage),
+        prepare=prepare,
+        progress=progress,
+    )
+    with contextlib.closing(results):
+        yield results

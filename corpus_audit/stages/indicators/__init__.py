@@ -44,7 +44,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines import stage_engine
 from corpus_audit.backends.engines.base import ONE_CPU, Engine
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.model_sources import spacy_source
@@ -76,12 +76,9 @@ def indicators(study: Study, *, progress: bool = True) -> StageRun:
     Raises :class:`StageOrderError` when ``select`` has not run, :class:`LexiconError` for a
     bad gender-terms file and :class:`ModelError` when the spaCy model cannot be loaded.
     """
-    # the engine (a Ray engine connects on first use) is closed however the stage ends
-    with (
-        engine_from_config(study.config.engine) as engine,
-        study.stage(STAGE) as run,
-    ):
+    with study.stage(STAGE) as run:
         require_inputs(study, STAGE)
+        engine = stage_engine(study.config.engine, run)  # closed with the run
         file_groups(study)  # a bad corpus.hypernymized fails here, before anything changes
         terms_spec = study.config.lexicon.gender_terms
         terms = load_gender_terms(terms_spec, base=study.root)

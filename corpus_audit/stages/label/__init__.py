@@ -29,7 +29,7 @@ reuses the face filter results. Changing ``images.max_pixels`` later filters aga
 images it concerns: those refused as too large that now fit, and those labelled before
 that are now too large (``sql/label/pixel_limit.sql``).
 
-One path whatever the engine (``engine_from_config(study.config.engine)``): the batches are
+One path whatever the engine (``stage_engine(study.config.engine, run)``): the batches are
 the engine's work units; its ``prepare`` decodes a batch (:func:`decode_unit`: on the
 ``local`` engine in its ``engine.threads`` threads, ahead of the models; on Ray as CPU
 tasks), a labeller (:func:`labeller_spec`: a
@@ -594,9 +594,7 @@ def _label_batches(
     # the local engine decodes in this process: large Pillow blocks for all its threads
     with (
         large_pillow_blocks(),
-        model_actors(
-            eng, "label", spec, units, provenance=run.provenance, progress=bar, prepare=prepare
-        ) as results,
+        model_actors(eng, "label", spec, units, run=run, progress=bar, prepare=prepare) as results,
     ):
         for _, result in results:
             write_batch(study, result)

@@ -16,7 +16,7 @@ says to name a new variant. The captioner's ``describe()`` (model, revision, gen
 settings, versions) goes into the run's provenance. The ``variants`` stage then compares the
 new variant with the original captions.
 
-One path whatever the engine (``engine_from_config(study.config.engine)``): the pending
+One path whatever the engine (``stage_engine(study.config.engine, run)``): the pending
 batches (``recaption.batch_size`` items each) are the engine's work units
 (:func:`corpus_audit.stages.recaption.driver.recaption_on_engine`): its ``prepare`` decodes
 each batch of an image captioner (on the ``local`` engine in its threads, ahead of the model),
@@ -36,7 +36,7 @@ from typing import Any
 
 from corpus_audit.backends import captioners
 from corpus_audit.backends.captioners import CaptionInput, CaptionSettings
-from corpus_audit.backends.engines import engine_from_config, model_resources
+from corpus_audit.backends.engines import model_resources, stage_engine
 from corpus_audit.core.errors import ConfigError, StudyError, printable
 from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.stage_state import require_inputs
@@ -103,22 +103,20 @@ def _recaption(
     batch written here in batch order, one transaction each; records the engine."""
     cfg = study.config.recaption
     eng = study.config.engine
-    with engine_from_config(eng) as engine:
-        run.provenance["engine"] = engine.describe()
-        return recaption_on_engine(
-            engine,
-            captioner_spec(cfg.model, caption_settings, fingerprint),
-            items,
-            kind=kind,
-            sink=batch_sink(study, cfg.variant),
-            batch_size=caption_settings.batch_size,
-            done=done,
-            max_pixels=study.config.images.max_pixels,
-            resources=model_resources(eng),
-            workers=eng.workers_for(STAGE),
-            settings=described,
-            progress=progress,
-        )
+    return recaption_on_engine(
+        stage_engine(eng, run),
+        captioner_spec(cfg.model, caption_settings, fingerprint),
+        items,
+        kind=kind,
+        sink=batch_sink(study, cfg.variant),
+        batch_size=caption_settings.batch_size,
+        done=done,
+        max_pixels=study.config.images.max_pixels,
+        resources=model_resources(eng),
+        workers=eng.workers_for(STAGE),
+        settings=described,
+        progress=progress,
+    )
 
 
 def settings(study: Study) -> CaptionSettings:

@@ -45,7 +45,7 @@ from corpus_audit.backends.corpus import (
     iter_clean_batches,
     resolve_columns,
 )
-from corpus_audit.backends.engines import engine_from_config
+from corpus_audit.backends.engines import stage_engine
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
 from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.matching import Matcher
@@ -206,21 +206,19 @@ def scan_on_engine(
     :func:`scan_into`: the same rows in the same order on every engine. The engine's
     description goes in the run's provenance."""
     cfg = study.config
-    with engine_from_config(cfg.engine) as engine:
-        run.provenance["engine"] = engine.describe()
-        return scan_into(
-            study.con,
-            engine,
-            files,
-            matcher,
-            text_column=cfg.corpus.text_column,
-            url_column=cfg.corpus.url_column,
-            key_column=cfg.corpus.key_column,
-            prefilter=cfg.select.prefilter,
-            batch_rows=cfg.select.batch_rows,
-            progress=progress,
-            kind=kind,
-        )
+    return scan_into(
+        study.con,
+        stage_engine(cfg.engine, run),
+        files,
+        matcher,
+        text_column=cfg.corpus.text_column,
+        url_column=cfg.corpus.url_column,
+        key_column=cfg.corpus.key_column,
+        prefilter=cfg.select.prefilter,
+        batch_rows=cfg.select.batch_rows,
+        progress=progress,
+        kind=kind,
+    )
 
 
 class CandidateBuffer:
