@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from corpus_audit.core.store import StageRun, Study, dicts, sql_text
+from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
 from corpus_audit.methods.preferences.arena_import import OVERALL, read_arena_file
 from corpus_audit.methods.preferences.leaderboard import check_rounds, leaderboard, pairs
 
@@ -26,13 +25,6 @@ ARENA_SUFFIXES = (".json", ".jsonl")
 def is_arena_file(path: Path | str) -> bool:
     """An arena vote file by its name (``.json`` / ``.jsonl``); annotator sheets are ``.csv``."""
     return Path(path).suffix.lower() in ARENA_SUFFIXES
-
-
-def _frame(study: Study, sql: str) -> Any:
-    import pandas as pd
-
-    cur = study.con.execute(sql)
-    return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
 
 
 def import_arena(
@@ -58,9 +50,9 @@ def import_arena(
         with study.transaction() as con:
             if not votes.empty:
                 con.register("_arena_votes_in", votes.astype(object).where(votes.notna(), None))
-                con.execute(sql_text("battles/arena_store_votes.sql"))
+                execute_sql(con, "battles/arena_store_votes")
                 con.unregister("_arena_votes_in")
-            stored = _frame(study, sql_text("battles/arena_given_order.sql"))
+            stored = study.sql("battles/arena_given_order").df()
             con.execute("DELETE FROM arena_ratings")
             con.execute("DELETE FROM arena_pairs")
             if not stored.empty:

@@ -25,7 +25,7 @@ from typing import Any
 from corpus_audit.commands import arena
 from corpus_audit.core.config import MAX_RESAMPLES
 from corpus_audit.core.errors import CorpusAuditError, StageOrderError
-from corpus_audit.core.store import StageRun, Study, dicts, sql_text
+from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
 from corpus_audit.methods.preferences.arena_import import OVERALL
 from corpus_audit.methods.preferences.battles import (
     ASPECTS,
@@ -58,7 +58,7 @@ def export_battles(
 ) -> StageRun:
     """Draw ``n`` >= 1 battles and write the page and manifest (see the module docstring)."""
     with study.stage("battles_export", "study") as run:
-        images = _frame(study, sql_text("battles/images.sql"))
+        images = study.sql("battles/images").df()
         if images.empty:
             raise StageOrderError(
                 f"{study.root}: no generated images of the study's prompts to draw battles from "
@@ -71,7 +71,7 @@ def export_battles(
         page = export_page(pairs, out, aspects=tuple(aspects), root=study.root, title=title)
         with study.transaction() as con:
             con.register("_battle_pairs_in", pairs[list(PAIR_COLUMNS)])
-            con.execute(sql_text("battles/store_pairs.sql"))
+            execute_sql(con, "battles/store_pairs")
             con.unregister("_battle_pairs_in")
         run.rows_in, run.rows_out = len(images), len(pairs)
         run.summary = [
@@ -111,7 +111,7 @@ def import_battles(
         seed = study.config.study.seed if seed is None else seed
         with study.transaction() as con:
             con.register("_battle_votes_in", votes)
-            con.execute(sql_text("battles/store_votes.sql"))
+            execute_sql(con, "battles/store_votes")
             con.unregister("_battle_votes_in")
             stored = _frame(study, "SELECT * FROM battles ORDER BY source_file, line, aspect")
             counts = _store_ratings(study, stored, rounds, seed)

@@ -31,11 +31,12 @@ default or CHECK that is not the schema's), so SQL stored in a study never runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -146,6 +147,28 @@ def execute_sql(
         used = {p: params[p] for p in st.named_parameters}
         result = con.execute(st, used) if used else con.execute(st)
     return result
+
+
+def execute_sql_rows(
+    con: duckdb.DuckDBPyConnection, name: str, rows: Sequence[Sequence[Any]]
+) -> None:
+    """Run ``corpus_audit/sql/<name>.sql`` (one statement with positional ``?`` parameters,
+    an INSERT of a batch) once per row of ``rows``, the values bound by DuckDB
+    (``executemany``); nothing runs for no rows."""
+    if not rows:
+        return
+    file = name if name.endswith(".sql") else f"{name}.sql"
+    statements = con.extract_statements(sql_text(file))
+    if len(statements) != 1:
+        raise ValueError(f"corpus_audit/sql/{file}: {len(statements)} statements, not one")
+    con.executemany(statements[0].query, [list(r) for r in rows])
+
+
+def sql_digest(names: Sequence[str]) -> str:
+    """SHA-256 (hex) of the texts of the SQL files ``names`` (``<stage>/<step>``, with or
+    without ``.sql``): what a stage's fingerprint holds of its queries."""
+    texts = (sql_text(n if n.endswith(".sql") else f"{n}.sql") for n in names)
+    return hashlib.sha256("".join(texts).encode()).hexdigest()
 
 
 def dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from corpus_audit import __version__
 from corpus_audit.core.stage_state import require_inputs
-from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.figures import save
 from corpus_audit.report.pst_figures import labor_scatter
 from corpus_audit.report.render import render
@@ -68,7 +68,7 @@ def _cell(column: str, value: Any) -> str:
 
 def section(study: Study, key: str, title: str, query: str, note: str) -> dict[str, Any]:
     """One section of the page: its columns and first :data:`MAX_ROWS` rows, as text."""
-    cur = study.con.execute(sql_text(query) if query.endswith(".sql") else query)
+    cur = study.sql(query) if query.endswith(".sql") else study.con.execute(query)
     columns = [d[0] for d in cur.description]
     rows = cur.fetchall()
     cells = [[_cell(c, v) for c, v in zip(columns, r, strict=True)] for r in rows[:MAX_ROWS]]

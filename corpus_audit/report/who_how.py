@@ -19,7 +19,7 @@ import pandas as pd
 
 from corpus_audit import __version__
 from corpus_audit.core.slugs import cut_bytes, slug
-from corpus_audit.core.store import Study, sql_text
+from corpus_audit.core.store import Study, dicts
 from corpus_audit.report.figures import save
 from corpus_audit.report.findings import split_word_groups
 from corpus_audit.report.render import render
@@ -36,8 +36,8 @@ def who_how_section(study: Study, figures_dir: Path | None = None) -> dict[str, 
     """The section's data; ``ran`` False when the stage has not written its tables."""
     if not study.table_exists("texts_associations") or not study.count("texts_associations"):
         return {"ran": False}
-    words = _rows(study, sql_text("who_how/60_report_words.sql"), [WORDS_SHOWN])
-    groups = _rows(study, sql_text("who_how/61_report_groups.sql"), [OCCUPATIONS_SHOWN])
+    words = dicts(study.sql("who_how/60_report_words", shown=WORDS_SHOWN))
+    groups = dicts(study.sql("who_how/61_report_groups", shown=OCCUPATIONS_SHOWN))
     for group in groups:
         mine = [
             w

@@ -63,7 +63,7 @@ from corpus_audit.backends.image_sources.base import (
 )
 from corpus_audit.core.errors import BackendOutputError, ImageSourceError, StageOrderError
 from corpus_audit.core.stage_state import require_inputs
-from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.core.store import StageRun, Study, execute_sql, execute_sql_rows
 
 INSERT_BATCH = 1000  # rows per transaction: a killed run loses at most this many
 
@@ -88,8 +88,8 @@ class SourceCounts:
 # -- link ------------------------------------------------------------------------------------
 def wanted_captions(study: Study, scope: str) -> Wanted:
     """caption_id -> (url, occupation when the caption is sampled for exactly one)."""
-    query = "images/wanted_samples.sql" if scope == "samples" else "images/wanted_captions.sql"
-    rows = study.con.execute(sql_text(query)).fetchall()
+    query = "images/wanted_samples" if scope == "samples" else "images/wanted_captions"
+    rows = study.sql(query).fetchall()
     return {int(cid): (url, occ) for cid, url, occ in rows}
 
 
@@ -101,7 +101,7 @@ def _row_index(study: Study, index: int, corpus_file: str) -> dict[int, int]:
             "the keys number the rows of)"
         )
     target = study.config.resolve(corpus_file).resolve()
-    rows = study.con.execute(sql_text("images/caption_rows.sql")).fetchall()
+    rows = study.sql("images/caption_rows").fetchall()
     exact = [(r, c) for f, r, c in rows if Path(f).resolve() == target]
     if not exact:
         exact = [(r, c) for f, r, c in rows if Path(f).name == target.name]
@@ -161,9 +161,9 @@ class ImageWriter:
         self.study = study
         self.wanted = wanted
         con = study.con
-        registered = con.execute(sql_text("images/registered.sql")).fetchall()
+        registered = execute_sql(con, "images/registered").fetchall()
         self.registered = {int(cid) for (cid,) in registered}
-        done = con.execute(sql_text("images/done_shards.sql")).fetchall()
+        done = execute_sql(con, "images/done_shards").fetchall()
         self.done = {(source, shard) for source, shard in done}
         self.rows: list[tuple] = []
         self.skips: list[tuple] = []
@@ -209,20 +209,18 @@ class ImageWriter:
         if not self.rows and not self.skips and finished is None:
             return
         with self.study.transaction() as con:
-            if self.rows:
-                con.executemany(sql_text("images/insert.sql"), self.rows)
-            if self.skips:
-                con.executemany(sql_text("images/insert_skip.sql"), self.skips)
+            execute_sql_rows(con, "images/insert", self.rows)
+            execute_sql_rows(con, "images/insert_skip", self.skips)
             if finished is not None:
-                con.execute(sql_text("images/insert_shard.sql"), list(finished))
+                execute_sql_rows(con, "images/insert_shard", [finished])
         self.rows, self.skips = [], []
 
     def download_stats(self, source: str, stats: list[dict[str, Any]]) -> None:
         keys = ("shard", "count", "successes", "failed_to_download", "failed_to_resize")
         rows = [(source, *(s[k] for k in keys), s["status_dict"]) for s in stats]
         with self.study.transaction() as con:
-            con.execute(sql_text("images/clear_download_stats.sql"), [source])
-            con.executemany(sql_text("images/insert_download_stats.sql"), rows)
+            execute_sql_rows(con, "images/clear_download_stats", [(source,)])
+            execute_sql_rows(con, "images/insert_download_stats", rows)
 
 
 # -- read -> link -> write -------------------------------------------------------------------

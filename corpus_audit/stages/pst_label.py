@@ -33,7 +33,7 @@ from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.faces import Face, FaceResult
 from corpus_audit.core.imagefile import DECODE_MAX_SIDE, UnreadableImage, decode, study_image_path
 from corpus_audit.core.stage_state import Progress, require_inputs
-from corpus_audit.core.store import StageRun, Study, dicts, sql_text
+from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.lexicon.pst import PstPrompt
 from corpus_audit.methods.pst.persons import PstImage, classify_people
 from corpus_audit.methods.pst.positions import PairResult, pair_table
@@ -52,7 +52,7 @@ def pst_label(study: Study, *, progress: bool = True) -> StageRun:
     with study.stage(NAME) as run:
         require_inputs(study, NAME)
         cid = classifier_id(cfg)
-        todo = study.con.execute(sql_text("pst_label/todo.sql"), {"cid": cid}).df()
+        todo = study.sql("pst_label/todo", cid=cid).df()
         waiting = study.count(
             "images i JOIN pst_prompts p ON p.prompt_id = i.prompt_id",
             "NOT EXISTS (SELECT 1 FROM face_filter f WHERE f.image_id = i.image_id)",
@@ -231,7 +231,7 @@ def write_batch(study: Study, filters: pd.DataFrame, people: pd.DataFrame, cid: 
 
 
 def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
-    cur = study.con.execute(sql_text("pst_label/summary.sql"), {"cid": cid})
+    cur = study.sql("pst_label/summary", cid=cid)
     return dicts(cur)
 
 

@@ -305,3 +305,24 @@ def test_progress_bars_use_tqdm_auto():
             ):
                 plain.append(f"{name}:{node.lineno}")
     assert not plain, "import tqdm.auto instead: " + ", ".join(plain)
+
+
+def test_queries_kept_in_files_run_one_way() -> None:
+    """A query of ``corpus_audit/sql/`` runs through ``Study.sql`` / ``execute_sql`` (named
+    parameters bound by DuckDB) or ``execute_sql_rows`` (a batch insert): no module but the
+    store reads a file's text itself (``sql_text``) to run it some other way."""
+    found = []
+    for name, path in package_modules().items():
+        if name == f"{PACKAGE}.core.store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.Name):
+                names = [node.id]
+            elif isinstance(node, ast.Attribute):
+                names = [node.attr]
+            if "sql_text" in names:
+                found.append(f"{name}:{node.lineno}")
+    assert not found, "run the file with Study.sql / execute_sql: " + ", ".join(sorted(set(found)))

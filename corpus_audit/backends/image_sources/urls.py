@@ -25,7 +25,6 @@ from corpus_audit.backends.image_sources.base import (
     SourceOptions,
 )
 from corpus_audit.core.errors import ConfigError, ImageSourceError
-from corpus_audit.core.store import sql_text
 from corpus_audit.core.urls import is_url
 
 
@@ -56,7 +55,7 @@ def export_url_list(study: Any, wanted: dict[int, tuple[str | None, str | None]]
     import pyarrow.parquet as pq
 
     ids = sorted(cid for cid, (url, _) in wanted.items() if url)
-    texts = dict(study.con.execute(sql_text("images/caption_texts.sql"), [ids]).fetchall())
+    texts = dict(study.sql("images/caption_texts", ids=ids).fetchall())
     table = pa.table(
         {
             "caption_id": pa.array(ids, pa.int64()),

@@ -1,4 +1,4 @@
--- The report's comparisons: pooled first, then the $1 occupations with the most texts
+-- The report's comparisons: pooled first, then the $shown occupations with the most texts
 -- compared (both sides), per model (NULL except for LLM texts) and comparison.
 SELECT model, comparison, scope, occupation, texts_female, texts_male, tokens_female, tokens_male,
        significant, removed_by_calibration, marked_female, marked_male
@@ -10,6 +10,6 @@ FROM (
     FROM texts_marked_summary
     WHERE texts_female > 0 AND texts_male > 0
 )
-WHERE scope = 'pooled' OR k <= $1
+WHERE scope = 'pooled' OR k <= $shown
 ORDER BY model NULLS FIRST, comparison, scope = 'occupation', texts_female + texts_male DESC,
          occupation;

@@ -40,7 +40,7 @@ from corpus_audit.backends.engines import model_resources, stage_engine
 from corpus_audit.core.errors import ConfigError, StudyError, printable
 from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.stage_state import require_inputs
-from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.core.store import StageRun, Study
 from corpus_audit.stages.recaption.driver import RecaptionSummary, recaption_on_engine
 from corpus_audit.stages.recaption.on_engine import captioner_spec, worker_settings
 
@@ -126,7 +126,7 @@ def settings(study: Study) -> CaptionSettings:
 
 def training_items(study: Study) -> list[CaptionInput]:
     """One :class:`CaptionInput` per training image (path resolved against the study)."""
-    rows = study.con.execute(sql_text("recaption/items.sql")).fetchall()
+    rows = study.sql("recaption/items").fetchall()
     if not rows:
         raise StudyError(
             "recaption: the study has no training images (run `corpus-audit images` first)"

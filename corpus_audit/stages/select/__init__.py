@@ -66,7 +66,7 @@ from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.config import parse_size
 from corpus_audit.core.errors import CorpusError, StageOrderError
 from corpus_audit.core.kinds import study_kind
-from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.core.store import StageRun, Study, sql_digest
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.lexicon import resolve_path as lexicon_path
 from corpus_audit.methods.lexicon.study_prompts import prompt_files as _prompt_files
@@ -144,7 +144,7 @@ def _fingerprint(study: Study, files: list[CorpusFile]) -> str:
         "occupations": _sha256_file(lexicon_path(cfg.lexicon.occupations, study.root)),
         "prompts": _prompt_hashes(cfg.lexicon.prompts, study.root, cfg.lexicon.categories),
         "files": [fingerprint_entry(f) for f in files],
-        "sql": hashlib.sha256("".join(sql_text(n) for n in SQL_FILES).encode()).hexdigest(),
+        "sql": sql_digest(SQL_FILES),
     }
     if cfg.lexicon.prompt_occupations:  # only when set: older studies keep their fingerprint
         data["prompt_occupations"] = sorted(cfg.lexicon.prompt_occupations)

@@ -43,7 +43,7 @@ from corpus_audit.backends.corpus import (
 from corpus_audit.backends.engines.base import Progress, progress_bar
 from corpus_audit.core.errors import ConfigError, CorpusError, printable
 from corpus_audit.core.stage_state import require_inputs
-from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.gender_text import (
     IndicatorTagger,
     NameFinder,
@@ -240,13 +240,13 @@ def _column_batches(
 def recaption_variants(study: Study) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The captions of the ``recaptions`` variants and the ``original`` text of their rows."""
     con = study.con
-    recaps = con.execute(sql_text("variants/recaptions.sql")).df()
+    recaps = execute_sql(con, "variants/recaptions").df()
     if recaps.empty:
         return _empty()
     ids = pd.DataFrame({"caption_id": recaps["caption_id"].unique()})
     con.register("_variant_ids", ids)
     try:
-        originals = con.execute(sql_text("variants/originals.sql")).df()
+        originals = execute_sql(con, "variants/originals").df()
     finally:
         con.unregister("_variant_ids")
     texts = pd.concat([originals, recaps], ignore_index=True)[TEXT_COLUMNS]

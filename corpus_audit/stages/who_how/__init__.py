@@ -37,7 +37,7 @@ from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.base import progress_bar, track
 from corpus_audit.core.catalogue import stage
 from corpus_audit.core.stage_state import Progress, require, require_inputs
-from corpus_audit.core.store import StageRun, Study, sql_text
+from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
 from corpus_audit.methods.lexicon import (
     load_association_terms,
     load_gender_terms,
@@ -56,7 +56,6 @@ from corpus_audit.methods.texts.who_how import (
     who_how_tables,
 )
 from corpus_audit.stages.who_how.inputs import read_documents
-from corpus_audit.tables.read import rows
 
 STAGE = "who_how"
 # what the stage reads and keeps, as opposed to the tables it replaces whole each time
@@ -80,13 +79,13 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
         read = False
         if cfg.source == "captions":
             require(study, "select", by=STAGE, optional=("indicators",))
-            study.con.execute(sql_text("who_how/10_views_captions.sql"))
+            study.sql("who_how/10_views_captions")
         elif cfg.source == "llm":  # the llm_texts stage's texts, compared per model
             require(study, "llm_texts", by=STAGE)
-            study.con.execute(sql_text("who_how/12_views_llm.sql"))
+            study.sql("who_how/12_views_llm")
         else:
             read = read_documents(study, run, progress=progress)
-            study.con.execute(sql_text("who_how/11_views_corpus.sql"))
+            study.sql("who_how/11_views_corpus")
         terms = load_association_terms(cfg.association_terms, base=study.root)
         counted = associate_all(study, terms, progress=progress)
         wrote = write_tables(study, terms, run, progress=progress)
@@ -117,17 +116,15 @@ def associate_all(study: Study, terms: Any, *, progress: bool = True) -> int:
         if _stored(study, "associations") != fingerprint:
             con.execute("DELETE FROM texts_associations")
             _store(study, "associations", fingerprint, settings)
-        con.execute(sql_text("who_how/20_stale.sql"))
-    todo = con.execute(sql_text("who_how/31_todo.sql")).fetchnumpy()["text_id"]
+        execute_sql(con, "who_how/20_stale")
+    todo = execute_sql(con, "who_how/31_todo").fetchnumpy()["text_id"]
     counter = AssociationCounter(terms)
     size = study.config.texts.batch_size
     bar = progress_bar(EngineProgress("who_how association", "text", len(todo), progress))
     with bar:
         for lo in range(0, len(todo), size):
             ids = todo[lo : lo + size]
-            batch = con.execute(
-                sql_text("who_how/30_batch.sql"), {"lo": int(ids[0]), "hi": int(ids[-1])}
-            ).df()
+            batch = execute_sql(con, "who_how/30_batch", lo=int(ids[0]), hi=int(ids[-1])).df()
             counts = counter.count(batch["text"], source="texts")
             counts.insert(0, "text_id", batch["text_id"].to_numpy())
             _insert_associations(study, counts)
@@ -140,7 +137,7 @@ def _insert_associations(study: Study, counts: pd.DataFrame) -> None:
     with study.transaction():
         con.register("texts_batch", counts)
         try:
-            con.execute(sql_text("who_how/32_insert.sql"))
+            execute_sql(con, "who_how/32_insert")
         finally:
             con.unregister("texts_batch")
 
@@ -158,7 +155,7 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
     fingerprint = _fingerprint({"inputs": inputs, "settings": config})
     if _stored(study, "analysis") == fingerprint:
         return False
-    texts = study.con.execute(sql_text("who_how/40_frame.sql")).df()
+    texts = study.sql("who_how/40_frame").df()
     occupations = study.con.execute("SELECT * FROM texts_occ ORDER BY text_id, occupation").df()
     labels = {"gender column": "specified"}
     if cfg.source == "captions":
@@ -297,7 +294,7 @@ def _store(study: Study, kind: str, fingerprint: str, settings: Any) -> None:
 # -- what the CLI prints ----------------------------------------------------------------------
 def summary_rows(study: Study) -> list[dict[str, Any]]:
     """Per occupation compared: texts and the top marked words of each side."""
-    return rows(study, sql_text("who_how/50_summary.sql"))
+    return dicts(study.sql("who_how/50_summary"))
 
 
 def messages(study: Study) -> list[str]:
