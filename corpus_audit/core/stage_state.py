@@ -12,7 +12,7 @@ A stage is in one of four states (``corpus-audit status`` shows them):
 must have finished, and no stage it reads may be partial (a partly written ``nn`` sample would
 otherwise flow into the analysis and the report without a word). The error names the stage to
 run. How far a partial stage got comes from the optional ``progress(study)`` function of the
-stage's module (:class:`Progress`: ``24/62 occupations``); stages without one say only
+stage's module (:class:`StageProgress`: ``24/62 occupations``); stages without one say only
 "partial".
 """
 
@@ -27,7 +27,7 @@ from corpus_audit.core.errors import StageOrderError, printable
 from corpus_audit.core.store import Study
 
 
-class Progress(NamedTuple):
+class StageProgress(NamedTuple):
     """How much of a stage's work is committed: ``done`` of ``total`` ``unit``."""
 
     done: int
@@ -45,7 +45,7 @@ class StageState:
     stage: str
     state: str  # "not run" | "done" | "skipped" | "partial"
     last: dict[str, Any] | None
-    progress: Progress | None = None  # how far a partial stage got, when the stage can tell
+    progress: StageProgress | None = None  # how far a partial stage got, when the stage can tell
 
     @property
     def label(self) -> str:
@@ -65,7 +65,7 @@ def stage_state(study: Study, name: str) -> StageState:
     return StageState(name, str(last["status"]), last)
 
 
-def _progress(study: Study, name: str) -> Progress | None:
+def _progress(study: Study, name: str) -> StageProgress | None:
     module_name = STAGES.get(name).target.split(":")[0]
     probe = getattr(importlib.import_module(module_name), "progress", None)
     return probe(study) if probe is not None else None

@@ -64,7 +64,7 @@ from corpus_audit.backends.text_generators.transformers_lm import (
     plan_batches,
 )
 from corpus_audit.core.errors import ConfigError
-from corpus_audit.core.stage_state import Progress, require_inputs
+from corpus_audit.core.stage_state import StageProgress, require_inputs
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_association_terms
 from corpus_audit.methods.lexicon.llm_prompts import expand, load_llm_occupations, load_llm_prompts
@@ -477,14 +477,14 @@ def _now() -> Any:
 
 
 # -- status -----------------------------------------------------------------------------------
-def progress(study: Study) -> Progress:
+def progress(study: Study) -> StageProgress:
     """Pairs closed (done, abandoned, capped) of every model's pairs (for ``status``)."""
     try:
         total = len(plan(study)) * len(study.config.llm.models)
     except Exception:  # noqa: BLE001  (status must not fail on a file edited since)
         total = study.count("llm_pairs")
     closed = study.con.execute("SELECT count(*) FROM llm_pairs WHERE state <> 'open'").fetchall()[0]
-    return Progress(int(closed[0]), total, "pairs")
+    return StageProgress(int(closed[0]), total, "pairs")
 
 
 def summary_rows(study: Study) -> list[dict[str, Any]]:

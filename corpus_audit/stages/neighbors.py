@@ -81,7 +81,7 @@ from corpus_audit.backends.index import (
 )
 from corpus_audit.core.errors import ModelError, printable
 from corpus_audit.core.fileio import atomic_path, refuse_links
-from corpus_audit.core.stage_state import Progress, require_inputs
+from corpus_audit.core.stage_state import StageProgress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
 
 STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
@@ -123,7 +123,7 @@ def neighbors(study: Study, *, progress: bool = True) -> StageRun:
 # -- inputs ----------------------------------------------------------------------------------
 
 
-def progress(study: Study) -> Progress | None:
+def progress(study: Study) -> StageProgress | None:
     """Occupations whose nn samples match their current inputs, of all occupations (for
     ``status`` on a partial run); None before any occupation is finished."""
     rows = study.con.execute(
@@ -134,7 +134,7 @@ def progress(study: Study) -> Progress | None:
     model = rows[0][0]
     study.sql("neighbors/50_inputs", model=model, config=_config_signature(study, model))
     ((done, total),) = study.sql("neighbors/55_progress").fetchall()
-    return Progress(int(done), int(total), "occupations")
+    return StageProgress(int(done), int(total), "occupations")
 
 
 class _EmbedState:

@@ -32,7 +32,7 @@ from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.faces import Face, FaceResult
 from corpus_audit.core.imagefile import DECODE_MAX_SIDE, UnreadableImage, decode, study_image_path
-from corpus_audit.core.stage_state import Progress, require_inputs
+from corpus_audit.core.stage_state import StageProgress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.lexicon.pst import PstPrompt
 from corpus_audit.methods.pst.persons import PstImage, classify_people
@@ -235,10 +235,10 @@ def _summary(study: Study, cid: str) -> list[dict[str, Any]]:
     return dicts(cur)
 
 
-def progress(study: Study) -> Progress:
+def progress(study: Study) -> StageProgress:
     """Images of PST prompts with a ``pst_face_filter`` row, of those ``label`` filtered."""
     total = study.count(
         "images i JOIN pst_prompts p ON p.prompt_id = i.prompt_id "
         "JOIN face_filter f ON f.image_id = i.image_id"
     )
-    return Progress(study.count("pst_face_filter"), total, "images")
+    return StageProgress(study.count("pst_face_filter"), total, "images")

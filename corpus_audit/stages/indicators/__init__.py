@@ -48,7 +48,7 @@ from corpus_audit.backends.engines import stage_engine
 from corpus_audit.backends.engines.base import ONE_CPU, Engine
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.model_sources import spacy_source
-from corpus_audit.core.stage_state import Progress, require_inputs
+from corpus_audit.core.stage_state import StageProgress, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.gender_text import WordMatcher, gender_guesser_version
 from corpus_audit.methods.lexicon import load_gender_terms
@@ -217,10 +217,10 @@ def corpus_share(study: Study) -> dict[str, Any]:
 
 
 # -- steps ----------------------------------------------------------------------------------
-def progress(study: Study) -> Progress:
+def progress(study: Study) -> StageProgress:
     """Captions of ``mentions`` with a label, of all of them (for ``status``)."""
     share = _share(study)
-    return Progress(share["captions"] - share["unlabelled"], share["captions"], "captions")
+    return StageProgress(share["captions"] - share["unlabelled"], share["captions"], "captions")
 
 
 def _settings(study: Study, terms: Any) -> dict[str, Any]:

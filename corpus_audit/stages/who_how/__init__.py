@@ -36,7 +36,7 @@ from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.base import progress_bar, track
 from corpus_audit.core.catalogue import stage
-from corpus_audit.core.stage_state import Progress, require, require_inputs
+from corpus_audit.core.stage_state import StageProgress, require, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
 from corpus_audit.methods.lexicon import (
     load_association_terms,
@@ -98,11 +98,11 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
     return run
 
 
-def progress(study: Study) -> Progress:
+def progress(study: Study) -> StageProgress:
     """Texts with an association, of all input texts (for ``status``)."""
     tables = {"captions": "captions", "llm": "llm_texts"}
     table = tables.get(study.config.texts.source, "texts_documents")
-    return Progress(study.count("texts_associations"), study.count(table), "texts")
+    return StageProgress(study.count("texts_associations"), study.count(table), "texts")
 
 
 # -- step 1: association ----------------------------------------------------------------------
