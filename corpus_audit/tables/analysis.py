@@ -17,8 +17,6 @@ from corpus_audit.core.catalogue import ATTRIBUTE_RESULTS, CORRECTION_RESULTS
 from corpus_audit.core.store import Study
 from corpus_audit.methods.lexicon.labour_map import map_digest
 
-CORRECTION_TABLES = CORRECTION_RESULTS
-ATTRIBUTE_TABLES = ATTRIBUTE_RESULTS
 # every table analyze writes (the catalogue's declaration), in the order the analysis's input
 # fingerprint has always listed them
 ANALYSIS_TABLES = (
@@ -30,9 +28,9 @@ ANALYSIS_TABLES = (
     "occupation_indicators",
     "indicator_correlation",
     "image_similarity",
-    *CORRECTION_TABLES,
+    *CORRECTION_RESULTS,
     "generated_gender",
-    *ATTRIBUTE_TABLES,
+    *ATTRIBUTE_RESULTS,
 )
 
 # methods.recaption.compare.VariantComparison field -> study table (and CSV name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corpus_audit.core.catalogue import ATTRIBUTE_RESULTS
 from corpus_audit.core.store import Study
 from corpus_audit.methods import multiclass as mk
 from corpus_audit.methods.age_bins import AGE_GROUPS
@@ -34,7 +35,6 @@ from corpus_audit.stages.analyze.attributes import (
     summary_rows,
 )
 from corpus_audit.stages.analyze.monk_pairs import monk_pair_rows
-from corpus_audit.tables.analysis import ATTRIBUTE_TABLES
 
 GENDERS = ("female", "male")
 CELLS = [(g, t, a) for g in GENDERS for t in TONE_GROUPS_UNCALIBRATED for a in AGE_GROUPS]
@@ -246,7 +246,7 @@ def attribute_tables(
     reps = max(1, min(replicates, MAX_REPLICATES))
     measured = instruments(study)
     sets, minors = read_sets(study, *measured)
-    out: dict[str, list[dict]] = {t: [] for t in ATTRIBUTE_TABLES}
+    out: dict[str, list[dict]] = {t: [] for t in ATTRIBUTE_RESULTS}
     if not sets:
         return out
     settings = (study.config.analysis.correction_min_validated, reps, seed)
