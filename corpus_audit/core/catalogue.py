@@ -51,6 +51,9 @@ class Stage:
     # ("section.key" or a whole "section" -> the reason); a rerun after such a change says
     # the reason instead of redoing the work (see `unaffected_reason`)
     unaffected: Mapping[str, str] = field(default_factory=dict)
+    # the whole run (its stage record included) is one transaction: it commits or rolls back
+    # as one (the runner opens it: corpus_audit/core/stage_runner.py)
+    atomic: bool = False
 
     def unaffected_reason(self, key: str) -> str | None:
         """Why a change of setting ``key`` (``section.key``) cannot change this stage's
@@ -154,6 +157,7 @@ declare(
             "lexicon.labor_stats": NOT_READ + " (analyze, report, who_how)",
             "lexicon.official_stats": NOT_READ + " (categories)",
         },
+        atomic=True,  # a failed rescan leaves the last selection whole
     )
 )
 # A model audited without its training data (`init --kind images`, docs/model_only.md): its

@@ -171,6 +171,80 @@ def sql_digest(names: Sequence[str]) -> str:
     return hashlib.sha256("".join(texts).encode()).hexdigest()
 
 
+#: a table or column name the store writes into SQL text (a name of the code, never data)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def identifier(name: str) -> str:
+    """``name`` when it is a plain SQL identifier (letters, digits, ``_``; not starting with a
+    digit); a :class:`ValueError` otherwise. The store's table writes build SQL text only from
+    names that pass this check, and those are names of the code (the schema's tables)."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ValueError(f"not a plain SQL identifier: {name!r}")
+    return name
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, data: Any) -> int:
+    """Insert ``data`` into ``table`` by column name in one statement; returns the rows
+    inserted (0, and nothing run, for none).
+
+    ``data`` is a pyarrow Table, a pandas DataFrame or a list of dicts (keys = column names,
+    every dict with the same keys); it is registered as a view for the statement only. A
+    column the table lacks is DuckDB's error; the table's other columns get their defaults.
+    """
+    if isinstance(data, list):
+        if not data:
+            return 0
+        import pyarrow as pa  # only for a list of dicts: opening a study loads no pyarrow
+
+        data = pa.Table.from_pylist(data)
+    if len(data) == 0:
+        return 0
+    view = f"_insert_{identifier(table)}"
+    names = data.column_names if hasattr(data, "column_names") else list(data.columns)
+    columns = ", ".join(identifier(str(c)) for c in names)
+    con.register(view, data)
+    try:
+        con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {view}")
+    finally:
+        con.unregister(view)
+    return len(data)
+
+
+def clear_tables(con: duckdb.DuckDBPyConnection, *tables: str) -> None:
+    """Delete every row of each of ``tables`` (inside the caller's transaction, if any)."""
+    for table in tables:
+        con.execute(f"DELETE FROM {identifier(table)}")
+
+
+def delete_keys(
+    con: duckdb.DuckDBPyConnection, table: str, column: str, keys: Sequence[Any]
+) -> None:
+    """Delete the rows of ``table`` whose ``column`` holds one of ``keys`` (bound as one
+    list parameter, never written into the SQL)."""
+    con.execute(
+        f"DELETE FROM {identifier(table)} WHERE {identifier(column)} IN (SELECT unnest(?))",
+        [list(keys)],
+    )
+
+
+def table_rows(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    where: str = "TRUE",
+    params: Sequence[Any] | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """``con`` holding every column of the rows of ``table`` matching ``where`` (a condition
+    written in code, as :meth:`Study.count` takes; every value in ``params``, ``?``)."""
+    return con.execute(f"SELECT * FROM {identifier(table)} WHERE {where}", list(params or []))
+
+
+def drop_tables(con: duckdb.DuckDBPyConnection, *tables: str) -> None:
+    """Drop each of ``tables`` (work tables) where it exists."""
+    for table in tables:
+        con.execute(f"DROP TABLE IF EXISTS {identifier(table)}")
+
+
 def dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The rows of a query's result as dicts (column name -> value)."""
     cols = [d[0] for d in cursor.description]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit.core.fileio import write_text_atomic
-from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.render import render
 
@@ -27,49 +27,44 @@ REPORT_DIR = "report"
 REPORT_NAME = "report.html"
 
 
-def report(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body("report")
+def report(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Write ``<study>/report/report.html``; its path goes in ``run.outputs['report']``."""
-    require_inputs(study, "report")
     out = study.path(REPORT_DIR, REPORT_NAME)
     fingerprint = report_fingerprint(study)
     last = study.last_run("report")
-    with study.stage("report") as run:
-        run.provenance["fingerprint"] = fingerprint
-        run.provenance["report_path"] = str(out)
-        run.outputs["report"] = str(out)
-        if (
-            last is not None
-            and last["provenance"].get("fingerprint") == fingerprint
-            and out.is_file()
-        ):
-            return run.skip("nothing changed since the last report; file kept")
-        # not at the top: config validation imports this package (report.imports), and the
-        # context pulls pandas, the figures and every section
-        from corpus_audit.report.context import build_context
+    run.provenance["fingerprint"] = fingerprint
+    run.provenance["report_path"] = str(out)
+    run.outputs["report"] = str(out)
+    if last is not None and last["provenance"].get("fingerprint") == fingerprint and out.is_file():
+        return run.skip("nothing changed since the last report; file kept")
+    # not at the top: config validation imports this package (report.imports), and the
+    # context pulls pandas, the figures and every section
+    from corpus_audit.report.context import build_context
 
-        ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)
-        html = render(ctx)
-        write_text_atomic(out, html)
-        run.rows_in = sum(len(b["rows"]) for b in ctx["results"]["blocks"])
-        run.rows_out = 1
-        labour = [ctx["labour_figure"]["name"]] if ctx["labour_figure"] else []
-        run.provenance["figures"] = [f["name"] for f in ctx["figures"]] + labour
-        run.provenance["bytes"] = len(html.encode("utf-8"))
-        unreadable = sum(o["unreadable"] for o in ctx["occupations"])
-        if unreadable:
-            run.drop("thumbnail_unreadable", unreadable)
-        for note in ctx["image_notes"]:
-            run.messages.append(f"{note['stage']} {note['state']}: {note['reason']}")
-        if ctx["analysis"]["stale"]:
-            run.messages.append(
-                "the analysis is older than the study's tables: run `corpus-audit analyze` "
-                "and then the report again"
-            )
-        elif not ctx["analysis"]["ran"]:
-            run.messages.append("the analyze stage has not run: the report shows no results")
+    ctx = build_context(study, figures_dir=out.parent / "figures", progress=progress)
+    html = render(ctx)
+    write_text_atomic(out, html)
+    run.rows_in = sum(len(b["rows"]) for b in ctx["results"]["blocks"])
+    run.rows_out = 1
+    labour = [ctx["labour_figure"]["name"]] if ctx["labour_figure"] else []
+    run.provenance["figures"] = [f["name"] for f in ctx["figures"]] + labour
+    run.provenance["bytes"] = len(html.encode("utf-8"))
+    unreadable = sum(o["unreadable"] for o in ctx["occupations"])
+    if unreadable:
+        run.drop("thumbnail_unreadable", unreadable)
+    for note in ctx["image_notes"]:
+        run.messages.append(f"{note['stage']} {note['state']}: {note['reason']}")
+    if ctx["analysis"]["stale"]:
         run.messages.append(
-            f"{len(run.provenance['figures'])} figures (PNG + SVG in {out.parent / 'figures'})"
+            "the analysis is older than the study's tables: run `corpus-audit analyze` "
+            "and then the report again"
         )
+    elif not ctx["analysis"]["ran"]:
+        run.messages.append("the analyze stage has not run: the report shows no results")
+    run.messages.append(
+        f"{len(run.provenance['figures'])} figures (PNG + SVG in {out.parent / 'figures'})"
+    )
     return run
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus_audit import __version__
-from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.report.figures import save
 from corpus_audit.report.pst_figures import labor_scatter
@@ -114,35 +114,34 @@ def write_csvs(study: Study, out_dir: Path) -> list[Path]:
     return paths
 
 
-def pst_report(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(NAME)
+def pst_report(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Write the PST page and the CSVs; see the module docstring."""
     cfg = study.config
-    with study.stage(NAME) as run:
-        require_inputs(study, NAME)
-        page = study.path(*PAGE)
-        page.parent.mkdir(parents=True, exist_ok=True)
-        csv_dir = study.path(*CSV_DIR)
-        sections = [section(study, *spec) for spec in SECTIONS]
-        by_id = {s["id"]: s for s in sections}
-        by_id["labor"]["figures"] = labor_figures(study, page.parent / "figures")
-        html = render(
-            {
-                "title": f"{cfg.study.name}: Paired Stereotype Test",
-                "version": __version__,
-                "csv_dir": str(csv_dir),
-                "sections": sections,
-                "bootstrap": cfg.analysis.bootstrap,
-                "confidence": cfg.analysis.confidence,
-            },
-            "pst.html.j2",
-        )
-        tmp = page.with_suffix(".html.tmp")
-        tmp.write_text(html, encoding="utf-8")
-        tmp.replace(page)
-        csvs = write_csvs(study, csv_dir)
-        run.rows_in = sum(len(s["rows"]) for s in sections)
-        run.rows_out = 1 + len(csvs)
-        run.outputs["report"] = str(page)
-        run.outputs["csv"] = str(csv_dir)
-        run.provenance.update(report_path=str(page), csvs=[p.name for p in csvs])
+    page = study.path(*PAGE)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    csv_dir = study.path(*CSV_DIR)
+    sections = [section(study, *spec) for spec in SECTIONS]
+    by_id = {s["id"]: s for s in sections}
+    by_id["labor"]["figures"] = labor_figures(study, page.parent / "figures")
+    html = render(
+        {
+            "title": f"{cfg.study.name}: Paired Stereotype Test",
+            "version": __version__,
+            "csv_dir": str(csv_dir),
+            "sections": sections,
+            "bootstrap": cfg.analysis.bootstrap,
+            "confidence": cfg.analysis.confidence,
+        },
+        "pst.html.j2",
+    )
+    tmp = page.with_suffix(".html.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(page)
+    csvs = write_csvs(study, csv_dir)
+    run.rows_in = sum(len(s["rows"]) for s in sections)
+    run.rows_out = 1 + len(csvs)
+    run.outputs["report"] = str(page)
+    run.outputs["csv"] = str(csv_dir)
+    run.provenance.update(report_path=str(page), csvs=[p.name for p in csvs])
     return run

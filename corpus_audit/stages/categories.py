@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.categories import category_distribution, official_table
 from corpus_audit.methods.lexicon.official_stats import load_official_stats
@@ -57,44 +57,39 @@ def official_figures(study: Study, occupations: list[str]) -> Any:
     return official_table(stats, categories, occupations)
 
 
-def categories(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(STAGE)
+def categories(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Write ``category_distribution`` (see the module docstring)."""
-    require_inputs(study, STAGE)
-    with study.stage(STAGE) as run:
-        if not study.count("prompt_categories"):
-            return run.skip(
-                "no prompt-table prompts (MAGBIG/BAFIS) in lexicon.prompts: nothing to do"
-            )
-        occupations = study.column(
-            "SELECT DISTINCT p.occupation FROM prompts p "
-            "JOIN prompt_categories c USING (prompt_id) ORDER BY 1"
+    if not study.count("prompt_categories"):
+        return run.skip("no prompt-table prompts (MAGBIG/BAFIS) in lexicon.prompts: nothing to do")
+    occupations = study.column(
+        "SELECT DISTINCT p.occupation FROM prompts p "
+        "JOIN prompt_categories c USING (prompt_id) ORDER BY 1"
+    )
+    official = official_figures(study, occupations)
+    labels, classifier = _labelled(study)
+    table = category_distribution(labels, official, confidence=study.config.analysis.confidence)
+    with study.transaction() as con:
+        con.execute("DELETE FROM category_distribution")
+        if len(table):
+            con.register("_category_rows", table.astype(object).where(table.notna(), None))
+            con.execute("INSERT INTO category_distribution BY NAME SELECT * FROM _category_rows")
+            con.unregister("_category_rows")
+    run.rows_in, run.rows_out = len(labels), len(table)
+    run.drop("no_category", int(table.attrs.get("uncategorised", 0)))
+    run.provenance.update(
+        {
+            "classifier": classifier,
+            "threshold": study.config.analysis.threshold,
+            "official_stats": dict(study.config.lexicon.official_stats),
+            "categories": study.config.lexicon.categories,
+        }
+    )
+    run.summary = _summary(table)
+    if not len(labels):
+        run.messages.append(
+            "no labelled generated images of the prompt tables yet: run generate and label"
         )
-        official = official_figures(study, occupations)
-        labels, classifier = _labelled(study)
-        table = category_distribution(labels, official, confidence=study.config.analysis.confidence)
-        with study.transaction() as con:
-            con.execute("DELETE FROM category_distribution")
-            if len(table):
-                con.register("_category_rows", table.astype(object).where(table.notna(), None))
-                con.execute(
-                    "INSERT INTO category_distribution BY NAME SELECT * FROM _category_rows"
-                )
-                con.unregister("_category_rows")
-        run.rows_in, run.rows_out = len(labels), len(table)
-        run.drop("no_category", int(table.attrs.get("uncategorised", 0)))
-        run.provenance.update(
-            {
-                "classifier": classifier,
-                "threshold": study.config.analysis.threshold,
-                "official_stats": dict(study.config.lexicon.official_stats),
-                "categories": study.config.lexicon.categories,
-            }
-        )
-        run.summary = _summary(table)
-        if not len(labels):
-            run.messages.append(
-                "no labelled generated images of the prompt tables yet: run generate and label"
-            )
     return run
 
 

@@ -62,7 +62,7 @@ from corpus_audit.backends.image_sources.base import (
     as_int,
 )
 from corpus_audit.core.errors import BackendOutputError, ImageSourceError, StageOrderError
-from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study, execute_sql, execute_sql_rows
 
 INSERT_BATCH = 1000  # rows per transaction: a killed run loses at most this many
@@ -323,7 +323,6 @@ def _register_source(
 
 def _wanted_or_fail(study: Study, scope: str) -> Wanted:
     """The wanted captions; :class:`StageOrderError` when select has not run or they are none."""
-    require_inputs(study, "images")
     if study.count("captions") == 0:
         raise StageOrderError(
             "images: no selected captions yet; run `corpus-audit select DIR` first"
@@ -337,36 +336,41 @@ def _wanted_or_fail(study: Study, scope: str) -> Wanted:
     return wanted
 
 
-def images(study: Study, *, progress: bool = True) -> StageRun:
+def _no_sources(study: Study) -> str | None:
+    """The ``off`` guard: why the stage has nothing to do (no ``images.sources``), or None."""
+    if study.config.images.sources:
+        return None
+    return (
+        "no image sources configured (images.sources in study.toml): training images "
+        "are not registered"
+    )
+
+
+@stage_body("images", off=_no_sources)
+def images(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Register training images from ``images.sources``, linked to the wanted captions.
 
     Resumable: finished shards are listed in ``image_shards`` and skipped; images already
     registered are skipped; a killed run loses at most the last ``INSERT_BATCH`` records.
     """
     cfg = study.config.images
-    with study.stage("images") as run:
-        if not cfg.sources:
-            return run.skip(
-                "no image sources configured (images.sources in study.toml): training images "
-                "are not registered"
-            )
-        wanted = _wanted_or_fail(study, cfg.scope)
-        entries = [parse_source(i, spec) for i, spec in enumerate(cfg.sources)]
-        writer = ImageWriter(study, wanted)
-        run.rows_in = 0
-        bar = progress_bar(Progress("images", "img", enabled=progress))
-        try:
-            provenance = [
-                _register_source(SourceContext(study, i, wanted), entry, writer, run, bar)
-                for i, entry in enumerate(entries)
-            ]
-        finally:
-            bar.close()
-        found = len(writer.registered & set(wanted))
-        run.messages.append(
-            f"{found} of {len(wanted)} wanted captions have an image ({len(wanted) - found} without)"
-        )
-        run.provenance.update({"sources": provenance, "scope": cfg.scope})
-        if run.rows_out == 0:
-            run.skipped = True
+    wanted = _wanted_or_fail(study, cfg.scope)
+    entries = [parse_source(i, spec) for i, spec in enumerate(cfg.sources)]
+    writer = ImageWriter(study, wanted)
+    run.rows_in = 0
+    bar = progress_bar(Progress("images", "img", enabled=progress))
+    try:
+        provenance = [
+            _register_source(SourceContext(study, i, wanted), entry, writer, run, bar)
+            for i, entry in enumerate(entries)
+        ]
+    finally:
+        bar.close()
+    found = len(writer.registered & set(wanted))
+    run.messages.append(
+        f"{found} of {len(wanted)} wanted captions have an image ({len(wanted) - found} without)"
+    )
+    run.provenance.update({"sources": provenance, "scope": cfg.scope})
+    if run.rows_out == 0:
+        run.skipped = True
     return run

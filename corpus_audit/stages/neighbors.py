@@ -81,7 +81,8 @@ from corpus_audit.backends.index import (
 )
 from corpus_audit.core.errors import ModelError, printable
 from corpus_audit.core.fileio import atomic_path, refuse_links
-from corpus_audit.core.stage_state import StageProgress, require_inputs
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.stage_state import StageProgress
 from corpus_audit.core.store import StageRun, Study, dicts
 
 STRATEGIES = ("keyword", "no_indicators", "nn", "nn_no_indicators")
@@ -89,34 +90,31 @@ PAPER_LAION = {"keyword": 0.385, "nn": 0.704}  # METHODS 1.5 diagnostics
 TIE_MARGIN = 32  # extra candidates fetched so ties at the k-th score break by caption_id
 
 
-def neighbors(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body("neighbors")
+def neighbors(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Embed captions and prompts, select the nn / nn_no_indicators samples, diagnose them."""
     cfg = study.config.neighbors
-    with study.stage("neighbors") as run:
-        require_inputs(study, "neighbors")
-        engine = stage_engine(study.config.engine, run)  # closed with the run
-        con = study.con
-        cache_root = study.config.resolve(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
-        device = resolve_device(study.config.engine.device)
-        state = _EmbedState(study, cache_root, device, engine)
+    engine = stage_engine(study.config.engine, run)  # closed with the run
+    con = study.con
+    cache_root = study.config.resolve(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
+    device = resolve_device(study.config.engine.device)
+    state = _EmbedState(study, cache_root, device, engine)
 
-        run.rows_in = int(
-            con.execute("SELECT count(DISTINCT caption_id) FROM mentions").fetchone()[0]
+    run.rows_in = int(con.execute("SELECT count(DISTINCT caption_id) FROM mentions").fetchone()[0])
+    run.provenance["k"] = cfg.k
+    if study.count("prompts") == 0:
+        with study.transaction():
+            con.execute("DELETE FROM samples WHERE strategy IN ('nn', 'nn_no_indicators')")
+            con.execute("DELETE FROM similarity_diagnostics")
+            con.execute("DELETE FROM neighbors_progress")
+        run.messages.append(
+            "no prompts in this study (the prompts table is empty; check lexicon.prompts "
+            "and rerun `select`): no nn samples were selected"
         )
-        run.provenance["k"] = cfg.k
-        if study.count("prompts") == 0:
-            with study.transaction():
-                con.execute("DELETE FROM samples WHERE strategy IN ('nn', 'nn_no_indicators')")
-                con.execute("DELETE FROM similarity_diagnostics")
-                con.execute("DELETE FROM neighbors_progress")
-            run.messages.append(
-                "no prompts in this study (the prompts table is empty; check lexicon.prompts "
-                "and rerun `select`): no nn samples were selected"
-            )
-            run.skipped = True
-        else:
-            embedded = _embed_missing(study, state, run, engine, progress=progress)
-            _process_occupations(study, state, run, embedded=embedded, progress=progress)
+        run.skipped = True
+    else:
+        embedded = _embed_missing(study, state, run, engine, progress=progress)
+        _process_occupations(study, state, run, embedded=embedded, progress=progress)
     return run
 
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.kinds import study_kind
-from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, clear_tables, dicts, insert_rows
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.lexicon.study_prompts import (
     DEFAULT_LANGUAGE,
@@ -32,7 +31,8 @@ TABLES = ("prompts", "prompt_categories")
 _ORDER = {"prompts": "prompt_id", "prompt_categories": "prompt_id"}
 
 
-def prompts(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(NAME)
+def prompts(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Write ``prompts`` and ``prompt_categories`` from ``[lexicon]``; see the module docstring.
     Raises :class:`StageOrderError` in a study with a corpus (``select`` writes them there) and
     :class:`LexiconError` for a bad lexicon file (the study unchanged)."""
@@ -46,33 +46,26 @@ def prompts(study: Study, *, progress: bool = True) -> StageRun:
     found = study_prompts(
         lex.prompts, occupations, study.root, lex.categories, lex.prompt_occupations
     )
-    with study.stage(NAME) as run:
-        new = {"prompts": found.prompts, "prompt_categories": found.categories}
-        run.rows_in = run.rows_out = len(found.prompts)
-        if all(_stored(study, t) == _sorted(rows, t) for t, rows in new.items()):
-            run.skip(f"the {len(found.prompts)} prompts are already stored")
-        else:
-            with study.transaction() as con:
-                for table, rows in new.items():  # table: one of TABLES, never config text
-                    con.execute(f"DELETE FROM {table}")
-                    if rows:
-                        con.register("_prompt_rows", pa.Table.from_pylist(rows))
-                        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _prompt_rows")
-                        con.unregister("_prompt_rows")
-        run.summary = _summary(study)
-        run.provenance.update(
-            prompts=len(found.prompts),
-            prompt_sets=sorted({str(p["prompt_set"]) for p in found.prompts}),
-            occupations=len({p["occupation"] for p in found.prompts}),
-        )
+    new = {"prompts": found.prompts, "prompt_categories": found.categories}
+    run.rows_in = run.rows_out = len(found.prompts)
+    if all(_stored(study, t) == _sorted(rows, t) for t, rows in new.items()):
+        run.skip(f"the {len(found.prompts)} prompts are already stored")
+    else:
+        with study.transaction() as con:
+            for table, rows in new.items():  # table: one of TABLES, never config text
+                clear_tables(con, table)
+                insert_rows(con, table, rows)
+    run.summary = _summary(study)
+    run.provenance.update(
+        prompts=len(found.prompts),
+        prompt_sets=sorted({str(p["prompt_set"]) for p in found.prompts}),
+        occupations=len({p["occupation"] for p in found.prompts}),
+    )
     return run
 
 
 def _stored(study: Study, table: str) -> list[tuple]:
-    cols = _COLUMNS[table]
-    rows = study.con.execute(
-        f"SELECT {', '.join(cols)} FROM {table} ORDER BY {_ORDER[table]}"
-    ).fetchall()
+    rows = study.con.execute(_STORED[table]).fetchall()
     return [tuple(str(v) for v in r) for r in rows]
 
 
@@ -86,6 +79,13 @@ def _sorted(rows: list[dict[str, Any]], table: str) -> list[tuple]:
 _COLUMNS = {
     "prompts": ("prompt_id", "prompt_set", "template_id", "occupation", "text"),
     "prompt_categories": ("prompt_id", "family", "variant", "language", "category"),
+}
+#: the stored rows of each table, as _COLUMNS and _ORDER say
+_STORED = {
+    "prompts": "SELECT prompt_id, prompt_set, template_id, occupation, text FROM prompts "
+    "ORDER BY prompt_id",
+    "prompt_categories": "SELECT prompt_id, family, variant, language, category "
+    "FROM prompt_categories ORDER BY prompt_id",
 }
 
 

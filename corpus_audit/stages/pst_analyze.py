@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from corpus_audit.backends.classifiers import classifier_id
 from corpus_audit.core.catalogue import PST_SCORE_TABLES
-from corpus_audit.core.stage_state import require_inputs
-from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, clear_tables, dicts
 from corpus_audit.methods.lexicon import load_labor_stats
 from corpus_audit.methods.pst import score
 from corpus_audit.methods.pst.captions import caption_people, caption_scores
@@ -62,33 +62,31 @@ def caption_tables(mentions: pd.DataFrame, labor: dict, boot: Any, confidence: f
     }
 
 
-def pst_analyze(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(NAME)
+def pst_analyze(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Recompute every PST score table; see the module docstring."""
     cfg = study.config
-    with study.stage(NAME) as run:
-        require_inputs(study, NAME)
-        cid = classifier_id(cfg.label)
-        labor = load_labor_stats(cfg.lexicon.labor_stats, study.root)
-        boot = Bootstrap(cfg.analysis.bootstrap, cfg.study.seed, cfg.analysis.confidence)
-        people = read_frame(study, "pst_people", "classifier = ?", [cid])
-        mentions = read_frame(study, "pst_caption_mentions")
-        sides: dict[str, dict] = {}
-        if len(people):
-            sides["image"] = image_tables(people, labor, boot, cfg.analysis.confidence)
-        if len(mentions):
-            sides["caption"] = caption_tables(mentions, labor, boot, cfg.analysis.confidence)
-        run.rows_in = len(people) + len(mentions)
-        with study.transaction() as con:
-            for table in (*SCORE_TABLES, "pst_caption_roles"):
-                con.execute(f"DELETE FROM {table}")
-            for side, tables in sides.items():
-                for table, frame in tables.items():
-                    extra = {} if table == "pst_caption_roles" else {"side": side}
-                    run.rows_out += insert_frame(con, table, frame, **extra)
-        if not sides:
-            run.skip(f"no persons from classifier {cid} and no caption mentions: nothing to score")
-        run.summary = overall_rows(study)
-        run.provenance.update(classifier=cid, bootstrap=cfg.analysis.bootstrap)
+    cid = classifier_id(cfg.label)
+    labor = load_labor_stats(cfg.lexicon.labor_stats, study.root)
+    boot = Bootstrap(cfg.analysis.bootstrap, cfg.study.seed, cfg.analysis.confidence)
+    people = read_frame(study, "pst_people", "classifier = ?", [cid])
+    mentions = read_frame(study, "pst_caption_mentions")
+    sides: dict[str, dict] = {}
+    if len(people):
+        sides["image"] = image_tables(people, labor, boot, cfg.analysis.confidence)
+    if len(mentions):
+        sides["caption"] = caption_tables(mentions, labor, boot, cfg.analysis.confidence)
+    run.rows_in = len(people) + len(mentions)
+    with study.transaction() as con:
+        clear_tables(con, *SCORE_TABLES, "pst_caption_roles")
+        for side, tables in sides.items():
+            for table, frame in tables.items():
+                extra = {} if table == "pst_caption_roles" else {"side": side}
+                run.rows_out += insert_frame(con, table, frame, **extra)
+    if not sides:
+        run.skip(f"no persons from classifier {cid} and no caption mentions: nothing to score")
+    run.summary = overall_rows(study)
+    run.provenance.update(classifier=cid, bootstrap=cfg.analysis.bootstrap)
     return run
 
 

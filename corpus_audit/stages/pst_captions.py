@@ -26,6 +26,7 @@ from corpus_audit.backends.corpus import fingerprint_entry, read_file, resolve_c
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.base import track
 from corpus_audit.backends.storage import StoreOptions
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_gender_terms, load_occupations
 from corpus_audit.methods.lexicon.pst import load_roles
@@ -38,48 +39,48 @@ if TYPE_CHECKING:
 NAME = "pst_captions"
 
 
-def pst_captions(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(NAME)
+def pst_captions(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Tag the corpus captions; see the module docstring."""
     cfg = study.config
-    with study.stage(NAME) as run:
-        if not cfg.corpus.paths:
-            return run.skip("no corpus (corpus.paths is empty): no caption-side score")
-        key = corpus_key(study)
-        last = study.last_run(NAME)
-        if last is not None and last["provenance"].get("corpus_key") == key:
-            run.skipped = True
-            run.rows_in, run.rows_out = last["rows_in"], last["rows_out"]
-            run.provenance["corpus_key"] = key
-            run.messages.append("the corpus and the lexicons are unchanged: mentions kept")
-            return run
-        tagger = CaptionRoleTagger(
-            load_roles(cfg.pst.roles, study.root),
-            load_gender_terms(cfg.lexicon.gender_terms, study.root),
-            occupations=load_occupations(cfg.lexicon.occupations, study.root),
-        )
-        mentions, files = tag_corpus(
-            cfg.corpus.paths,
-            tagger,
-            text_column=cfg.corpus.text_column,
-            progress=progress,
-            store=StoreOptions.from_config(cfg.storage),
-            fmt=cfg.corpus.format,
-            base=study.root,
-        )
-        with study.transaction() as con:
-            con.execute("DELETE FROM pst_caption_files")
-            con.execute("DELETE FROM pst_caption_mentions")
-            insert_frame(con, "pst_caption_files", files)
-            insert_frame(con, "pst_caption_mentions", mentions)
-        run.rows_in = int(files["rows"].sum()) if len(files) else 0
-        run.rows_out = len(mentions)
-        nulls = int(files["null_text"].sum()) if len(files) else 0
-        if nulls:
-            run.drop("null_or_bad_text", nulls)
-        run.summary = files.to_dict("records")
-        gendered = int((mentions["gender"] != "none").sum()) if len(mentions) else 0
-        run.messages.append(f"{len(mentions)} role mentions, {gendered} with a gender attached")
-        run.provenance.update(spacy_model=tagger.spacy_model, files=len(files), corpus_key=key)
+    if not cfg.corpus.paths:
+        return run.skip("no corpus (corpus.paths is empty): no caption-side score")
+    key = corpus_key(study)
+    last = study.last_run(NAME)
+    if last is not None and last["provenance"].get("corpus_key") == key:
+        run.skipped = True
+        run.rows_in, run.rows_out = last["rows_in"], last["rows_out"]
+        run.provenance["corpus_key"] = key
+        run.messages.append("the corpus and the lexicons are unchanged: mentions kept")
+        return run
+    tagger = CaptionRoleTagger(
+        load_roles(cfg.pst.roles, study.root),
+        load_gender_terms(cfg.lexicon.gender_terms, study.root),
+        occupations=load_occupations(cfg.lexicon.occupations, study.root),
+    )
+    mentions, files = tag_corpus(
+        cfg.corpus.paths,
+        tagger,
+        text_column=cfg.corpus.text_column,
+        progress=progress,
+        store=StoreOptions.from_config(cfg.storage),
+        fmt=cfg.corpus.format,
+        base=study.root,
+    )
+    with study.transaction() as con:
+        con.execute("DELETE FROM pst_caption_files")
+        con.execute("DELETE FROM pst_caption_mentions")
+        insert_frame(con, "pst_caption_files", files)
+        insert_frame(con, "pst_caption_mentions", mentions)
+    run.rows_in = int(files["rows"].sum()) if len(files) else 0
+    run.rows_out = len(mentions)
+    nulls = int(files["null_text"].sum()) if len(files) else 0
+    if nulls:
+        run.drop("null_or_bad_text", nulls)
+    run.summary = files.to_dict("records")
+    gendered = int((mentions["gender"] != "none").sum()) if len(mentions) else 0
+    run.messages.append(f"{len(mentions)} role mentions, {gendered} with a gender attached")
+    run.provenance.update(spacy_model=tagger.spacy_model, files=len(files), corpus_key=key)
     return run
 
 

@@ -32,7 +32,8 @@ from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.faces import Face, FaceResult
 from corpus_audit.core.imagefile import DECODE_MAX_SIDE, UnreadableImage, decode, study_image_path
-from corpus_audit.core.stage_state import StageProgress, require_inputs
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.stage_state import StageProgress
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.lexicon.pst import PstPrompt
 from corpus_audit.methods.pst.persons import PstImage, classify_people
@@ -46,27 +47,26 @@ FILTER_COLUMNS = (
 )  # fmt: skip
 
 
-def pst_label(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(NAME)
+def pst_label(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Label the persons of the PST images not labelled yet; see the module docstring."""
     cfg = study.config.label
-    with study.stage(NAME) as run:
-        require_inputs(study, NAME)
-        cid = classifier_id(cfg)
-        todo = study.sql("pst_label/todo", cid=cid).df()
-        waiting = study.count(
-            "images i JOIN pst_prompts p ON p.prompt_id = i.prompt_id",
-            "NOT EXISTS (SELECT 1 FROM face_filter f WHERE f.image_id = i.image_id)",
-        )
-        if waiting:
-            run.messages.append(f"{waiting} PST images have no face filter yet: run `label`")
-        run.rows_in = len(todo)
-        if todo.empty:
-            run.skipped = True
-            run.summary = _summary(study, cid)
-            return run
-        _label_on_engine(study, run, todo, cid, progress)
+    cid = classifier_id(cfg)
+    todo = study.sql("pst_label/todo", cid=cid).df()
+    waiting = study.count(
+        "images i JOIN pst_prompts p ON p.prompt_id = i.prompt_id",
+        "NOT EXISTS (SELECT 1 FROM face_filter f WHERE f.image_id = i.image_id)",
+    )
+    if waiting:
+        run.messages.append(f"{waiting} PST images have no face filter yet: run `label`")
+    run.rows_in = len(todo)
+    if todo.empty:
+        run.skipped = True
         run.summary = _summary(study, cid)
-        run.provenance.update(classifier=cid, threshold=cfg.threshold)
+        return run
+    _label_on_engine(study, run, todo, cid, progress)
+    run.summary = _summary(study, cid)
+    run.provenance.update(classifier=cid, threshold=cfg.threshold)
     return run
 
 

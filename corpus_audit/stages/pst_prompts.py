@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon.pst import load_prompts, prompts_frame
 from corpus_audit.tables.pst_frames import insert_frame, read_frame
@@ -19,29 +20,29 @@ from corpus_audit.tables.pst_frames import insert_frame, read_frame
 NAME = "pst_prompts"
 
 
-def pst_prompts(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(NAME)
+def pst_prompts(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Write ``pst_prompts`` from the ``[pst]`` settings; see the module docstring."""
     cfg = study.config.pst
-    with study.stage(NAME) as run:
-        prompts = load_prompts(
-            cfg.roles,
-            cfg.templates,
-            base=study.root,
-            kinds=tuple(cfg.kinds),
-            fair=cfg.fair,
-            power_singles=cfg.power_singles,
-        )
-        frame = prompts_frame(prompts)
-        run.rows_in = run.rows_out = len(frame)
-        stored = read_frame(study, "pst_prompts")
-        if _same(stored, frame):
-            run.skip(f"the {len(frame)} prompts are already stored")
-        else:
-            with study.transaction() as con:
-                con.execute("DELETE FROM pst_prompts")
-                insert_frame(con, "pst_prompts", frame)
-        run.summary = _summary(study)
-        run.provenance.update(roles=cfg.roles, templates=cfg.templates, prompts=len(frame))
+    prompts = load_prompts(
+        cfg.roles,
+        cfg.templates,
+        base=study.root,
+        kinds=tuple(cfg.kinds),
+        fair=cfg.fair,
+        power_singles=cfg.power_singles,
+    )
+    frame = prompts_frame(prompts)
+    run.rows_in = run.rows_out = len(frame)
+    stored = read_frame(study, "pst_prompts")
+    if _same(stored, frame):
+        run.skip(f"the {len(frame)} prompts are already stored")
+    else:
+        with study.transaction() as con:
+            con.execute("DELETE FROM pst_prompts")
+            insert_frame(con, "pst_prompts", frame)
+    run.summary = _summary(study)
+    run.provenance.update(roles=cfg.roles, templates=cfg.templates, prompts=len(frame))
     return run
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from corpus_audit.core.store import insert_rows, table_rows
 from corpus_audit.methods.lexicon.pst import PstPrompt
 
 if TYPE_CHECKING:
@@ -30,14 +31,7 @@ def insert_frame(
         return 0
     data = frame.rename(columns=TO_SQL).assign(**extra)
     data = data.astype(object).where(data.notna(), None)  # pandas NA/NaN -> SQL NULL
-    view = f"_pst_insert_{table}"
-    con.register(view, data)
-    try:
-        columns = ", ".join(data.columns)
-        con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {view}")
-    finally:
-        con.unregister(view)
-    return len(data)
+    return insert_rows(con, table, data)
 
 
 def read_frame(
@@ -45,7 +39,7 @@ def read_frame(
 ) -> pd.DataFrame:
     """Rows of ``table`` matching ``where`` (SQL written in code; values in ``params``), with
     the DataFrame column names of :mod:`corpus_audit.methods.pst`."""
-    frame = study.con.execute(f"SELECT * FROM {table} WHERE {where}", params or []).df()
+    frame = table_rows(study.con, table, where, params).df()
     return frame.rename(columns=FROM_SQL)
 
 

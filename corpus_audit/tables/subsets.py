@@ -37,7 +37,7 @@ from typing import Any
 import duckdb
 
 from corpus_audit.core.errors import CorpusAuditError
-from corpus_audit.core.store import Study, dicts
+from corpus_audit.core.store import Study, dicts, drop_tables
 from corpus_audit.tables.labelled import choose_classifier, prepare_labels
 
 PER_OCCUPATION = ("keyword", "no_indicators")
@@ -96,8 +96,7 @@ def cut_study(study: Study) -> str | None:
 
 def drop(con: duckdb.DuckDBPyConnection) -> None:
     """Remove the temp tables :func:`cut` made."""
-    for table in ("subset_members", "subset_candidates"):
-        con.execute(f"DROP TABLE IF EXISTS {table}")
+    drop_tables(con, "subset_members", "subset_candidates")
 
 
 def status_rows(study: Study, rule: CutRule) -> list[dict[str, Any]]:

@@ -345,6 +345,7 @@ def test_the_architecture_page_s_example_stage_runs(study_dir, tmp_path, monkeyp
 
     import corpus_audit.core.catalogue as catalogue
     import corpus_audit.core.pipeline as pipeline
+    import corpus_audit.core.stage_runner as stage_runner
     import corpus_audit.core.stage_state as stage_state
     from corpus_audit.core.catalogue import Stage
     from corpus_audit.core.pipeline import stage_function, status
@@ -364,9 +365,11 @@ def test_the_architecture_page_s_example_stage_runs(study_dir, tmp_path, monkeyp
     exec(compile(module_code, "caption_lengths.py", "exec"), module.__dict__)
     monkeypatch.setitem(sys.modules, "corpus_audit.stages.caption_lengths", module)
     exec(declaration, {"declare": lambda s: registry.register(s.name, s), "Stage": Stage})
-    for holder in (catalogue, pipeline, stage_state):  # as if the catalogue held it
+    # as if the catalogue held it
+    for holder in (catalogue, pipeline, stage_state):
         monkeypatch.setattr(holder, "STAGES", registry)
         monkeypatch.setattr(holder, "STAGE_NAMES", list(registry.names()))
+    monkeypatch.setattr(stage_runner, "STAGES", registry)
 
     with Study.open(copy) as study:
         study.con.execute(schema)

@@ -551,14 +551,14 @@ def test_failed_write_keeps_previous_tables(small_study, monkeypatch):
     analyze(small_study, progress=False)
     before = _rows(small_study, "SELECT * FROM amplification ORDER BY ALL")
     small_study.con.execute("UPDATE labels SET label = 'male' WHERE label = 'female'")
-    real = stage._insert
+    real = stage.insert_rows
 
     def failing(con, table, rows):
         if table == "amplification_summary":
             raise RuntimeError("disk full")
-        real(con, table, rows)
+        return real(con, table, rows)
 
-    monkeypatch.setattr(stage, "_insert", failing)
+    monkeypatch.setattr(stage, "insert_rows", failing)
     with pytest.raises(RuntimeError, match="disk full"):
         analyze(small_study, progress=False)
     assert _rows(small_study, "SELECT * FROM amplification ORDER BY ALL") == before

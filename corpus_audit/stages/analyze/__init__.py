@@ -17,15 +17,15 @@ from collections.abc import Callable, Hashable, Mapping
 from functools import partial
 
 import numpy as np
-import pyarrow as pa
 
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.base import progress_bar
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.preset import paper_differences
-from corpus_audit.core.stage_state import require_inputs, require_sample_captions
-from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.stage_state import require_sample_captions
+from corpus_audit.core.store import StageRun, Study, clear_tables, dicts, insert_rows
 from corpus_audit.methods.amplification import (
     OverallSummary,
     Pair,
@@ -67,7 +67,8 @@ from corpus_audit.tables.read import summary_table
 from corpus_audit.tables.subsets import CutRule, cut, drop, shortfall_lines, status_rows
 
 
-def analyze(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body("analyze")
+def analyze(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Compute every analysis table from the study's tables (see the module docstring)."""
     if not any(study.count(t) for t in ("samples", "mentions", "images")):
         first = (
@@ -79,31 +80,29 @@ def analyze(study: Study, *, progress: bool = True) -> StageRun:
         raise StageOrderError(
             f"{study.root}: nothing to analyse (no mentions, samples or images); {first} first"
         )
-    require_inputs(study, "analyze")
     require_sample_captions(study, by="analyze")
     fingerprint = input_fingerprint(study)
     last = study.last_run("analyze")
-    with study.stage("analyze") as run:
-        run.provenance["input_fingerprint"] = fingerprint
-        if last is not None and last["provenance"].get("input_fingerprint") == fingerprint:
-            run.skipped = True
-            for key in (
-                "classifier",
-                "threshold",
-                "bootstrap",
-                "confidence",
-                "bootstrap_seed",
-                "parity_side",
-                "correction",
-            ):
-                if key in last["provenance"]:
-                    run.provenance[key] = last["provenance"][key]
-            run.rows_out = study.count(_output_table(study))
-            run.summary = summary_rows(study)
-            run.headline = headline(study)  # printed without -v too
-            run.messages.append("inputs unchanged since the last analysis; tables kept")
-            return run
-        _analyze(study, run, progress=progress)
+    run.provenance["input_fingerprint"] = fingerprint
+    if last is not None and last["provenance"].get("input_fingerprint") == fingerprint:
+        run.skipped = True
+        for key in (
+            "classifier",
+            "threshold",
+            "bootstrap",
+            "confidence",
+            "bootstrap_seed",
+            "parity_side",
+            "correction",
+        ):
+            if key in last["provenance"]:
+                run.provenance[key] = last["provenance"][key]
+        run.rows_out = study.count(_output_table(study))
+        run.summary = summary_rows(study)
+        run.headline = headline(study)  # printed without -v too
+        run.messages.append("inputs unchanged since the last analysis; tables kept")
+        return run
+    _analyze(study, run, progress=progress)
     return run
 
 
@@ -277,13 +276,12 @@ def _write_tables(study: Study, rows: dict[str, list[dict]]) -> None:
     from the cut's temp tables (dropped after), the others from ``rows`` (table -> rows, in
     this order)."""
     con = study.con
-    for table in ANALYSIS_TABLES:
-        con.execute(f"DELETE FROM {table}")
+    clear_tables(con, *ANALYSIS_TABLES)
     study.sql("analyze/write_subsets")
     drop(con)
     con.execute("DROP TABLE IF EXISTS analysis_labelled")
     for table, table_rows in rows.items():
-        _insert(con, table, table_rows)
+        insert_rows(con, table, table_rows)
 
 
 def _amplification(
@@ -440,22 +438,6 @@ def _summ_row(model, strategy, template, n_inc, n_exc, n_prompts, mean, lo, hi, 
         "t_stat": t,
         "p_value": p,
     }
-
-
-def _insert(con, table: str, rows: list[dict]) -> None:
-    """Insert dict rows (keys = column names) through Arrow, in one statement."""
-    if not rows:
-        return
-
-    cols = list(rows[0])
-    data = pa.Table.from_pylist(rows)
-    con.register("_analysis_rows", data)
-    try:
-        con.execute(
-            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _analysis_rows"
-        )
-    finally:
-        con.unregister("_analysis_rows")
 
 
 def summary_rows(study: Study) -> list[dict]:

@@ -48,8 +48,9 @@ from corpus_audit.backends.engines import stage_engine
 from corpus_audit.backends.engines.base import ONE_CPU, Engine
 from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.model_sources import spacy_source
-from corpus_audit.core.stage_state import StageProgress, require_inputs
-from corpus_audit.core.store import StageRun, Study, dicts
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.stage_state import StageProgress
+from corpus_audit.core.store import StageRun, Study, clear_tables, dicts
 from corpus_audit.methods.gender_text import WordMatcher, gender_guesser_version
 from corpus_audit.methods.lexicon import load_gender_terms
 from corpus_audit.stages.indicators.corpus import file_groups, write_corpus_summary
@@ -70,57 +71,54 @@ MARKUP_RULE = (
 )
 
 
-def indicators(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(STAGE)
+def indicators(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Label every caption of ``mentions`` and draw the ``no_indicators`` samples.
 
     Raises :class:`StageOrderError` when ``select`` has not run, :class:`LexiconError` for a
     bad gender-terms file and :class:`ModelError` when the spaCy model cannot be loaded.
     """
-    with study.stage(STAGE) as run:
-        require_inputs(study, STAGE)
-        engine = stage_engine(study.config.engine, run)  # closed with the run
-        file_groups(study)  # a bad corpus.hypernymized fails here, before anything changes
-        terms_spec = study.config.lexicon.gender_terms
-        terms = load_gender_terms(terms_spec, base=study.root)
-        WordMatcher(terms, source=terms_spec)  # validates the terms
-        settings = _settings(study, terms)
-        fingerprint = _fingerprint(settings)
-        tagging = TaggerSettings.for_study(study.config, study.root)
-        checked, relabel, orphans = _check_stored_labels(
-            study, run, engine, tagging, settings, fingerprint
-        )
-        con = study.con
-        study.sql("indicators/todo")
-        todo = study.count("indicators_todo")
-        labelled_now = 0
-        stats = {"distinct_texts": 0, "ner_texts": 0}
-        if todo:
-            if not checked:  # pragma: no cover - todo > 0 implies unlabelled captions
-                run.provenance.update(_check_tagger(study, engine, tagging))
-            labelled_now = _label_all(study, run, engine, tagging, todo, stats, progress=progress)
-        con.execute("DROP TABLE IF EXISTS indicators_todo")
+    engine = stage_engine(study.config.engine, run)  # closed with the run
+    file_groups(study)  # a bad corpus.hypernymized fails here, before anything changes
+    terms_spec = study.config.lexicon.gender_terms
+    terms = load_gender_terms(terms_spec, base=study.root)
+    WordMatcher(terms, source=terms_spec)  # validates the terms
+    settings = _settings(study, terms)
+    fingerprint = _fingerprint(settings)
+    tagging = TaggerSettings.for_study(study.config, study.root)
+    checked, relabel, orphans = _check_stored_labels(
+        study, run, engine, tagging, settings, fingerprint
+    )
+    con = study.con
+    study.sql("indicators/todo")
+    todo = study.count("indicators_todo")
+    labelled_now = 0
+    stats = {"distinct_texts": 0, "ner_texts": 0}
+    if todo:
+        if not checked:  # pragma: no cover - todo > 0 implies unlabelled captions
+            run.provenance.update(_check_tagger(study, engine, tagging))
+        labelled_now = _label_all(study, run, engine, tagging, todo, stats, progress=progress)
+    con.execute("DROP TABLE IF EXISTS indicators_todo")
 
-        sample_rows, sample_changed = _write_no_indicator_samples(study)
-        corpora_changed = write_corpus_summary(study)
+    sample_rows, sample_changed = _write_no_indicator_samples(study)
+    corpora_changed = write_corpus_summary(study)
 
-        total = study.count("indicators")
-        share = _share(study)
-        run.rows_in = share["captions"]
-        run.rows_out = total
-        run.skipped = not (todo or relabel or orphans or sample_changed or corpora_changed)
-        run.summary = indicator_summary(study)
-        run.messages.append(_share_message(share))
-        run.messages.extend(corpus_messages(corpus_summary(study)))
-        run.provenance.update(
-            _provenance(study, settings, fingerprint, share, relabel, sample_rows)
-        )
-        run.provenance.update(
-            {
-                "captions_labelled_this_run": labelled_now,
-                "distinct_texts_this_run": stats["distinct_texts"],
-                "ner_texts_this_run": stats["ner_texts"],
-            }
-        )
+    total = study.count("indicators")
+    share = _share(study)
+    run.rows_in = share["captions"]
+    run.rows_out = total
+    run.skipped = not (todo or relabel or orphans or sample_changed or corpora_changed)
+    run.summary = indicator_summary(study)
+    run.messages.append(_share_message(share))
+    run.messages.extend(corpus_messages(corpus_summary(study)))
+    run.provenance.update(_provenance(study, settings, fingerprint, share, relabel, sample_rows))
+    run.provenance.update(
+        {
+            "captions_labelled_this_run": labelled_now,
+            "distinct_texts_this_run": stats["distinct_texts"],
+            "ner_texts_this_run": stats["ner_texts"],
+        }
+    )
     return run
 
 
@@ -298,8 +296,7 @@ def _update_settings(
     before = study.count("indicators")
     with study.transaction():
         if stale:
-            for table in ("indicator_triggers", "indicators", "indicator_texts"):
-                con.execute(f"DELETE FROM {table}")
+            clear_tables(con, "indicator_triggers", "indicators", "indicator_texts")
         elif before:
             study.sql("indicators/orphans")
         con.execute("DELETE FROM indicator_settings")

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from corpus_audit.core.config import CONFIG_NAME
-from corpus_audit.core.store import Study, dicts
+from corpus_audit.core.store import Study, dicts, insert_rows
 from corpus_audit.methods.corpus_groups import FileGroup, assign_groups
 from corpus_audit.methods.stats import wilson_interval
 
@@ -78,15 +78,8 @@ def write_corpus_summary(study: Study) -> bool:
         rows = [_with_interval(r, cfg.analysis.confidence) for r in summary_rows(study)]
         study.con.execute("DELETE FROM corpus_summary")
         if rows:
-            table = pa.Table.from_pylist(rows)
-            study.con.register("_corpus_summary_in", table)
-            try:
-                cols = ", ".join(SUMMARY_COLUMNS)
-                study.con.execute(
-                    f"INSERT INTO corpus_summary ({cols}) SELECT {cols} FROM _corpus_summary_in"
-                )
-            finally:
-                study.con.unregister("_corpus_summary_in")
+            table = pa.Table.from_pylist(rows).select(list(SUMMARY_COLUMNS))
+            insert_rows(study.con, "corpus_summary", table)
     return study.fingerprint("corpus_summary") != before
 
 

@@ -78,7 +78,8 @@ from corpus_audit.core.imagefile import (
     study_image_path,
 )
 from corpus_audit.core.kinds import study_kind
-from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, clear_tables, delete_keys, dicts, execute_sql
 from corpus_audit.stages.label.attributes import (
     ATTRIBUTE_TABLES,
     DROPPED_REASONS,
@@ -164,10 +165,7 @@ def forget_pixel_limit_changes(study: Study) -> int:
     if ids:
         with study.transaction() as con:
             for table in ("labels", "faces", "face_filter", *ATTRIBUTE_TABLES):
-                con.execute(
-                    f"DELETE FROM {table} WHERE image_id IN (SELECT unnest(?))",
-                    [ids],
-                )
+                delete_keys(con, table, "image_id", ids)
     return len(ids)
 
 
@@ -357,45 +355,45 @@ def write_batch(study: Study, result: BatchResult) -> None:
         write_rows(con, result.age_rows, result.skin_rows)
 
 
-def label(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body("label")
+def label(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Face filter + perceived-gender labels for all images not yet labelled (resumable)."""
     cfg = study.config.label
-    with study.stage("label") as run:
-        if study.count("images") == 0:
-            return run.skip(f"no images yet ({_image_commands(study)})")
-        cid = classifier_id(cfg)
-        run.provenance["filter_settings"] = filter_settings(cfg)
-        run.messages += forget_filter_changes(study, study.last_run("label"))
-        refiltered = forget_pixel_limit_changes(study)
-        if refiltered:
+    if study.count("images") == 0:
+        return run.skip(f"no images yet ({_image_commands(study)})")
+    cid = classifier_id(cfg)
+    run.provenance["filter_settings"] = filter_settings(cfg)
+    run.messages += forget_filter_changes(study, study.last_run("label"))
+    refiltered = forget_pixel_limit_changes(study)
+    if refiltered:
+        run.messages.append(
+            f"images.max_pixels changed: {refiltered} images are filtered again (refused as "
+            "too large before and within the limit now, or over the limit now)"
+        )
+    relabelled = relabel_at_threshold(study, cid, float(cfg.threshold))
+    if relabelled.total:
+        run.messages.append(relabelled.message(cid, float(cfg.threshold)))
+        if study.config.analysis.threshold:  # the analysis relabels at its own threshold
             run.messages.append(
-                f"images.max_pixels changed: {refiltered} images are filtered again (refused as "
-                "too large before and within the limit now, or over the limit now)"
+                f"analysis.threshold = {study.config.analysis.threshold:g} relabels from "
+                "p_female for the analysis: this label.threshold does not change analyze's "
+                "counts (set analysis.threshold = 0 to use these labels)"
             )
-        relabelled = relabel_at_threshold(study, cid, float(cfg.threshold))
+    attrs = AttributeSettings.from_config(cfg)
+    run.messages += prepare_attributes(study, run, attrs)
+    pending = pending_images(study, cid, attrs)
+    run.messages += attribute_notes(pending)
+    run.rows_in = len(pending) + relabelled.total
+    run.rows_out = relabelled.total
+    if not pending:
+        run.skipped = not relabelled.total
+        run.summary = _summary(study, cid)
         if relabelled.total:
-            run.messages.append(relabelled.message(cid, float(cfg.threshold)))
-            if study.config.analysis.threshold:  # the analysis relabels at its own threshold
-                run.messages.append(
-                    f"analysis.threshold = {study.config.analysis.threshold:g} relabels from "
-                    "p_female for the analysis: this label.threshold does not change analyze's "
-                    "counts (set analysis.threshold = 0 to use these labels)"
-                )
-        attrs = AttributeSettings.from_config(cfg)
-        run.messages += prepare_attributes(study, run, attrs)
-        pending = pending_images(study, cid, attrs)
-        run.messages += attribute_notes(pending)
-        run.rows_in = len(pending) + relabelled.total
-        run.rows_out = relabelled.total
-        if not pending:
-            run.skipped = not relabelled.total
-            run.summary = _summary(study, cid)
-            if relabelled.total:
-                run.provenance["threshold"] = cfg.threshold
-            return run
-        reasons, models = _label_batches(study, run, pending, cid, progress=progress)
-        _record(study, run, cid, models, reasons)
-        run.messages += attribute_summary(study, attrs)
+            run.provenance["threshold"] = cfg.threshold
+        return run
+    reasons, models = _label_batches(study, run, pending, cid, progress=progress)
+    _record(study, run, cid, models, reasons)
+    run.messages += attribute_summary(study, attrs)
     return run
 
 
@@ -437,8 +435,7 @@ def forget_filter_changes(study: Study, last: dict[str, Any] | None) -> list[str
         tables += ["faces", "face_filter", *ATTRIBUTE_TABLES]
     n = study.count("face_filter")
     with study.transaction() as con:
-        for table in tables:
-            con.execute(f"DELETE FROM {table}")
+        clear_tables(con, *tables)
     said = ", ".join(f"label.{k} {before[k]!r} -> {now[k]!r}" for k in changed)
     if filter_changed:
         what = f"the face filter runs again on all {n} images (the face detector runs)"

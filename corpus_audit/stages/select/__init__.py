@@ -66,7 +66,8 @@ from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.config import parse_size
 from corpus_audit.core.errors import CorpusError, StageOrderError
 from corpus_audit.core.kinds import study_kind
-from corpus_audit.core.store import StageRun, Study, sql_digest
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, drop_tables, insert_rows, sql_digest
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.lexicon import resolve_path as lexicon_path
 from corpus_audit.methods.lexicon.study_prompts import prompt_files as _prompt_files
@@ -157,12 +158,13 @@ def summary_rows(study: Study, occupations: tuple[str, ...]) -> list[dict[str, A
     return [{"occupation": o, "captions": int(c), "sample": int(s)} for o, c, s in cur.fetchall()]
 
 
-def select(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(STAGE)
+def select(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Find occupation mentions in the corpus; write corpus_files, captions, mentions,
     prompts and the ``keyword`` samples (see the module docstring).
 
     Raises CorpusError (bad/missing/corrupt corpus file, empty corpus) and LexiconError
-    (bad lexicon file); the study is unchanged by a failed run.
+    (bad lexicon file); the study is unchanged by a failed run (the stage is ``atomic``).
     """
     cfg = study.config
     if study_kind(cfg) == "images":
@@ -187,22 +189,21 @@ def select(study: Study, *, progress: bool = True) -> StageRun:
 
     last = study.last_run(STAGE)
     if last is not None and last["provenance"].get("fingerprint") == fingerprint:
-        return _unchanged(study, last, matcher)
+        return _unchanged(study, run, last, matcher)
 
     # DuckDB's memory_limit already leaves room for the arrow batches in flight: it is set
     # when the study opens (store.duckdb_memory_limit), the configuration being locked then
     kind, note = resolve_matcher(cfg.select.matcher)
-    with study.transaction(), study.stage(STAGE) as run:
-        run.messages.append(note)
-        study.sql("select/00_clear")
-        study.sql("select/05_work_tables")
-        stats = _scan(study, files, matcher, run, progress=progress, kind=kind)
-        _write_corpus_files(study, files, stats)
-        derived = _derive_tables(study, matcher, prompt_sets, stats, kind)
-        derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
-        _record(study, run, files, stats, matcher, derived)
-        run.provenance["fingerprint"] = fingerprint
-        run.provenance.update(_settings(study, len(files), matcher, kind, stats, prompt_sets))
+    run.messages.append(note)
+    study.sql("select/00_clear")
+    study.sql("select/05_work_tables")
+    stats = _scan(study, files, matcher, run, progress=progress, kind=kind)
+    _write_corpus_files(study, files, stats)
+    derived = _derive_tables(study, matcher, prompt_sets, stats, kind)
+    derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
+    _record(study, run, files, stats, matcher, derived)
+    run.provenance["fingerprint"] = fingerprint
+    run.provenance.update(_settings(study, len(files), matcher, kind, stats, prompt_sets))
     return run
 
 
@@ -227,22 +228,22 @@ def _settings(
     }
 
 
-def _unchanged(study: Study, last: dict[str, Any], matcher: Matcher) -> StageRun:
-    """A skipped run that repeats the last one's counts (corpus, lexicon, settings unchanged)."""
-    with study.stage(STAGE) as run:
-        run.skipped = True
-        run.rows_in, run.rows_out = int(last["rows_in"] or 0), int(last["rows_out"] or 0)
-        run.dropped = dict(last["dropped"])
-        run.provenance.update(
-            {
-                k: v
-                for k, v in last["provenance"].items()
-                # messages: this run's own (the last run's first note would hide it)
-                if k not in ("versions", "config_hash", "seed", "messages")
-            }
-        )
-        run.summary = summary_rows(study, matcher.occupations)
-        run.messages.append("corpus, lexicon and settings unchanged since the last run")
+def _unchanged(study: Study, run: StageRun, last: dict[str, Any], matcher: Matcher) -> StageRun:
+    """``run`` made a skipped run that repeats the last one's counts (corpus, lexicon,
+    settings unchanged)."""
+    run.skipped = True
+    run.rows_in, run.rows_out = int(last["rows_in"] or 0), int(last["rows_out"] or 0)
+    run.dropped = dict(last["dropped"])
+    run.provenance.update(
+        {
+            k: v
+            for k, v in last["provenance"].items()
+            # messages: this run's own (the last run's first note would hide it)
+            if k not in ("versions", "config_hash", "seed", "messages")
+        }
+    )
+    run.summary = summary_rows(study, matcher.occupations)
+    run.messages.append("corpus, lexicon and settings unchanged since the last run")
     return run
 
 
@@ -306,14 +307,10 @@ def _derive_tables(
     lap("samples")
     prompts = prompt_sets.prompts
     for table, rows in (("prompts", prompts), ("prompt_categories", prompt_sets.categories)):
-        if rows:  # table: one of the two names written here, never config or corpus text
-            con.register("_select_rows", pa.Table.from_pylist(rows))
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _select_rows")
-            con.unregister("_select_rows")
+        insert_rows(con, table, rows)
     lap("prompts")
     candidates = study.count("_select_candidates")
-    for table in ("_select_found", "_select_candidates", "_select_forms"):
-        con.execute(f"DROP TABLE IF EXISTS {table}")
+    drop_tables(con, "_select_found", "_select_candidates", "_select_forms")
     return {
         "timings": timings,
         "unmapped": unmapped,
