@@ -21,7 +21,7 @@ import hashlib
 import json
 import tomllib
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,9 +163,11 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
     keeps its key's type, default, constraints and help, so a value is checked by the one
     checker (:func:`check_fields`) with the same message as in study.toml, naming
     ``section.key``. The class's ``rules()``, if any, then checks the rules across fields.
-    ``cls.from_config(config)`` builds it from a :class:`StudyConfig`, or from an instance of
-    ``section`` when every derived key is one of its own (the class's own fields keep their
-    defaults).
+    ``cls.from_config(config)`` builds it from a :class:`StudyConfig`, from an instance of
+    ``section`` when every derived key is one of its own, or from a mapping of those keys'
+    names to values (``{"timeout_s": 30}``: the keys it lacks keep their defaults); the
+    class's own fields keep their defaults. ``cls.config_keys`` maps each derived field to
+    its ``section.key`` (what a backend's own message names).
     """
 
     def wrap(cls: type) -> type:
@@ -205,6 +207,9 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
                 rules()
 
         def from_config(kind: type, config: Any) -> Any:
+            if isinstance(config, Mapping):
+                return kind(**{f: config[k] for f, (_, k) in sources.items() if k in config})
+
             def section_of(home: str) -> Any:
                 return getattr(config, home) if isinstance(config, StudyConfig) else config
 
@@ -212,6 +217,7 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
 
         cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
         cls.from_config = classmethod(from_config)  # type: ignore[attr-defined]
+        cls.config_keys = dict(keys)  # type: ignore[attr-defined]
         return dataclass(frozen=True)(cls)
 
     return wrap

@@ -36,10 +36,18 @@ from corpus_audit.backends.text_generators.base import (
     TextRequest,
     known_options,
 )
-from corpus_audit.core.config import DTYPES  # declared with llm.dtype
+from corpus_audit.core.config import LlmSection, derived_from
 from corpus_audit.core.devices import release_memory, resolve_device
 from corpus_audit.core.errors import ModelError, printable
 from corpus_audit.core.versions import package_versions
+
+
+@derived_from(LlmSection, "batch_size", "dtype", "engine.device")
+class LocalLMSettings:
+    """A local model's ``[llm]`` settings, derived from their declarations: ``batch_size``
+    sequences per ``generate`` call (>= 1), ``dtype`` auto | float16 | bfloat16 | float32,
+    ``device`` (``engine.device``); a value out of range is a :class:`ConfigError` naming
+    ``llm.KEY``."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +122,7 @@ class TransformersLM:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size: {batch_size} must be >= 1")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype: {dtype!r} is not one of {DTYPES}")
+        LocalLMSettings(batch_size=batch_size, dtype=dtype, device=device)  # checked
         self.model_id = model
         self.name = f"{self.backend}:{model}"
         self.settings = settings
