@@ -101,9 +101,11 @@ class StudyConfig:
         return p if p.is_absolute() else (self.root / p)
 
     def to_dict(self) -> dict[str, Any]:
-        """The config as plain data (what ``study.toml`` holds)."""
+        """The config as plain data (what ``study.toml`` holds); an empty table declared
+        ``omit_empty`` (a backend's options) is left out, so that a section's hash is what it
+        was before the table existed."""
         return {
-            f.name: dataclasses.asdict(getattr(self, f.name))
+            f.name: section_dict(getattr(self, f.name))
             for f in dataclasses.fields(self)
             if f.metadata.get("file", True)
         }
@@ -117,8 +119,8 @@ class StudyConfig:
         for name in sections:
             section, _, key = name.partition(".")
             keys = [key] if key else list(data[section])
-            for k in keys:
-                out[f"{section}.{k}"] = data[section][k]
+            for k in keys:  # an omitted empty table named alone: its value, {}
+                out[f"{section}.{k}"] = data[section].get(k, getattr(getattr(self, section), k))
         return out
 
     def section_hash(self, *sections: str) -> str:
@@ -131,9 +133,22 @@ class StudyConfig:
         chosen = {}
         for name in sections or tuple(data):
             section, _, key = name.partition(".")
-            chosen[name] = data[section][key] if key else data[section]
+            chosen[name] = (
+                data[section].get(key, getattr(getattr(self, section), key))
+                if key
+                else data[section]
+            )
         blob = json.dumps(chosen, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def section_dict(section: Any) -> dict[str, Any]:
+    """One section as plain data, its empty ``omit_empty`` tables left out."""
+    data = dataclasses.asdict(section)
+    for f in dataclasses.fields(section):
+        if f.metadata.get("omit_empty") and not data[f.name]:
+            del data[f.name]
+    return data
 
 
 @functools.cache

@@ -16,6 +16,7 @@ from corpus_audit.core.config_fields import (
     Registered,
     Rule,
 )
+from corpus_audit.core.config_options import BackendOptions, check_options, options_field
 from corpus_audit.core.config_values import (
     CAPTION_PROMPTS,
     CORRECTION_SCOPES,
@@ -37,6 +38,8 @@ from corpus_audit.core.config_values import (
     Section,
     check_image_sources,
 )
+
+CLASSIFIERS = "corpus_audit.backends.classifiers:CLASSIFIERS"  # label.classifier's registry
 
 
 @dataclass
@@ -86,7 +89,7 @@ class LabelSection(Section):
     min_face_fraction: Annotated[float, UNIT, Help("of image height or width")] = 0.10
     classifier: Annotated[
         str,
-        Registered("corpus_audit.backends.classifiers:CLASSIFIERS"),
+        Registered(CLASSIFIERS),
         Help("agegender | clip (classifiers.CLASSIFIERS)"),
     ] = "agegender"
     clip_model: Annotated[str, Help("open_clip architecture of the clip classifier")] = "ViT-L-14"
@@ -133,6 +136,10 @@ class LabelSection(Section):
     skin_min_pixels: Annotated[
         int, COUNT, Help("fewer skin pixels kept than this: skin tone unmeasurable")
     ] = 200
+    options: BackendOptions = options_field()  # [label.options]: the classifier's own
+
+    def rules(self) -> None:
+        check_options(CLASSIFIERS, self.classifier, self.options, "label.options")
 
 
 @dataclass
