@@ -35,11 +35,12 @@ from corpus_audit.backends.text_generators.base import (
     SamplingSettings,
     TextRequest,
     known_options,
+    model_description,
 )
+from corpus_audit.backends.text_generators.instruction_lm import InstructionLM
 from corpus_audit.core.config import LlmSection, derived_from
 from corpus_audit.core.devices import release_memory, resolve_device
 from corpus_audit.core.errors import ModelError, printable
-from corpus_audit.core.versions import package_versions
 
 
 @derived_from(LlmSection, "batch_size", "dtype", "engine.device")
@@ -206,18 +207,16 @@ class TransformersLM:
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "model": self.model_id,
-            "model_class": type(self.model).__name__,
-            "tokenizer_class": type(self.tokenizer).__name__,
-            "chat_template": self.chat,
-            "settings": self.settings.as_dict(),
-            "batch_size": self.batch_size,
-            "device": self.device,
-            "dtype": self.dtype,
-            "versions": package_versions("transformers", "torch"),
-        }
+        return model_description(
+            self.backend,
+            ("model", self.model_id),
+            self,
+            self.chat,
+            settings=self.settings.as_dict(),
+            batch_size=self.batch_size,
+            device=self.device,
+            dtype=self.dtype,
+        )
 
     def close(self) -> None:
         self.model = None
@@ -238,3 +237,8 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
 def factory(model: str, settings: SamplingSettings, **options: Any) -> TransformersLM:
     """``transformers:<model>``: the factory the ``TEXT_GENERATORS`` registry names lazily."""
     return TransformersLM(model, settings, **known_options(TransformersLM, options))
+
+
+# the backend's greedy instruction model (seq2seq or causal), for the roles that ask one thing
+# per item: paraphrasing (corpus_audit.backends.paraphrasers), FairCritic's feedback writer
+factory.instruction_model = InstructionLM  # type: ignore[attr-defined]
