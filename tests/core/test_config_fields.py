@@ -206,6 +206,26 @@ def test_the_http_client_settings_are_declared_once_and_mean_the_same() -> None:
         ApiImageOptions(max_retries=-1)
 
 
+def test_the_http_keys_sit_where_the_sections_declare_them() -> None:
+    """``http_keys`` puts the six HTTP keys, each declared once, after the key it names, under
+    the section's names and with its defaults (help, study.toml and hashes keep their order)."""
+    generate = [f.name for f in dataclasses.fields(section_classes()["generate"])]
+    at = generate.index("api_style")
+    assert generate[at + 1 : at + 8] == [
+        "api_concurrency", "api_timeout", "api_max_body_mb", "api_max_retries", "api_backoff",
+        "api_max_backoff", "api_prices",
+    ]  # fmt: skip
+    llm = section_classes()["llm"]
+    names = [f.name for f in dataclasses.fields(llm)]
+    at = names.index("n_per_request")
+    assert names[at + 1 : at + 8] == [
+        "concurrency", "timeout_s", "max_body_mb", "max_retries", "backoff_s", "max_backoff_s",
+        "batch_size",
+    ]  # fmt: skip
+    assert (llm().concurrency, llm().max_retries, GenerateSection().api_max_retries) == (8, 6, 5)
+    assert hints(llm)["timeout_s"] is hints(GenerateSection)["api_timeout"]
+
+
 def test_a_derived_class_reads_a_mapping_of_its_keys() -> None:
     """``from_config`` of ``{key: value}`` (a backend's keyword options by their key names):
     the keys given, the others at their defaults, keys of no field ignored."""
