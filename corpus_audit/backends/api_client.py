@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from corpus_audit.core.config import API_KEY_NAME as KEY_NAME
 from corpus_audit.core.errors import ApiError
@@ -124,13 +124,20 @@ class ApiResponse:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Attempts and backoff: the delay before attempt ``k+1`` is ``Retry-After`` when the
-    server sent one, else ``min(max_backoff, backoff * 2**(k-1))`` times a uniform factor in
-    [0.5, 1] (equal jitter); never longer than ``max_backoff`` seconds."""
+    """Retries and backoff: ``max_retries`` requests after the first (>= 0; 0 asks once),
+    the meaning of retries in every setting (``generate.api_max_retries``,
+    ``llm.max_retries``). The delay before attempt ``k+1`` is ``Retry-After`` when the server
+    sent one, else ``min(max_backoff, backoff * 2**(k-1))`` times a uniform factor in [0.5, 1]
+    (equal jitter); never longer than ``max_backoff`` seconds."""
 
-    max_attempts: int = 6
+    max_retries: int = 5
     backoff: float = 1.0  # seconds, the first delay's upper bound
     max_backoff: float = 60.0  # seconds, the cap of any delay (Retry-After included)
+
+    @property
+    def max_attempts(self) -> int:
+        """Requests sent at most: the first and its retries."""
+        return self.max_retries + 1
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         if retry_after is not None:
@@ -348,6 +355,22 @@ def read_capped(answer: Any, limit: int, *, cut: bool = False) -> bytes:
             raise _TooLarge
 
 
+class HttpSettings(Protocol):
+    """An HTTP client's settings, as a backend derives them from its section: the one
+    declaration of each (``corpus_audit.core.config_values``: ``HTTP_*``) under the section's
+    key names. ``config_keys`` maps each field to its ``section.key``."""
+
+    base_url: str
+    key_env: str
+    timeout: float  # seconds one request may take in all, > 0
+    max_retries: int  # requests after the first, >= 0
+    backoff: float  # seconds, >= 0
+    max_backoff: float  # seconds, >= 0
+    concurrency: int  # requests in flight, >= 1
+    max_body_mb: float  # largest answer body in MB, > 0
+    config_keys: dict[str, str]
+
+
 class ApiClient:
     """POST JSON to an OpenAI-compatible API with retries (see the module docstring).
 
@@ -400,6 +423,28 @@ class ApiClient:
         self._watch_lock = threading.Lock()
         self.stats = {"requests": 0, "retries": 0, "retry_after_waits": 0}
         self._stats_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(
+        cls, http: HttpSettings, *, require_key: bool = True, **extra: Any
+    ) -> ApiClient:
+        """The client of a backend's HTTP settings (:class:`HttpSettings`, derived from
+        ``study.toml``: the images client's ``generate.api_*``, the chat client's ``llm.*``),
+        its messages naming the backend's own keys; ``extra``: :meth:`__init__`'s other
+        arguments (``environ``, ``sleep``, ``seed``)."""
+        keys = http.config_keys
+        return cls(
+            http.base_url,
+            key_env=http.key_env,
+            timeout=http.timeout,
+            policy=RetryPolicy(http.max_retries, http.backoff, http.max_backoff),
+            concurrency=http.concurrency,
+            require_key=require_key,
+            max_body_bytes=int(http.max_body_mb * 2**20),
+            key_setting=keys["key_env"],
+            timeout_setting=keys["timeout"],
+            **extra,
+        )
 
     def __repr__(self) -> str:  # never the key
         return f"ApiClient({self.base_url!r}, key_env={self.key_env!r})"

@@ -38,6 +38,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from corpus_audit.backends import boundary
+from corpus_audit.core.config_models import CLASSIFIERS as REGISTRY  # "module:CLASSIFIERS"
+from corpus_audit.core.config_options import backend_options
 from corpus_audit.core.devices import resolve_device
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
@@ -69,10 +71,14 @@ class ClassifierBackend:
     ``build(label, *, device, seed)`` and ``row_id(label)`` take a :class:`LabelSection`;
     ``row_id`` is what ``labels.classifier`` holds for the rows the built classifier writes
     (its ``id``), so a stage can find what a run already labelled before loading a model.
+    ``options``: the classifier's own settings, a dataclass declared like study.toml's keys
+    (:mod:`corpus_audit.core.config_options`), given in ``[label.options]``, checked with the
+    config and passed to ``build`` as ``options=`` (an instance); None: no options.
     """
 
     build: Callable[..., GenderClassifier]
     row_id: Callable[[Any], str]
+    options: type | None = None
 
 
 def is_untrained(classifier: str) -> bool:
@@ -556,7 +562,12 @@ def build_classifier(label: Any, *, device: str = "auto", seed: int = 0) -> Gend
     name = label.classifier
     backend = _backend(name)
     who, plugin = boundary.backend_name(CLASSIFIERS, name), boundary.is_plugin(CLASSIFIERS, name)
-    built = boundary.call(who, plugin, "build", backend.build, label, device=device, seed=seed)
+    extra = {}
+    if backend.options is not None:  # its [label.options], checked and typed
+        extra["options"] = backend_options(REGISTRY, name, label.options, "label.options")
+    built = boundary.call(
+        who, plugin, "build", backend.build, label, device=device, seed=seed, **extra
+    )
     if not callable(getattr(built, "p_female", None)):
         raise ModelError(f"{who}: build returned {boundary.shown(built)}, which has no p_female")
     boundary.check_id(getattr(built, "id", None), who, "the classifier's id")

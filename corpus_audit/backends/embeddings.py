@@ -42,12 +42,12 @@ import numpy as np
 
 from corpus_audit.backends import boundary
 from corpus_audit.core import slugs
-from corpus_audit.core.config import PRECISIONS  # declared with neighbors.precision
+from corpus_audit.core.config import NeighborsSection, derived_from
 from corpus_audit.core.devices import (
     release_memory,
     resolve_device,  # noqa: F401  (re-exported)
 )
-from corpus_audit.core.errors import BackendOutputError, ModelError
+from corpus_audit.core.errors import BackendOutputError, ConfigError, ModelError
 from corpus_audit.core.model_sources import sbert_source
 from corpus_audit.core.registry import Registry
 
@@ -144,6 +144,14 @@ def available_embedders() -> list[str]:
     return sorted(EMBEDDERS)
 
 
+@derived_from(NeighborsSection, "engine.device", "precision", "batch_size", "max_seq_length")
+class EmbedderSettings:
+    """What an embedder's factory is given besides its model (:func:`load_embedder`), derived
+    from the ``[neighbors]`` declarations (``engine.device``): ``precision`` auto | fp32 |
+    bf16 | fp16, ``batch_size`` texts per batch (0 = per device), ``max_seq_length`` tokens
+    (0 = the model's own)."""
+
+
 def load_embedder(
     model: str = DEFAULT_MODEL,
     *,
@@ -164,8 +172,12 @@ def load_embedder(
             f"neighbors.embedder: unknown embedder '{backend}' "
             f"(registered: {', '.join(available_embedders())})"
         )
-    if precision not in PRECISIONS:
-        raise ModelError(f"neighbors.precision: {precision!r} is not one of {list(PRECISIONS)}")
+    try:  # the declarations' checks and messages (neighbors.precision: 'x' is not one of ...)
+        EmbedderSettings(
+            device=device, precision=precision, batch_size=batch_size, max_seq_length=max_seq_length
+        )
+    except ConfigError as exc:
+        raise ModelError(str(exc)) from None
     device = resolve_device(device)
     key = (backend, model, device, precision, int(batch_size), int(max_seq_length))
     with _LOCK:

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus_audit.backends.api_client import ApiClient, ApiRefusal, RetryPolicy, utcnow
+from corpus_audit.backends.api_client import ApiClient, ApiRefusal, utcnow
 from corpus_audit.backends.generators import GeneratedImage, GenerationSettings
 from corpus_audit.core.config import GenerateSection, derived_from
 from corpus_audit.core.errors import ApiError
@@ -132,15 +132,7 @@ class OpenAIImagesGenerator:
             ApiImageOptions.from_config(config) if config is not None else ApiImageOptions()
         )
         self.prices = dict(getattr(config, "api_prices", {}) or {})
-        o = self.options
-        self.client = ApiClient(
-            o.base_url,
-            key_env=o.key_env,
-            timeout=o.timeout,
-            policy=RetryPolicy(o.max_retries + 1, o.backoff, o.max_backoff),
-            concurrency=o.concurrency,
-            max_body_bytes=int(o.max_body_mb * 2**20),
-        )
+        self.client = ApiClient.from_settings(self.options)
 
     def payload(self, prompt: str) -> dict[str, Any]:
         body: dict[str, Any] = {

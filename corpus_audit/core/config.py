@@ -21,7 +21,7 @@ import hashlib
 import json
 import tomllib
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,9 +101,11 @@ class StudyConfig:
         return p if p.is_absolute() else (self.root / p)
 
     def to_dict(self) -> dict[str, Any]:
-        """The config as plain data (what ``study.toml`` holds)."""
+        """The config as plain data (what ``study.toml`` holds); an empty table declared
+        ``omit_empty`` (a backend's options) is left out, so that a section's hash is what it
+        was before the table existed."""
         return {
-            f.name: dataclasses.asdict(getattr(self, f.name))
+            f.name: section_dict(getattr(self, f.name))
             for f in dataclasses.fields(self)
             if f.metadata.get("file", True)
         }
@@ -117,8 +119,8 @@ class StudyConfig:
         for name in sections:
             section, _, key = name.partition(".")
             keys = [key] if key else list(data[section])
-            for k in keys:
-                out[f"{section}.{k}"] = data[section][k]
+            for k in keys:  # an omitted empty table named alone: its value, {}
+                out[f"{section}.{k}"] = data[section].get(k, getattr(getattr(self, section), k))
         return out
 
     def section_hash(self, *sections: str) -> str:
@@ -131,9 +133,22 @@ class StudyConfig:
         chosen = {}
         for name in sections or tuple(data):
             section, _, key = name.partition(".")
-            chosen[name] = data[section][key] if key else data[section]
+            chosen[name] = (
+                data[section].get(key, getattr(getattr(self, section), key))
+                if key
+                else data[section]
+            )
         blob = json.dumps(chosen, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def section_dict(section: Any) -> dict[str, Any]:
+    """One section as plain data, its empty ``omit_empty`` tables left out."""
+    data = dataclasses.asdict(section)
+    for f in dataclasses.fields(section):
+        if f.metadata.get("omit_empty") and not data[f.name]:
+            del data[f.name]
+    return data
 
 
 @functools.cache
@@ -163,9 +178,11 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
     keeps its key's type, default, constraints and help, so a value is checked by the one
     checker (:func:`check_fields`) with the same message as in study.toml, naming
     ``section.key``. The class's ``rules()``, if any, then checks the rules across fields.
-    ``cls.from_config(config)`` builds it from a :class:`StudyConfig`, or from an instance of
-    ``section`` when every derived key is one of its own (the class's own fields keep their
-    defaults).
+    ``cls.from_config(config)`` builds it from a :class:`StudyConfig`, from an instance of
+    ``section`` when every derived key is one of its own, or from a mapping of those keys'
+    names to values (``{"timeout_s": 30}``: the keys it lacks keep their defaults); the
+    class's own fields keep their defaults. ``cls.config_keys`` maps each derived field to
+    its ``section.key`` (what a backend's own message names).
     """
 
     def wrap(cls: type) -> type:
@@ -205,6 +222,9 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
                 rules()
 
         def from_config(kind: type, config: Any) -> Any:
+            if isinstance(config, Mapping):
+                return kind(**{f: config[k] for f, (_, k) in sources.items() if k in config})
+
             def section_of(home: str) -> Any:
                 return getattr(config, home) if isinstance(config, StudyConfig) else config
 
@@ -212,6 +232,7 @@ def derived_from(section: type, *names: str) -> Callable[[type], type]:
 
         cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
         cls.from_config = classmethod(from_config)  # type: ignore[attr-defined]
+        cls.config_keys = dict(keys)  # type: ignore[attr-defined]
         return dataclass(frozen=True)(cls)
 
     return wrap

@@ -56,7 +56,8 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or "." not in key:
         raise ConfigError(f"{text!r}: expected section.key=VALUE (e.g. label.classifier=clip)")
-    found = setting(key)
+    base, _ = table_key(key)
+    found = setting(base)
     raw = raw.strip()
     try:
         raw.encode("utf-8")
@@ -67,6 +68,8 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     try:
         return key, tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
+        if table_key(key)[1] and not raw.startswith(('"', "'")):
+            return key, raw  # a table's entry of a type only its backend knows: text
         raise ConfigError(
             f'{key}: {raw!r} is not a {found.type} value (TOML: 0.5, true, ["a"], "text")'
         ) from None
@@ -104,7 +107,19 @@ def set_config(study_dir: Path | str, assignments: list[str]) -> list[tuple[str,
         return _set_config(root, [parse_assignment(text) for text in assignments])
 
 
-KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+
+
+def table_key(key: str) -> tuple[str, str]:
+    """``label.options.alpha`` -> (``label.options``, ``alpha``): one entry of a table
+    setting (a backend's options); ``section.key`` -> (it, ``""``). An unknown key, or a
+    third part on a setting that is not a table, is a :class:`ConfigError`."""
+    section, _, rest = key.partition(".")
+    name, _, entry = rest.partition(".")
+    base = f"{section}.{name}"
+    if setting(base).type != "table" and entry:  # an unknown key: named with the known ones
+        raise ConfigError(f"{key}: {base} is not a table (section.key=VALUE)")
+    return base, entry
 
 
 def _plain(key: str, value: Any) -> None:
@@ -138,7 +153,7 @@ def set_values(study_dir: Path | str, settings: dict[str, Any]) -> list[tuple[st
     for key, value in settings.items():
         if not isinstance(key, str) or not KEY.fullmatch(key):
             raise ConfigError(f"{printable(repr(key))[:200]}: a setting is named section.key")
-        setting(key)  # an unknown key: named with the known ones
+        table_key(key)  # an unknown key: named with the known ones
         _plain(key, value)
         pairs.append((key, list(value) if isinstance(value, tuple) else value))
     root = Path(study_dir)
@@ -146,18 +161,33 @@ def set_values(study_dir: Path | str, settings: dict[str, Any]) -> list[tuple[st
         return _set_config(root, pairs)
 
 
+def _whole_tables(config: Any, pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``pairs`` with each table entry (``label.options.alpha``) folded into its whole table
+    (``label.options``: the table the config holds, the entries set), in first-named order."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        base, entry = table_key(key)
+        if not entry:
+            out[key] = value
+            continue
+        section, _, name = base.partition(".")
+        table = out.get(base, dict(getattr(getattr(config, section), name)))
+        out[base] = {**table, entry: value}
+    return list(out.items())
+
+
 def _set_config(root: Path, pairs: list[tuple[str, Any]]) -> list[tuple[str, Any, Any]]:
     """:func:`set_config`'s work, done while the study's config lock is held."""
     path = root / CONFIG_NAME
-    effective = load_config(root).to_dict()  # the file must be valid now, and exist
+    config = load_config(root)  # the file must be valid now, and exist
     try:
         doc = tomlkit.parse(path.read_text(encoding="utf-8"))
     except tomlkit.exceptions.ParseError as exc:  # tomllib read it, tomlkit cannot edit it
         raise ConfigError(f"{path}: cannot be edited in place: {exc}") from None
-    changes = []
-    for key, value in pairs:
+    changes: list[tuple[str, Any, Any]] = []
+    for key, value in _whole_tables(config, pairs):
         section, _, name = key.partition(".")
-        changes.append((key, effective[section][name], value))
+        changes.append((key, getattr(getattr(config, section), name), value))
         _set(doc, section, name, toml_item(value))
     written = tomlkit.dumps(doc)
     try:

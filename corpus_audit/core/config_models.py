@@ -16,17 +16,13 @@ from corpus_audit.core.config_fields import (
     Registered,
     Rule,
 )
+from corpus_audit.core.config_options import BackendOptions, check_options, options_field
 from corpus_audit.core.config_values import (
     CAPTION_PROMPTS,
     CORRECTION_SCOPES,
     COUNT,
     DTYPES,
-    HTTP_BACKOFF,
-    HTTP_CONCURRENCY,
-    HTTP_MAX_BACKOFF,
-    HTTP_MAX_BODY_MB,
-    HTTP_MAX_RETRIES,
-    HTTP_TIMEOUT,
+    HTTP_BASE,
     IMAGE_SIMILARITY,
     KEY_NAME_RULE,
     MAX_RESAMPLES,
@@ -36,7 +32,19 @@ from corpus_audit.core.config_values import (
     UNIT,
     Section,
     check_image_sources,
+    http_keys,
 )
+
+CLASSIFIERS = "corpus_audit.backends.classifiers:CLASSIFIERS"  # label.classifier's registry
+
+
+def sent_when_set(choices: str) -> Any:
+    """A text option of the images API, sent with a request only when it is not empty."""
+    return Annotated[str, Help(f"{choices} (DALL-E 3); empty = the API's default, not sent")]
+
+
+API_QUALITY = sent_when_set("standard | hd")  # generate.api_quality
+API_STYLE = sent_when_set("vivid | natural")  # generate.api_style
 
 
 @dataclass
@@ -86,7 +94,7 @@ class LabelSection(Section):
     min_face_fraction: Annotated[float, UNIT, Help("of image height or width")] = 0.10
     classifier: Annotated[
         str,
-        Registered("corpus_audit.backends.classifiers:CLASSIFIERS"),
+        Registered(CLASSIFIERS),
         Help("agegender | clip (classifiers.CLASSIFIERS)"),
     ] = "agegender"
     clip_model: Annotated[str, Help("open_clip architecture of the clip classifier")] = "ViT-L-14"
@@ -133,9 +141,14 @@ class LabelSection(Section):
     skin_min_pixels: Annotated[
         int, COUNT, Help("fewer skin pixels kept than this: skin tone unmeasurable")
     ] = 200
+    options: BackendOptions = options_field()  # [label.options]: the classifier's own
+
+    def rules(self) -> None:
+        check_options(CLASSIFIERS, self.classifier, self.options, "label.options")
 
 
 @dataclass
+@http_keys("api_style", prefix="api_")
 class GenerateSection(Section):
     """Text-to-image generation (METHODS 1.3)."""
 
@@ -169,7 +182,11 @@ class GenerateSection(Section):
     batch_size: Annotated[int, COUNT, Help("images per generation batch (memory vs speed)")] = 8
     dtype: Annotated[str, OneOf(DTYPES), Help("auto | float16 | bfloat16 | float32")] = "auto"
     paraphraser: Annotated[
-        str, Help("local path or hub id of a text2text / causal LM; empty = off")
+        str,
+        Help(
+            "local path or hub id of a text2text / causal LM, or <backend>:<model> of a text "
+            "generator (llm.models' backends); empty = off"
+        ),
     ] = ""
     scheduler: Annotated[
         str, Help('diffusers scheduler class, e.g. "DDIMScheduler"; empty = the model\'s own')
@@ -193,7 +210,7 @@ class GenerateSection(Section):
     ] = False
     api_base: Annotated[
         str,
-        Rule(lambda v: v.startswith(("http://", "https://")), "must start with http(s)://"),
+        HTTP_BASE,
         Help(
             "the base URL of the OpenAI-compatible images API (any compatible server) of the "
             '"openai:<model>" entries of models (docs/generate.md)'
@@ -210,18 +227,10 @@ class GenerateSection(Section):
     api_size: Annotated[str, Help("image size sent with each request, e.g. 1024x1792")] = (
         "1024x1024"
     )
-    api_quality: Annotated[
-        str, Help("standard | hd (DALL-E 3); empty = the API's default, not sent")
-    ] = ""
-    api_style: Annotated[
-        str, Help("vivid | natural (DALL-E 3); empty = the API's default, not sent")
-    ] = ""
-    api_concurrency: HTTP_CONCURRENCY = 4
-    api_timeout: HTTP_TIMEOUT = 120.0
-    api_max_body_mb: HTTP_MAX_BODY_MB = 64.0
-    api_max_retries: HTTP_MAX_RETRIES = 5
-    api_backoff: HTTP_BACKOFF = 1.0
-    api_max_backoff: HTTP_MAX_BACKOFF = 60.0
+    api_quality: API_QUALITY = ""
+    api_style: API_STYLE = ""
+    # here: api_concurrency, api_timeout, api_max_body_mb, api_max_retries, api_backoff,
+    # api_max_backoff (the HTTP client's keys, declared once: config_values.http_keys)
     api_prices: Annotated[
         dict[str, Annotated[float, NOT_NEGATIVE]],
         Help(

@@ -20,12 +20,7 @@ from corpus_audit.core.config_values import (
     BASES,
     COUNT,
     DTYPES,
-    HTTP_BACKOFF,
-    HTTP_CONCURRENCY,
-    HTTP_MAX_BACKOFF,
-    HTTP_MAX_BODY_MB,
-    HTTP_MAX_RETRIES,
-    HTTP_TIMEOUT,
+    HTTP_BASE,
     KEY_NAME_RULE,
     LLM_GENDERS,
     MAX_LLM_TEXTS,
@@ -40,8 +35,11 @@ from corpus_audit.core.config_values import (
     check_feedback_writer,
     check_text_generator,
     check_variant_columns,
+    http_keys,
 )
 from corpus_audit.core.errors import ConfigError
+
+LLM_TEXTS_CAP = Cap(MAX_LLM_TEXTS, "texts planned per pair")  # llm.n, llm.max_texts
 
 
 @dataclass
@@ -206,6 +204,7 @@ class TextsSection(Section):
 
 
 @dataclass
+@http_keys("n_per_request", seconds="_s", concurrency=8, max_retries=6)
 class LlmSection(Section):
     """LLM-written biographies and personas for who-vs-how (the ``llm_texts`` stage; "More of
     the Same"; docs/who_vs_how.md). ``enabled`` makes the study an LLM study: ``corpus-audit
@@ -244,7 +243,7 @@ class LlmSection(Section):
     n: Annotated[
         int,
         COUNT,
-        Cap(MAX_LLM_TEXTS, "texts planned per pair"),
+        LLM_TEXTS_CAP,
         Help("texts per specified pair; per side (women, men) for unspecified prompts"),
     ] = 100
     abandon_below: Annotated[
@@ -252,7 +251,7 @@ class LlmSection(Section):
     ] = 0.1
     max_texts: Annotated[
         int,
-        Cap(MAX_LLM_TEXTS, "texts planned per pair"),
+        LLM_TEXTS_CAP,
         Help("cap of texts per unspecified (occupation, prompt), >= n"),
     ] = 2000
     temperature: Annotated[
@@ -267,7 +266,7 @@ class LlmSection(Section):
     send_seed: Annotated[bool, Help("send each request's seed to backends that take one")] = True
     api_base: Annotated[
         str,
-        Rule(lambda v: v.startswith(("http://", "https://")), "must start with http(s)://"),
+        HTTP_BASE,
         Help(
             "openai: the server, e.g. http://localhost:8000/v1 (vLLM), "
             "http://localhost:11434/v1 (Ollama)"
@@ -286,12 +285,8 @@ class LlmSection(Section):
     n_per_request: Annotated[
         int, COUNT, Help("openai: completions per HTTP request (1: servers ignoring n)")
     ] = 100
-    concurrency: HTTP_CONCURRENCY = 8
-    timeout_s: HTTP_TIMEOUT = 120.0
-    max_body_mb: HTTP_MAX_BODY_MB = 64.0
-    max_retries: HTTP_MAX_RETRIES = 6
-    backoff_s: HTTP_BACKOFF = 1.0
-    max_backoff_s: HTTP_MAX_BACKOFF = 60.0
+    # here: concurrency, timeout_s, max_body_mb, max_retries, backoff_s, max_backoff_s (the
+    # HTTP client's keys, declared once: config_values.http_keys)
     batch_size: Annotated[int, COUNT, Help("transformers: sequences per generate() call")] = 16
     dtype: Annotated[
         str, OneOf(DTYPES), Help("transformers: auto | float16 | bfloat16 | float32")

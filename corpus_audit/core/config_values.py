@@ -9,6 +9,7 @@ with a grammar (memory sizes, prompt sets, image sources, ...). The sections the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from corpus_audit.core.config_fields import Help, OneOf, Range, Rule, check_fields
@@ -56,7 +57,8 @@ FINITE_NOT_NEGATIVE = Range(ge=0, finite=True)
 
 # The HTTP client settings (backends/api_client.py), declared once and shared by the images
 # client ([generate] api_*) and the chat client ([llm]); retries count the requests after the
-# first one (0: ask once).
+# first one (0: ask once). A section holds them through :func:`http_keys`.
+HTTP_BASE = Rule(lambda v: v.startswith(("http://", "https://")), "must start with http(s)://")
 HTTP_CONCURRENCY = Annotated[int, COUNT, Help("API models: HTTP requests in flight at once")]
 HTTP_TIMEOUT = Annotated[
     float,
@@ -86,6 +88,43 @@ HTTP_MAX_BACKOFF = Annotated[
     FINITE_NOT_NEGATIVE,
     Help("API models: longest wait between attempts in seconds (Retry-After too)"),
 ]
+#: the HTTP client's keys in file order: role -> (declaration, default)
+HTTP_KEYS: dict[str, tuple[Any, Any]] = {
+    "concurrency": (HTTP_CONCURRENCY, 4),
+    "timeout": (HTTP_TIMEOUT, 120.0),
+    "max_body_mb": (HTTP_MAX_BODY_MB, 64.0),
+    "max_retries": (HTTP_MAX_RETRIES, 5),
+    "backoff": (HTTP_BACKOFF, 1.0),
+    "max_backoff": (HTTP_MAX_BACKOFF, 60.0),
+}
+HTTP_DURATIONS = ("timeout", "backoff", "max_backoff")  # seconds
+
+
+def http_keys(
+    after: str, *, prefix: str = "", seconds: str = "", **defaults: Any
+) -> Callable[[type], type]:
+    """Class decorator, under ``@dataclass``: the section's HTTP client keys (:data:`HTTP_KEYS`,
+    each declared once) right after its key ``after``, named ``prefix + role`` (``+ seconds``
+    for a duration: ``timeout_s``), with ``defaults`` by role where the section's differ."""
+
+    def wrap(cls: type) -> type:
+        out: dict[str, Any] = {}
+        for key, annotation in cls.__dict__.get("__annotations__", {}).items():
+            out[key] = annotation
+            if key != after:
+                continue
+            for role, (declaration, default) in HTTP_KEYS.items():
+                name = prefix + role + (seconds if role in HTTP_DURATIONS else "")
+                out[name] = declaration
+                setattr(cls, name, defaults.get(role, default))
+        if set(defaults) - set(HTTP_KEYS) or after not in out:
+            raise TypeError(f"{cls.__name__}: http_keys({after!r}, {sorted(defaults)})")
+        cls.__annotations__ = out
+        return cls
+
+    return wrap
+
+
 UNIT = Range(ge=0, le=1)  # a share or a probability
 VARIANT = Rule(
     lambda v: bool(VARIANT_NAME.fullmatch(v)), "is not a variant name (1-40 of a-z, 0-9, _)"

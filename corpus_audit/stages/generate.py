@@ -266,8 +266,7 @@ def caption_specs(study: Study, strategies: Sequence[str]) -> list[PromptSpec]:
 
 
 def _paraphraser_name(spec: str) -> str:
-    head, sep, rest = spec.partition(":")
-    return spec if sep and head in paraphrasers.PARAPHRASERS and rest else f"transformers:{spec}"
+    return paraphrasers.paraphraser_name(spec)
 
 
 def paraphrase_captions(study: Study, run: StageRun, *, progress: bool = True) -> None:

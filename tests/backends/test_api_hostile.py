@@ -93,7 +93,8 @@ def test_both_clients_refuse_before_sending(monkeypatch):
     with pytest.raises(ModelError, match="not sent to 'collector.example'") as err:
         chat("https://collector.example/v1", api_key_env="MY_API_KEY")
     assert SECRET not in str(err.value)
-    with pytest.raises(ModelError, match="must end in _API_KEY or _TOKEN"):
+    # the chat client's settings are checked by their study.toml declarations (issue 45)
+    with pytest.raises(ModelError, match="llm.api_key_env: 'HOME' must be empty or a variable"):
         chat("http://127.0.0.1:9/v1", api_key_env="HOME")
     with pytest.raises(ApiError, match="generate.api_key_env: the key in MY_API_KEY"):
         ApiClient("https://collector.example/v1", key_env="MY_API_KEY")
@@ -128,7 +129,7 @@ def test_cancel_wakes_the_waits_and_ends_the_requests_in_flight():
 
     with ChatServer(echo, raw=raw) as server:
         client = ApiClient(server.url, key_env="", require_key=False, timeout=60,
-                           policy=RetryPolicy(3, 0.01, 3600), concurrency=2)  # fmt: skip
+                           policy=RetryPolicy(2, 0.01, 3600), concurrency=2)  # fmt: skip
         results = []
         threads = [
             threading.Thread(target=lambda: results.append(_post(client)), daemon=True)
@@ -306,7 +307,7 @@ def test_a_connection_closed_mid_answer_and_a_non_http_answer_are_retried():
 
     with ChatServer(echo, raw=raw) as server:
         client = ApiClient(server.url, key_env="", require_key=False, timeout=5,
-                           policy=RetryPolicy(3, 0.01, 0.05))  # fmt: skip
+                           policy=RetryPolicy(2, 0.01, 0.05))  # fmt: skip
         answer = client.post_json("chat/completions", {"messages": [{"content": "x"}]})
     assert answer.attempts == 3 and answer.body["choices"][0]["message"]["content"]
 

@@ -209,7 +209,7 @@ def test_client_honours_retry_after_and_gives_up_after_bounded_attempts(key):
     with ImagesServer(image_for, expected_key=key, retry_after="7",
                       plan={"p": ["429", "ok"], "q": ["500"] * 10}) as server:  # fmt: skip
         client = ApiClient(server.base_url, key_env=KEY_ENV, timeout=2,
-                           policy=RetryPolicy(max_attempts=3, backoff=0.5, max_backoff=60),
+                           policy=RetryPolicy(max_retries=2, backoff=0.5, max_backoff=60),
                            sleep=slept.append, seed=1)  # fmt: skip
         answer = client.post_json("images/generations", {"prompt": "p"})
         assert answer.attempts == 2 and slept == [7.0]  # Retry-After, not the backoff

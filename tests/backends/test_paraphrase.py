@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 import test_generate as tg
 
-from corpus_audit.backends import paraphrasers as paraphrase_module
+from corpus_audit.backends import text_generators
 from corpus_audit.backends.fakes.paraphrasers import random_paraphraser_model
 from corpus_audit.backends.paraphrasers import (
     INSTRUCTION,
-    PARAPHRASERS,
-    TransformersParaphraser,
+    TextParaphraser,
     clean_output,
     instruction,
     keeps_occupation,
     load_paraphraser,
+    paraphraser_name,
 )
+from corpus_audit.backends.text_generators import TEXT_GENERATORS, Completion
 from corpus_audit.core.errors import ModelError
 from corpus_audit.core.registry import Registry
 from corpus_audit.methods.lexicon import load_occupations
@@ -81,7 +82,7 @@ def test_clean_output():
 def test_greedy_paraphrases_are_deterministic(tiny_lm):
     para = load_paraphraser(str(tiny_lm), device="cpu", max_new_tokens=12, batch_size=2)
     first = para.paraphrase(ITEMS)
-    again = TransformersParaphraser(str(tiny_lm), device="cpu", max_new_tokens=12, batch_size=3)
+    again = load_paraphraser(str(tiny_lm), device="cpu", max_new_tokens=12, batch_size=3)
     assert len(first) == len(ITEMS) and all(isinstance(t, str) for t in first)
     assert first == para.paraphrase(ITEMS) == again.paraphrase(ITEMS)  # batching changes nothing
     info = para.describe()
@@ -125,7 +126,7 @@ def test_stage_stores_paraphrases_next_to_captions(
     pairs = sorted((occ, cid) for occ, cids in tables["samples"].items() for cid in cids)
     assert sorted((r[1], r[0]) for r in rows) == pairs
     occupations = {o.name: o for o in load_occupations()}
-    direct = TransformersParaphraser(str(lm), device="cpu", max_new_tokens=8)
+    direct = load_paraphraser(str(lm), device="cpu", max_new_tokens=8)
     expected = direct.paraphrase(
         [(tables["texts"][cid], occupations[occ].display) for cid, occ, *_ in rows]
     )
@@ -145,7 +146,7 @@ def test_stage_stores_paraphrases_next_to_captions(
     def refuse(self, items):
         raise AssertionError("paraphrased twice")
 
-    monkeypatch.setattr(TransformersParaphraser, "paraphrase", refuse)
+    monkeypatch.setattr(TextParaphraser, "paraphrase", refuse)
     again = generate(study, progress=False)
     assert again.skipped and again.rows_out == 0
     assert study.count("paraphrases") == len(rows)
@@ -168,14 +169,19 @@ def test_lost_occupation_is_counted_and_skipped(
     assert f"{lost} lost the occupation word" in " ".join(run.messages)
 
 
-class EchoParaphraser:
-    """A backend that returns the caption unchanged: exercises the registry and the kept path."""
+class EchoGenerator:
+    """A text generator that answers each instruction with its caption: a paraphraser is a
+    text generator registered once (issue 45), asked greedily, one completion per caption."""
 
-    def __init__(self, model, **_):
-        self.name = f"echo:{model}"
+    def __init__(self, model, settings, **_):
+        assert settings.temperature == 0 and settings.max_tokens == 8  # greedy, the cap
+        self.name, self.settings = f"echo:{model}", settings
 
-    def paraphrase(self, items):
-        return [caption for caption, _occupation in items]
+    def stream(self, requests):
+        for i, request in enumerate(requests):
+            assert request.n == 1
+            caption = request.prompt.split("Phrase/Sentence: ", 1)[1]
+            yield i, [Completion(text=caption, finish_reason="stop")]
 
     def describe(self):
         return {"backend": "echo"}
@@ -184,14 +190,16 @@ class EchoParaphraser:
         pass
 
 
-def test_registered_backend_and_kept_paraphrases_become_prompts(
+def test_a_paraphraser_is_a_text_generator_and_kept_paraphrases_become_prompts(
     make_study, laion_path, tiny_sd, monkeypatch
 ):
-    registry = Registry("paraphraser")  # the built-in backends and this test's, for this test
-    for name, factory in PARAPHRASERS.items():
+    registry = Registry("text generator")  # the built-in backends and this test's
+    for name, factory in TEXT_GENERATORS.items():
         registry.register(name, factory)
-    registry.register("echo", EchoParaphraser)
-    monkeypatch.setattr(paraphrase_module, "PARAPHRASERS", registry)
+    registry.register("echo", EchoGenerator)
+    monkeypatch.setattr(text_generators, "TEXT_GENERATORS", registry)
+    assert paraphraser_name("echo:identity") == "echo:identity"
+    assert paraphraser_name("some/hub-id") == "transformers:some/hub-id"
     study, tables = _paraphrase_study(make_study, laion_path, tiny_sd, "echo:identity")
     with pytest.warns(UserWarning, match="truncated"):  # the long scientist captions
         generate(study, progress=False)

@@ -193,7 +193,7 @@ def tiny_t5(tmp_path_factory) -> Path:
 
 
 def test_rewrite_kind_wraps_the_paraphraser(tiny_t5):
-    from corpus_audit.backends.paraphrasers import TransformersParaphraser
+    from corpus_audit.backends.paraphrasers import load_paraphraser
 
     with pytest.raises(ModelError, match="no model given"):
         load_captioner("paraphrase:")
@@ -206,7 +206,7 @@ def test_rewrite_kind_wraps_the_paraphraser(tiny_t5):
         CaptionInput(2, text="Portrait of a chef", occupation="chef"),
         CaptionInput(3, text="Two pilots in the cockpit", occupation="pilot"),
     ]
-    direct = TransformersParaphraser(str(tiny_t5), max_new_tokens=10, batch_size=2).paraphrase(
+    direct = load_paraphraser(str(tiny_t5), max_new_tokens=10, batch_size=2).paraphrase(
         [(i.text, i.occupation) for i in items]
     )
     assert rewrite.caption(items) == [" ".join(t.split()) for t in direct]

@@ -14,11 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from corpus_audit.backends.api_client import ApiClient
 from corpus_audit.backends.captioners import CaptionSettings
+from corpus_audit.backends.embeddings import EmbedderSettings
 from corpus_audit.backends.generators import GenerationSettings
 from corpus_audit.backends.openai_images import ApiImageOptions
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.backends.text_generators import SamplingSettings
+from corpus_audit.backends.text_generators.openai_chat import ChatClientSettings
+from corpus_audit.backends.text_generators.transformers_lm import LocalLMSettings
 from corpus_audit.core.config import (
     RETIRED_KEYS,
     GenerateSection,
@@ -116,6 +120,9 @@ def test_the_help_shows_the_declaration() -> None:
         (StoreOptions, "storage", {"endpoint_url", "region", "anonymous", "retries"}),
         (FilterSettings, "label", {"threshold", "min_face_fraction", "count_small_faces"}),
         (TaggerSettings, "indicators", {"use_names", "spacy_model", "ner_batch_size"}),
+        (ChatClientSettings, "llm", {"concurrency", "n_per_request", "max_retries"}),
+        (LocalLMSettings, "llm", {"batch_size", "dtype"}),
+        (EmbedderSettings, "neighbors", {"precision", "batch_size", "max_seq_length"}),
     ],
 )
 def test_backend_settings_are_derived_from_their_section(settings, section, keys) -> None:
@@ -174,6 +181,58 @@ def test_derived_settings_follow_the_config(tmp_path: Path) -> None:
         assert pickle.loads(pickle.dumps(settings)) == settings
     with pytest.raises(dataclasses.FrozenInstanceError):
         generation.steps = 4  # type: ignore[misc]
+
+
+HTTP_FIELDS = ("base_url", "key_env", "timeout", "max_retries", "backoff", "max_backoff",
+               "concurrency", "max_body_mb")  # fmt: skip
+
+
+def test_the_http_client_settings_are_declared_once_and_mean_the_same() -> None:
+    """The images client (generate.api_*) and the chat client (llm.*) derive the same HTTP
+    settings from the same declarations (config_values.HTTP_*); retries count the requests
+    after the first in both, and one constructor turns either into the client."""
+    images, chat = hints(ApiImageOptions), hints(ChatClientSettings)
+    for name in HTTP_FIELDS[2:]:
+        assert images[name] is chat[name], name  # one declaration, two key names
+    assert ApiImageOptions.config_keys["max_retries"] == "generate.api_max_retries"
+    assert ChatClientSettings.config_keys["timeout"] == "llm.timeout_s"
+    for options in (ApiImageOptions(max_retries=0), ChatClientSettings(max_retries=0)):
+        client = ApiClient.from_settings(options, require_key=False)
+        assert client.policy.max_retries == 0 and client.policy.max_attempts == 1
+        assert client.timeout_setting == options.config_keys["timeout"]
+    with pytest.raises(ConfigError, match=r"^llm\.max_retries: -1 must be >= 0"):
+        ChatClientSettings(max_retries=-1)
+    with pytest.raises(ConfigError, match=r"^generate\.api_max_retries: -1 must be >= 0"):
+        ApiImageOptions(max_retries=-1)
+
+
+def test_the_http_keys_sit_where_the_sections_declare_them() -> None:
+    """``http_keys`` puts the six HTTP keys, each declared once, after the key it names, under
+    the section's names and with its defaults (help, study.toml and hashes keep their order)."""
+    generate = [f.name for f in dataclasses.fields(section_classes()["generate"])]
+    at = generate.index("api_style")
+    assert generate[at + 1 : at + 8] == [
+        "api_concurrency", "api_timeout", "api_max_body_mb", "api_max_retries", "api_backoff",
+        "api_max_backoff", "api_prices",
+    ]  # fmt: skip
+    llm = section_classes()["llm"]
+    names = [f.name for f in dataclasses.fields(llm)]
+    at = names.index("n_per_request")
+    assert names[at + 1 : at + 8] == [
+        "concurrency", "timeout_s", "max_body_mb", "max_retries", "backoff_s", "max_backoff_s",
+        "batch_size",
+    ]  # fmt: skip
+    assert (llm().concurrency, llm().max_retries, GenerateSection().api_max_retries) == (8, 6, 5)
+    assert hints(llm)["timeout_s"] is hints(GenerateSection)["api_timeout"]
+
+
+def test_a_derived_class_reads_a_mapping_of_its_keys() -> None:
+    """``from_config`` of ``{key: value}`` (a backend's keyword options by their key names):
+    the keys given, the others at their defaults, keys of no field ignored."""
+    chat = ChatClientSettings.from_config({"timeout_s": 30, "api_base": "http://h/v1", "x": 1})
+    assert (chat.timeout, chat.base_url, chat.max_retries) == (30.0, "http://h/v1", 6)
+    with pytest.raises(ConfigError, match=r"^llm\.n_per_request: 0 must be >= 1"):
+        ChatClientSettings.from_config({"n_per_request": 0})
 
 
 def test_defaults_of_the_derived_classes_are_the_sections() -> None:

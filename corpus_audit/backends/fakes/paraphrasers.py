@@ -2,7 +2,8 @@
 
 :func:`random_paraphraser_model` saves a ``t5`` (seq2seq) or ``gpt2`` (causal) model with the
 real CLIP tokenizer in the ``save_pretrained`` layout that
-:class:`corpus_audit.backends.paraphrasers.TransformersParaphraser` loads. No stage imports this module.
+:class:`corpus_audit.backends.text_generators.instruction_lm.InstructionLM` loads (the
+``transformers`` text generator's paraphrasing model). No stage imports this module.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from corpus_audit.core.config import LlmSection, derived_from
+from corpus_audit.core.versions import package_versions
 
 REFUSAL_FINISH_REASONS = ("content_filter",)  # a finish reason that means the model refused
 
@@ -80,6 +81,24 @@ class TextGenerator(Protocol):
     def close(self) -> None:
         """Free the model or the connections."""
         ...
+
+
+def model_description(
+    backend: str, model: tuple[str, str], lm: Any, chat: bool, **settings: Any
+) -> dict[str, Any]:
+    """A local transformers model's provenance: ``backend``, ``model`` as ``(key, id)``, the
+    classes of ``lm.model`` and ``lm.tokenizer``, ``chat_template``, the ``settings`` (in
+    order), then the library versions."""
+    key, model_id = model
+    return {
+        "backend": backend,
+        key: model_id,
+        "model_class": type(lm.model).__name__,
+        "tokenizer_class": type(lm.tokenizer).__name__,
+        "chat_template": chat,
+        **settings,
+        "versions": package_versions("transformers", "torch"),
+    }
 
 
 def known_options(cls: type, options: dict[str, Any]) -> dict[str, Any]:

@@ -51,12 +51,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from corpus_audit.backends.api_client import (
-    DEFAULT_MAX_BODY_BYTES,
     ApiClient,
     ApiError,
     ApiRefusal,
     GaveUp,
-    RetryPolicy,
     parse_retry_after,
 )
 from corpus_audit.backends.text_generators.base import (
@@ -64,11 +62,18 @@ from corpus_audit.backends.text_generators.base import (
     Completion,
     SamplingSettings,
     TextRequest,
-    known_options,
 )
-from corpus_audit.core.errors import ModelError, printable
+from corpus_audit.core.config import LlmSection, derived_from
+from corpus_audit.core.errors import ConfigError, ModelError, printable
 
-__all__ = ["DEFAULT_API_BASE", "OpenAIChat", "factory", "parse_retry_after", "split_tokens"]
+__all__ = [
+    "DEFAULT_API_BASE",
+    "ChatClientSettings",
+    "OpenAIChat",
+    "factory",
+    "parse_retry_after",
+    "split_tokens",
+]
 
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 #: the ``refusal`` recorded for a choice whose ``content`` is null (or missing) without a
@@ -93,6 +98,25 @@ def split_tokens(total: int | None, texts: Sequence[str]) -> list[int | None]:
     return shares
 
 
+@derived_from(
+    LlmSection,
+    "base_url=api_base",
+    "key_env=api_key_env",
+    "concurrency",
+    "n_per_request",
+    "timeout=timeout_s",
+    "max_retries",
+    "backoff=backoff_s",
+    "max_backoff=max_backoff_s",
+    "max_body_mb",
+)
+class ChatClientSettings:
+    """The chat client's ``[llm]`` settings (the HTTP client's,
+    :class:`~corpus_audit.backends.api_client.HttpSettings`, and
+    ``n_per_request``), derived from their declarations in :mod:`corpus_audit.core.config`:
+    a value out of range is a :class:`ConfigError` naming ``llm.KEY``."""
+
+
 class OpenAIChat:
     """A chat-completions client (module docstring). ``model`` is the server's model name."""
 
@@ -102,54 +126,25 @@ class OpenAIChat:
         self,
         model: str,
         settings: SamplingSettings,
+        options: ChatClientSettings | None = None,
         *,
-        api_base: str = DEFAULT_API_BASE,
-        api_key_env: str = "OPENAI_API_KEY",
-        concurrency: int = 8,
-        n_per_request: int = 100,
-        timeout_s: float = 120.0,
-        max_retries: int = 6,
-        backoff_s: float = 1.0,
-        max_backoff_s: float = 60.0,
-        max_body_mb: float = DEFAULT_MAX_BODY_BYTES / 2**20,
         environ: Any = None,
     ) -> None:
-        max_body_bytes = int(max_body_mb * 2**20) if math.isfinite(max_body_mb) else 0
-        if max_body_bytes < 1:
-            raise ValueError("max_body_mb must be a finite number > 0")
-        if concurrency < 1 or n_per_request < 1 or max_retries < 0:
-            raise ValueError("concurrency and n_per_request must be >= 1, max_retries >= 0")
-        if not (timeout_s > 0 and backoff_s >= 0 and max_backoff_s >= 0) or not all(
-            math.isfinite(x) for x in (timeout_s, backoff_s, max_backoff_s)
-        ):
-            raise ValueError("timeout_s must be > 0, backoff_s and max_backoff_s >= 0, all finite")
+        """``options``: the client's ``[llm]`` settings (defaults: the keys' defaults);
+        ``environ``: where the key is read (the process's environment by default)."""
+        o = self.options = options or ChatClientSettings()
         self.model = model
         self.name = f"{self.backend}:{model}"
         self.settings = settings
-        self.api_base = api_base.rstrip("/")
+        self.api_base = o.base_url.rstrip("/")
         self.url = f"{self.api_base}/chat/completions"
-        self.api_key_env = api_key_env
-        self.concurrency = concurrency
-        self.n_per_request = n_per_request
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
+        self.api_key_env = o.key_env
+        self.concurrency = o.concurrency
+        self.n_per_request = o.n_per_request
         try:
             # the key is kept only inside the client's header (never in describe() or repr);
             # redirects are not followed; a loopback server is reached directly
-            self.client = ApiClient(
-                self.api_base,
-                key_env=api_key_env,
-                timeout=timeout_s,
-                policy=RetryPolicy(max_retries + 1, backoff_s, max_backoff_s),
-                concurrency=concurrency,
-                require_key=False,
-                max_body_bytes=max_body_bytes,
-                key_setting="llm.api_key_env",
-                timeout_setting="llm.timeout_s",
-                environ=environ,
-            )
+            self.client = ApiClient.from_settings(o, require_key=False, environ=environ)
         except ApiError as exc:
             raise ModelError(f"{self.name}: {exc}") from None
         self._lock = threading.Lock()
@@ -390,9 +385,9 @@ class OpenAIChat:
             "settings": self.settings.as_dict(),
             "n_per_request": self.n_per_request,
             "concurrency": self.concurrency,
-            "timeout_s": self.timeout_s,
-            "max_retries": self.max_retries,
-            "max_backoff_s": self.max_backoff_s,
+            "timeout_s": self.options.timeout,
+            "max_retries": self.options.max_retries,
+            "max_backoff_s": self.options.max_backoff,
             "max_body_bytes": self.client.max_body_bytes,
             "server_checks": dict(self.checks),
         }
@@ -407,5 +402,10 @@ def _int(value: Any) -> int | None:
 
 
 def factory(model: str, settings: SamplingSettings, **options: Any) -> OpenAIChat:
-    """``openai:<model>``: the factory the ``TEXT_GENERATORS`` registry names lazily."""
-    return OpenAIChat(model, settings, **known_options(OpenAIChat, options))
+    """``openai:<model>``: the factory the ``TEXT_GENERATORS`` registry names lazily;
+    ``options`` by their ``[llm]`` key names (``timeout_s=30``; the others it ignores)."""
+    try:
+        client = ChatClientSettings.from_config(options)
+    except ConfigError as exc:  # one line naming the model, as the client's other errors
+        raise ModelError(f"openai:{model}: {exc}") from None
+    return OpenAIChat(model, settings, client, environ=options.get("environ"))

@@ -35,11 +35,20 @@ from corpus_audit.backends.text_generators.base import (
     SamplingSettings,
     TextRequest,
     known_options,
+    model_description,
 )
-from corpus_audit.core.config import DTYPES  # declared with llm.dtype
+from corpus_audit.backends.text_generators.instruction_lm import InstructionLM
+from corpus_audit.core.config import LlmSection, derived_from
 from corpus_audit.core.devices import release_memory, resolve_device
 from corpus_audit.core.errors import ModelError, printable
-from corpus_audit.core.versions import package_versions
+
+
+@derived_from(LlmSection, "batch_size", "dtype", "engine.device")
+class LocalLMSettings:
+    """A local model's ``[llm]`` settings, derived from their declarations: ``batch_size``
+    sequences per ``generate`` call (>= 1), ``dtype`` auto | float16 | bfloat16 | float32,
+    ``device`` (``engine.device``); a value out of range is a :class:`ConfigError` naming
+    ``llm.KEY``."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +123,7 @@ class TransformersLM:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size: {batch_size} must be >= 1")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype: {dtype!r} is not one of {DTYPES}")
+        LocalLMSettings(batch_size=batch_size, dtype=dtype, device=device)  # checked
         self.model_id = model
         self.name = f"{self.backend}:{model}"
         self.settings = settings
@@ -201,18 +207,16 @@ class TransformersLM:
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "model": self.model_id,
-            "model_class": type(self.model).__name__,
-            "tokenizer_class": type(self.tokenizer).__name__,
-            "chat_template": self.chat,
-            "settings": self.settings.as_dict(),
-            "batch_size": self.batch_size,
-            "device": self.device,
-            "dtype": self.dtype,
-            "versions": package_versions("transformers", "torch"),
-        }
+        return model_description(
+            self.backend,
+            ("model", self.model_id),
+            self,
+            self.chat,
+            settings=self.settings.as_dict(),
+            batch_size=self.batch_size,
+            device=self.device,
+            dtype=self.dtype,
+        )
 
     def close(self) -> None:
         self.model = None
@@ -233,3 +237,8 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
 def factory(model: str, settings: SamplingSettings, **options: Any) -> TransformersLM:
     """``transformers:<model>``: the factory the ``TEXT_GENERATORS`` registry names lazily."""
     return TransformersLM(model, settings, **known_options(TransformersLM, options))
+
+
+# the backend's greedy instruction model (seq2seq or causal), for the roles that ask one thing
+# per item: paraphrasing (corpus_audit.backends.paraphrasers), FairCritic's feedback writer
+factory.instruction_model = InstructionLM  # type: ignore[attr-defined]
