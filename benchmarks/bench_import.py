@@ -10,7 +10,7 @@ names a PST prompt id per file (a PST study: ``pst_prompts`` only, no corpus nee
 
 Paths, each into a fresh study, files in the page cache (a warm-up read first):
 
-- ``import_images``: :func:`corpus_audit.commands.import_images.import_images`: read the manifest, match
+- ``import_images``: :func:`corpus_audit.stages.import_images.import_images`: read the manifest, match
   every prompt, check every path, read + SHA-256 + open the header of each file (threads),
   look up earlier imports, write ``images``, ``imported_images`` and ``image_imports`` in one
   transaction;
@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from corpus_audit.commands.import_images import import_images
+    from corpus_audit.stages.import_images import import_images
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

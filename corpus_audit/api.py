@@ -39,7 +39,6 @@ from corpus_audit.backends.classifiers import ClassifierBackend as ClassifierBac
 from corpus_audit.commands import demo as bundled
 from corpus_audit.commands.amplify import amplify_wide, check_options
 from corpus_audit.commands.export import ExportResult, export_tables, read_table, result_tables
-from corpus_audit.commands.import_images import import_images
 from corpus_audit.commands.plugins import PluginStatus, plugin_statuses
 from corpus_audit.commands.texts import run_texts
 from corpus_audit.core.catalogue import STAGE_NAMES
@@ -64,6 +63,7 @@ from corpus_audit.report.labour_figure import labour_figure, labour_rows
 from corpus_audit.report.leaderboard_page import arena_votes
 from corpus_audit.report.who_how import decile_figure_name
 from corpus_audit.report.who_how_figures import decile_figure
+from corpus_audit.stages.import_images import import_images
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,50 +1,26 @@
-"""``corpus-audit battles export / import``: battles between a study's models, and the ratings.
+"""``corpus-audit battles export / import``: the command side of the battles stages.
 
-**Export** (:func:`export_battles`): draws ``n`` battles from the study's generated images
-(:func:`corpus_audit.methods.preferences.battles.draw_battles`: same prompt, two models, balanced over
-model pairs, reproducible from ``--seed``, default ``study.seed``), writes the voting page
-``battles.html`` and the pair manifest ``pairs.csv`` into ``<study>/battles`` (or ``--out``),
-and adds the pairs to the ``battle_pairs`` table (kept across exports, so the sheets of an
-earlier export can still be imported).
-
-**Import** (:func:`import_battles`): reads the annotators' vote CSVs against ``battle_pairs``
-(a bad row is an error naming the file and line, and nothing is stored), stores the votes in
-``battles`` (a vote on the same pair and aspect by the same annotator replaces the stored one)
-and recomputes, from all stored votes, ``preference_ratings`` (Elo in the stored order = by
-file and line, median and 95 % interval over ``rounds`` shuffled orders, Bradley-Terry) and
-``preference_pairs`` (battles, wins, losses, ties, win rate per ordered model pair). The
-report shows both.
+The work is the ``battles_export``, ``battles_import`` and ``battles_arena_import`` stages
+(:mod:`corpus_audit.stages.battles`, :mod:`corpus_audit.stages.arena`); this module gives the
+export its voting page (:func:`corpus_audit.report.battles_page.export_page`) and sends the
+files of ``battles import`` to the stage that reads them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from corpus_audit.commands import arena
-from corpus_audit.core.config import MAX_RESAMPLES
-from corpus_audit.core.errors import CorpusAuditError, StageOrderError
-from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
+from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.preferences.arena_import import OVERALL
-from corpus_audit.methods.preferences.battles import (
-    ASPECTS,
-    PAIR_COLUMNS,
-    draw_battles,
-    read_votes,
-)
-from corpus_audit.methods.preferences.elo import pair_matrix, preference_ratings
+from corpus_audit.methods.preferences.battles import ASPECTS
 from corpus_audit.report.battles_page import export_page
+from corpus_audit.stages import arena
+from corpus_audit.stages import battles as battle_stages
+from corpus_audit.stages.battles import BATTLES_DIR, ROUNDS, import_battles
 
-BATTLES_DIR = "battles"
-ROUNDS = 1000
-
-
-def _frame(study: Study, sql: str, params: dict[str, Any] | None = None) -> Any:
-    import pandas as pd
-
-    cur = study.con.execute(sql, params or {})
-    return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
+__all__ = ["BATTLES_DIR", "ROUNDS", "export_battles", "import_battles", "import_votes"]
 
 
 def export_battles(
@@ -56,93 +32,11 @@ def export_battles(
     models: Sequence[str] | None = None,
     out_dir: Path | None = None,
 ) -> StageRun:
-    """Draw ``n`` >= 1 battles and write the page and manifest (see the module docstring)."""
-    with study.stage("battles_export", "study") as run:
-        images = study.sql("battles/images").df()
-        if images.empty:
-            raise StageOrderError(
-                f"{study.root}: no generated images of the study's prompts to draw battles from "
-                "(run `corpus-audit generate` first)"
-            )
-        seed = study.config.study.seed if seed is None else seed
-        pairs = draw_battles(images, n, seed, models=models)
-        out = Path(out_dir) if out_dir is not None else study.root / BATTLES_DIR
-        title = f"Which image is better? ({study.config.study.name})"
-        page = export_page(pairs, out, aspects=tuple(aspects), root=study.root, title=title)
-        with study.transaction() as con:
-            con.register("_battle_pairs_in", pairs[list(PAIR_COLUMNS)])
-            execute_sql(con, "battles/store_pairs")
-            con.unregister("_battle_pairs_in")
-        run.rows_in, run.rows_out = len(images), len(pairs)
-        run.summary = [
-            {"models": key, "battles": count} for key, count in pairs.attrs["per_pair"].items()
-        ]
-        if len(pairs) < n:
-            run.messages.append(f"only {len(pairs)} battles possible (asked for {n})")
-        if page.unreadable:
-            run.drop("image_unreadable", page.unreadable)
-        run.messages.append(
-            f"send {page.page.name} to each annotator; import their CSVs with "
-            "`corpus-audit battles import DIR FILE...`"
-        )
-        run.outputs = {"page": str(page.page), "pairs": str(page.pairs)}
-        run.provenance.update({"n": n, "seed": seed, "aspects": list(aspects)})
-    return run
-
-
-def import_battles(
-    study: Study, files: Sequence[Path], *, rounds: int = ROUNDS, seed: int | None = None
-) -> StageRun:
-    """Store the votes of ``files`` and recompute the ratings (see the module docstring)."""
-    if rounds < 1:
-        raise CorpusAuditError(f"battles import: --rounds must be >= 1, got {rounds}")
-    if rounds > MAX_RESAMPLES:
-        raise CorpusAuditError(
-            f"battles import: --rounds {rounds} is above the maximum {MAX_RESAMPLES:,} "
-            "(shuffled orders / bootstrap resamples)"
-        )
-    with study.stage("battles_import", "study") as run:
-        pairs = _frame(study, f"SELECT {', '.join(PAIR_COLUMNS[1:])} FROM battle_pairs")
-        if pairs.empty:
-            raise StageOrderError(
-                f"{study.root}: no exported battles (run `corpus-audit battles export` first)"
-            )
-        votes = read_votes([Path(f) for f in files], pairs)
-        seed = study.config.study.seed if seed is None else seed
-        with study.transaction() as con:
-            con.register("_battle_votes_in", votes)
-            execute_sql(con, "battles/store_votes")
-            con.unregister("_battle_votes_in")
-            stored = _frame(study, "SELECT * FROM battles ORDER BY source_file, line, aspect")
-            counts = _store_ratings(study, stored, rounds, seed)
-        run.rows_in, run.rows_out = len(votes), len(stored)
-        run.summary = _rating_summary(study)
-        run.provenance.update(
-            {"files": [str(f) for f in files], "rounds": rounds, "seed": seed, **counts}
-        )
-        if votes.empty:
-            run.messages.append("the files hold no answered vote")
-    return run
-
-
-def _store_ratings(study: Study, stored: Any, rounds: int, seed: int) -> dict[str, int]:
-    """Rewrite ``preference_ratings`` and ``preference_pairs`` from every stored vote."""
-    con = study.con
-    con.execute("DELETE FROM preference_ratings")
-    con.execute("DELETE FROM preference_pairs")
-    if stored.empty:
-        return {"votes": 0}
-    ratings = preference_ratings(stored, rounds=rounds, seed=seed)
-    pairs = pair_matrix(stored)
-    for table, frame in (("preference_ratings", ratings), ("preference_pairs", pairs)):
-        con.register("_ratings_in", frame.astype(object).where(frame.notna(), None))
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _ratings_in")
-        con.unregister("_ratings_in")
-    return {"votes": len(stored), "annotators": int(stored["annotator"].nunique())}
-
-
-def _rating_summary(study: Study) -> list[dict[str, Any]]:
-    return dicts(study.sql("battles/rating_summary"))
+    """``battles export``: the ``battles_export`` stage with the report's voting page."""
+    return battle_stages.export_battles(
+        study, n=n, aspects=aspects, seed=seed, models=models, out_dir=out_dir,
+        write_page=export_page,
+    )  # fmt: skip
 
 
 def import_votes(
@@ -156,7 +50,7 @@ def import_votes(
 ) -> StageRun:
     """``battles import``: annotator sheets (``.csv``, :func:`import_battles`) against the
     exported pairs, or vote files of another arena (``.json`` / ``.jsonl``,
-    :func:`corpus_audit.commands.arena.import_arena`, with ``aspect`` and ``fmt``); not both."""
+    :func:`corpus_audit.stages.arena.import_arena`, with ``aspect`` and ``fmt``); not both."""
     files = [Path(f) for f in files]
     is_arena = [arena.is_arena_file(f) for f in files]
     if any(is_arena) and not all(is_arena):

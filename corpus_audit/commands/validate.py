@@ -191,10 +191,13 @@ def export_sheet(
     out_dir: Path | None = None,
     race: bool = False,
     by_attributes: bool = False,
+    *,
+    progress: bool = False,
 ) -> StageRun:
     """Write the annotation sheet (HTML + CSV) for a stratified sample of ``n`` >= 1 images;
     ``race``: also ask perceived race or ethnicity (opt-in, human answers only);
-    ``by_attributes``: equal quotas per (source, label, tone group, age group)."""
+    ``by_attributes``: equal quotas per (source, label, tone group, age group). The
+    ``validate_export`` stage of the catalogue; ``progress`` is unused (the stage signature)."""
     if n < 1:
         raise CorpusAuditError(f"validate export: --n must be >= 1, got {n}")
     with study.stage("validate_export", "label", "study") as run:
@@ -368,8 +371,9 @@ def majority(labels: list[str]) -> str | None:
     return counts[0][0]
 
 
-def import_labels(study: Study, files: list[Path]) -> StageRun:
-    """Import annotator CSVs into ``human_labels``; report alpha and classifier agreement."""
+def import_labels(study: Study, files: list[Path], *, progress: bool = False) -> StageRun:
+    """Import annotator CSVs into ``human_labels``; report alpha and classifier agreement.
+    The ``validate_import`` stage of the catalogue; ``progress`` is unused (the signature)."""
     with study.stage("validate_import", "label") as run:
         rows = read_annotations(study, [Path(f) for f in files])
         annotators = sorted({r[1] for r in rows})

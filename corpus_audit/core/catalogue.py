@@ -536,8 +536,8 @@ declare(
             "texts_marked_words",
             "category_distribution",
             "variant_differences",
-            # also preference_ratings, written by `battles import` (OTHER_WRITERS), not a stage:
-            # the report's own fingerprint sees it (report.report_fingerprint)
+            # also preference_ratings, written by `battles import` (COMMAND_STAGES), not a
+            # stage of `run`: the report's own fingerprint sees it (report.report_fingerprint)
         ),
         after=(
             "select",
@@ -685,26 +685,110 @@ ON_DEMAND = ("recaption",)
 
 
 # The schema's tables that no stage writes, and what writes them: the bookkeeping of every run
-# (:meth:`corpus_audit.core.store.Study.stage`) and the human-validation commands, which are not
-# stages of `corpus-audit run` (docs/images.md). No stage reads them as an input.
+# (:meth:`corpus_audit.core.store.Study.stage`) and the migrations. No stage reads them as an input.
 OTHER_WRITERS: Mapping[str, str] = {
     "stage_runs": "corpus_audit.core.store:Study.stage",
     "stage_unfinished": "corpus_audit.core.store:Study.stage",
-    "validation_items": "corpus_audit.commands.validate:export_sheet",
-    "human_labels": "corpus_audit.commands.validate:import_labels",
-    "validation_agreement": "corpus_audit.commands.validate:import_labels",
     "schema_version": "corpus_audit.core.store:Study.migrate",
-    "battle_pairs": "corpus_audit.commands.battles:export_battles",
-    "battles": "corpus_audit.commands.battles:import_battles",
-    "preference_ratings": "corpus_audit.commands.battles:import_battles",
-    "preference_pairs": "corpus_audit.commands.battles:import_battles",
-    "arena_votes": "corpus_audit.commands.arena:import_arena",
-    "arena_ratings": "corpus_audit.commands.arena:import_arena",
-    "arena_pairs": "corpus_audit.commands.arena:import_arena",
-    "image_imports": "corpus_audit.commands.import_images:import_images",
-    "imported_images": "corpus_audit.commands.import_images:import_images",
-    "import_skips": "corpus_audit.commands.import_images:import_images",
 }
+
+
+# -- stages a command runs with its own arguments (`import-images`, `battles`, `validate`) -----
+# Declared like the others (status shows their runs, require_inputs and the help know what they
+# read and write), but no run order includes them and they have no verb of their own name: the
+# command runs them (its verb -> its stage function, which takes the command's arguments).
+# stage -> the command that runs it
+COMMAND_STAGES: Mapping[str, str] = {
+    "import_images": "import-images",
+    "battles_export": "battles export",
+    "battles_import": "battles import",
+    "battles_arena_import": "battles import",
+    "validate_export": "validate export",
+    "validate_import": "validate import",
+}
+declare(
+    Stage(
+        "import_images",
+        "corpus_audit.stages.import_images:import_images",
+        "register another model's images (a manifest, a folder per prompt, BAFIS) as generated",
+        config=("images.max_pixels",),
+        reads=("prompts", "prompt_categories"),
+        writes=("images", "image_imports", "imported_images", "import_skips"),
+        after=("select", "prompts", "pst_prompts"),
+        steps=(
+            "read each source with the first layout that claims it (csv, jsonl, folder, bafis)",
+            "match every entry to one prompt of the study; refuse a bad source before writing",
+            "hash and open every file on the engine; one transaction for every source's rows",
+        ),
+        owns={"images": "origin LIKE 'import:%'"},
+    )
+)
+declare(
+    Stage(
+        "battles_export",
+        "corpus_audit.stages.battles:export_battles",
+        "draw battles between the study's models and write the voting page and pair manifest",
+        config=("study",),
+        reads=("images", "prompts"),
+        writes=("battle_pairs",),
+        after=("generate", "import_images"),
+        steps=("draw n battles (same prompt, two models)", "the page, pairs.csv, battle_pairs"),
+    )
+)
+declare(
+    Stage(
+        "battles_import",
+        "corpus_audit.stages.battles:import_battles",
+        "store the annotators' votes and recompute the models' preference ratings",
+        config=("study",),
+        reads=("battle_pairs",),
+        writes=("battles", "preference_ratings", "preference_pairs"),
+        needs=("battles_export",),
+        steps=("read the vote CSVs against battle_pairs", "Elo, Bradley-Terry, pair matrix"),
+    )
+)
+declare(
+    Stage(
+        "battles_arena_import",
+        "corpus_audit.stages.arena:import_arena",
+        "store the votes of another arena (BAFIS / LMSYS) and recompute its leaderboard",
+        config=("study",),
+        writes=("arena_votes", "arena_ratings", "arena_pairs"),
+        steps=("read every vote file", "add the new votes; the leaderboard and pairs again"),
+    )
+)
+declare(
+    Stage(
+        "validate_export",
+        "corpus_audit.commands.validate:export_sheet",
+        "the human-validation sheet: a stratified sample of labelled images (HTML + CSV)",
+        config=("label", "study"),
+        reads=("images", "labels"),
+        writes=("validation_items",),
+        needs=("label",),
+        steps=("draw the stratified sample", "write the sheet and validation_items"),
+    )
+)
+declare(
+    Stage(
+        "validate_import",
+        "corpus_audit.commands.validate:import_labels",
+        "the annotators' answers: alpha and the classifier's agreement with their majority",
+        config=("label",),
+        reads=("validation_items", "images", "labels"),
+        writes=("human_labels", "validation_agreement"),
+        needs=("validate_export",),
+        steps=("read the answer CSVs", "human_labels, alpha, agreement per source"),
+    )
+)
+#: the stages run by their own name (their verbs, `run`, `Study.run`): all but COMMAND_STAGES
+STAGE_NAMES = [name for name in STAGES.names() if name not in COMMAND_STAGES]
+
+
+def command(name: str) -> str:
+    """The ``corpus-audit`` command that runs stage ``name`` (``battles export``; the stage's
+    own name for a stage with a verb of its own)."""
+    return COMMAND_STAGES.get(name, name)
 
 
 def stage(name: str) -> Stage:
@@ -723,24 +807,27 @@ def readers(table: str) -> list[str]:
 
 
 def data_flow() -> str:
-    """The data-flow picture of docs/architecture.md: per stage (in run order: the audit's, the on-demand stages, the PST's, the LLM study's), each table it
+    """The data-flow picture of docs/architecture.md: per stage (in run order: the audit's, the
+    on-demand stages, the PST's, the LLM study's; then the stages commands run), each table it
     writes and the stages that read it (``stages -> tables -> stages``). Rows a stage owns in
     a shared table are shown after the name. ``python -m corpus_audit.core.catalogue`` prints it; a
     test keeps the page equal to it."""
     lines = []
     width = max(len(t) + len(o) + 3 for _, s in STAGES.items() for t, o in _outputs(s))
     orders = [*RUN_ORDER, *ON_DEMAND, *PST_RUN_ORDER, *LLM_RUN_ORDER, *IMAGES_RUN_ORDER]
+    orders += COMMAND_STAGES  # the stages commands run (import-images, battles, validate)
+    pad = max(len(name) for name in orders)  # the stage-name column
     for name in dict.fromkeys(orders):
         outputs = _outputs(STAGES.get(name)) or [("(files only)", "")]
         for i, (table, owned) in enumerate(outputs):
             shown = f"{table} [{owned}]" if owned else table
             read_by = ", ".join(r for r in readers(table) if r != name) or "-"
             if len(outputs) == 1:
-                branch = f"{name:<12} ───>"
+                branch = f"{name:<{pad}} ───>"
             elif i == 0:
-                branch = f"{name:<12} ─┬─>"
+                branch = f"{name:<{pad}} ─┬─>"
             else:
-                branch = " " * 14 + ("└─>" if i == len(outputs) - 1 else "├─>")
+                branch = " " * (pad + 2) + ("└─>" if i == len(outputs) - 1 else "├─>")
             lines.append(f"{branch} {shown:<{width}} ──> {read_by}".rstrip())
     return "\n".join(lines) + "\n"
 

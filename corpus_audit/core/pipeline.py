@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES, STAGES
+from corpus_audit.core.catalogue import RUN_ORDERS, STAGE_NAMES, STAGES, command
 from corpus_audit.core.config import StudyConfig
 from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.extras import require_stages
@@ -159,7 +159,8 @@ def status(study: Study) -> list[StageStatus]:
     out = []
     fingerprints: dict[str, list[Any]] = {}
     kind_stages = set(RUN_ORDERS[study_kind(study.config)])
-    for name in STAGE_NAMES:  # the study kind's stages, and any other that has run (recaption)
+    # the study kind's stages, and any other that has run (recaption, import_images, battles_*)
+    for name in STAGES.names():
         row = stage_status(study, name, fingerprints)
         if name not in kind_stages and row.status == "not run":
             continue
@@ -194,7 +195,7 @@ def stage_status(
     if state.state == "partial":
         note = (
             f"the last run did not finish (started {str(study.unfinished(name))[:19]}); "
-            f"finished batches are kept: run `corpus-audit {name}` to complete it"
+            f"finished batches are kept: run `corpus-audit {command(name)}` to complete it"
         )
         return StageStatus(name, False, state.label, None, None, {}, None, note)
     if last is None:

@@ -22,7 +22,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from corpus_audit.core.catalogue import STAGE_NAMES, STAGES
+from corpus_audit.core.catalogue import STAGE_NAMES, STAGES, command
 from corpus_audit.core.errors import StageOrderError, printable
 from corpus_audit.core.store import Study
 
@@ -82,20 +82,20 @@ def require(
     """
     root = printable(study.root)
     for name in [*stages, *optional]:
-        if name not in STAGE_NAMES:
+        if name not in STAGES:
             raise ValueError(f"unknown stage {name!r}")
         state = stage_state(study, name)
         if state.state == "partial":
             how_far = f": {state.progress}" if state.progress is not None else ""
             raise StageOrderError(
                 f"{root}: `{by}` reads the tables of `{name}`, whose last run did not finish "
-                f"(partial{how_far}); run `corpus-audit {name} {root}` to complete it "
+                f"(partial{how_far}); run `corpus-audit {command(name)} {root}` to complete it "
                 "(finished work is kept)"
             )
         if state.state == "not run" and name in stages:
             raise StageOrderError(
                 f"{root}: `{by}` reads the tables of `{name}`, which has not run; run "
-                f"`corpus-audit {name} {root}` first"
+                f"`corpus-audit {command(name)} {root}` first"
             )
 
 

@@ -177,7 +177,7 @@ def faircritic(study: Study, *, progress: bool = True) -> StageRun:
 
 
 def _imported(study: Study) -> bool:
-    """Whether the study holds imported images (corpus_audit/commands/import_images.py)."""
+    """Whether the study holds imported images (corpus_audit/stages/import_images/)."""
     return study.table_exists("imported_images") and bool(study.count("imported_images"))
 
 

@@ -535,7 +535,7 @@ def test_import_images_of_a_manifest_on_s3(s3, make_study, laion_path, tmp_path)
 
     from image_fixtures import encode, photo
 
-    from corpus_audit.commands.import_images import import_images
+    from corpus_audit.stages.import_images import import_images
     from corpus_audit.stages.select import select
 
     server, _ = s3

@@ -247,7 +247,7 @@ def test_import_images_of_folders_on_s3_equal_local(s3, make_study, laion_path, 
     """``import-images s3://.../folder/`` (a folder per prompt; a BAFIS folder) imports what
     the same local folder imports: the same image ids, the same drop reasons (a file that is
     not an image; a file the metadata names and the store lacks: ``missing_file``)."""
-    from corpus_audit.commands.import_images import import_images
+    from corpus_audit.stages.import_images import import_images
     from corpus_audit.stages.select import select
 
     server, _ = s3
@@ -293,8 +293,8 @@ def test_import_images_of_a_folder_refuses_odd_keys_and_too_much(
 ):
     """Refused before anything is copied, one line naming the folder: a key with a ``..``
     part, a folder over the caps, a URL naming one object that is no manifest, no object."""
-    from corpus_audit.commands import import_remote
-    from corpus_audit.commands.import_images import import_images
+    from corpus_audit.backends import import_remote
+    from corpus_audit.stages.import_images import import_images
 
     fs, root, base = memory_root
     study = _folder_study(make_study, laion_path)

@@ -27,15 +27,15 @@ from image_fixtures import photo
 from PIL import Image
 
 from corpus_audit.cli import main
-from corpus_audit.commands.import_images import (
+from corpus_audit.core.errors import ManifestError
+from corpus_audit.core.pipeline import init_study, stage_function
+from corpus_audit.stages.import_images import (
     normalise,
     read_source,
     resolve_entries,
     study_prompts,
     unterminated_quote,
 )
-from corpus_audit.core.errors import ManifestError
-from corpus_audit.core.pipeline import init_study, stage_function
 
 OCCUPATIONS = ["nurse", "doctor", "carpenter"]
 FEMALE, MALE = "astronaut", "camera"
@@ -801,7 +801,7 @@ def test_a_large_file_is_hashed_by_streaming(tmp_path):
     import hashlib
     import tracemalloc
 
-    from corpus_audit.commands.import_images import check_file
+    from corpus_audit.stages.import_images import check_file
 
     big = tmp_path / "big.png"
     _photo_file(big, FEMALE, 0)
@@ -824,7 +824,7 @@ def test_a_large_file_that_is_no_image_is_told_by_its_first_block(tmp_path):
     """Issue 33 (Medium, "check the header before reading"): a 64 MB file that is no image is
     refused after its first block, not read to its end (it was hashed whole first); a file
     that may be an image (a real PNG header) is still read and hashed whole."""
-    from corpus_audit.commands.import_images import check_file
+    from corpus_audit.stages.import_images import check_file
 
     junk = tmp_path / "video.png"
     with junk.open("wb") as fh:

@@ -20,6 +20,7 @@ import pytest
 
 from corpus_audit.cli import main
 from corpus_audit.core.catalogue import (
+    COMMAND_STAGES,
     ON_DEMAND,
     OTHER_WRITERS,
     RUN_ORDERS,
@@ -59,10 +60,15 @@ def _config_keys() -> dict[str, set[str]]:
 # -- the catalogue --------------------------------------------------------------------------
 def _order(name: str) -> list[str]:
     """The run order that runs stage ``name`` (the amplification audit's, or the PST's); an
-    on-demand stage (``recaption``) is placed as if it ran last, after everything it reads."""
+    on-demand stage (``recaption``) is placed as if it ran last, after everything it reads; a
+    stage a command runs (``battles_import``) too, after the command stages it needs or reads."""
     for order in RUN_ORDERS.values():
         if name in order:
             return order
+    if name in COMMAND_STAGES:
+        spec = STAGES.get(name)
+        before = [n for n in COMMAND_STAGES if n in spec.needs or n in spec.after]
+        return [*RUN_ORDERS["amplification"], *before, name]
     assert name in ON_DEMAND, name
     return [*RUN_ORDERS["amplification"], name]
 
@@ -81,7 +87,7 @@ def test_every_stage_runs_in_order_and_only_after_what_it_needs():
         for before in spec.needs:  # needed: before its first run
             assert order.index(before) < order.index(spec.name), (spec.name, before)
         for before in spec.after:  # read when they ran: before its last run (if in this order)
-            assert before in STAGE_NAMES, (spec.name, before)
+            assert before in STAGES, (spec.name, before)
             if before in order:
                 assert order.index(before) < _last(order, spec.name), (spec.name, before)
 

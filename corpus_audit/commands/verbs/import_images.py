@@ -1,5 +1,5 @@
 """``corpus-audit import-images DIR SOURCE...``: another model's images as generated images
-(the work: :mod:`corpus_audit.commands.import_images`)."""
+(the work: the ``import_images`` stage, :mod:`corpus_audit.stages.import_images`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from corpus_audit.core.errors import ManifestError
 
 
 def add_parser(sub: Subcommands) -> None:
-    """``import-images``: another model's images as generated images (commands/import_images.py)."""
+    """``import-images``: another model's images as generated images (stages/import_images/)."""
     p = sub.add_parser(
         "import-images",
         func=run,
@@ -44,7 +44,7 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corpus_audit.commands import import_images  # numpy and the store: not for --help
+    from corpus_audit.stages import import_images  # numpy and the store: not for --help
 
     with open_study(args) as study:
         if args.verify:

@@ -1,4 +1,5 @@
-"""``corpus-audit battles import DIR FILE.json``: votes collected by another arena, in a study.
+"""The ``battles_arena_import`` stage (``corpus-audit battles import DIR FILE.json``): votes
+collected by another arena, in a study.
 
 Reads every file first (:func:`corpus_audit.methods.preferences.arena_import.read_arena_file`; a bad
 record is one line naming the file and record, and nothing is stored), then in one transaction
@@ -35,8 +36,10 @@ def import_arena(
     seed: int | None = None,
     aspect: str = OVERALL,
     fmt: str | None = None,
+    progress: bool = False,
 ) -> StageRun:
-    """Store the votes of ``files`` and recompute the arena leaderboard (module docstring)."""
+    """Store the votes of ``files`` and recompute the arena leaderboard (module docstring);
+    ``progress`` is unused (the stage signature: the votes are read at once)."""
     import pandas as pd
 
     check_rounds(rounds)

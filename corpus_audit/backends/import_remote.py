@@ -13,7 +13,7 @@ like the local source: same checks, same drop reasons, image paths relative to t
   a folder holding ``metadata.json`` is a BAFIS folder (that file, copied again on every
   import, then the files it names, each copied once), else a folder per prompt
   (``<prompt>/<n>.<image suffix>``, folders starting with ``.`` skipped, as
-  :func:`~corpus_audit.commands.import_images.read_folder` does locally). Bounded: at most
+  :func:`~corpus_audit.stages.import_images.readers.read_folder` does locally). Bounded: at most
   :data:`MAX_FOLDER_FILES` files and :data:`MAX_FOLDER_BYTES` bytes are mirrored (more is
   one line naming the folder, no image copied). A key that cannot be a local path
   under the mirror (an empty, ``.`` or ``..`` part, a backslash, a NUL) is refused, naming
