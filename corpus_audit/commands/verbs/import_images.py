@@ -55,5 +55,6 @@ def run(args: argparse.Namespace) -> int:
             done = import_images.import_images(
                 study, args.sources, model=args.model, strict=args.strict
             )
+            done.name = "import-images"  # the command's header (the stage: import_images)
     print_run(done)
     return 0
