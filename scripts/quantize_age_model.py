@@ -50,7 +50,7 @@ def _sha256(path: Path) -> str:
 def tinted(gray: np.ndarray, tint: str) -> np.ndarray:
     """A grey ``(H, W)`` uint8 image as RGB, scaled so its mean is the Monk swatch ``tint``
     (``none``: left grey)."""
-    from corpus_audit.commands.validate_questions import MONK_HEX
+    from corpus_audit.stages.validate.questions import MONK_HEX
 
     rgb = np.repeat(gray[:, :, None].astype(np.float64), 3, axis=2)
     if tint != "none":

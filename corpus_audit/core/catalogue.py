@@ -760,7 +760,7 @@ declare(
 declare(
     Stage(
         "validate_export",
-        "corpus_audit.commands.validate:export_sheet",
+        "corpus_audit.stages.validate:export_sheet",
         "the human-validation sheet: a stratified sample of labelled images (HTML + CSV)",
         config=("label", "study"),
         reads=("images", "labels"),
@@ -772,7 +772,7 @@ declare(
 declare(
     Stage(
         "validate_import",
-        "corpus_audit.commands.validate:import_labels",
+        "corpus_audit.stages.validate:import_labels",
         "the annotators' answers: alpha and the classifier's agreement with their majority",
         config=("label",),
         reads=("validation_items", "images", "labels"),

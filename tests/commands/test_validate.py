@@ -9,17 +9,12 @@ from pathlib import Path
 import pytest
 from image_fixtures import encode, lfw, photo, seed_captions
 
-from corpus_audit.commands.validate import (
-    export_sheet,
-    import_labels,
-    majority,
-    reliability,
-    summary_dict,
-)
+from corpus_audit.commands.validate import export_sheet
 from corpus_audit.core.errors import ValidationError
 from corpus_audit.methods.stats import allocate
 from corpus_audit.stages.images import images
 from corpus_audit.stages.label import label
+from corpus_audit.stages.validate import import_labels, majority, reliability, summary_dict
 
 EVIL_ID = 'gen:m:<script>alert("x")</script>&:0'
 

@@ -134,8 +134,8 @@ def test_report_shows_monk_tones_and_corrections(validated):
 def test_race_estimated_from_opt_in_answers_only(validated):
     """No classifier: the race rows are the annotators' answers on the validation sample,
     one source at a time, weighted; a study whose sheet did not ask has none."""
-    from corpus_audit.commands.validate_questions import RACE
     from corpus_audit.stages.analyze.attribute_errors import RACE_CLASSES
+    from corpus_audit.stages.validate.questions import RACE
 
     assert RACE_CLASSES == RACE  # the sheet's answers, in its order
     analyze(validated, progress=False)

@@ -1,5 +1,6 @@
 """``corpus-audit validate export|import DIR``: human validation of the perceived-gender labels
-(the work: :mod:`corpus_audit.commands.validate`)."""
+(the work: the ``validate_export`` / ``validate_import`` stages,
+:mod:`corpus_audit.stages.validate`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from corpus_audit.commands.verbs.output import print_run
 
 
 def add_parser(sub: Subcommands) -> None:
-    """``validate export`` / ``validate import`` (corpus_audit/commands/validate.py)."""
+    """``validate export`` / ``validate import`` (stages/validate/, commands/validate.py)."""
     p = sub.add_parser("validate", func=run, help="human validation of the perceived-gender labels")
     actions = sub.nested(p)
     export = actions.add_parser(
@@ -39,6 +40,7 @@ def add_parser(sub: Subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from corpus_audit.commands import validate  # numpy and the store: not for --help
+    from corpus_audit.stages.validate import import_labels
 
     with open_study(args) as study:
         if args.action == "export":
@@ -52,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         else:
-            print_run(validate.import_labels(study, [Path(f) for f in args.files]))
+            print_run(import_labels(study, [Path(f) for f in args.files]))
     return 0
