@@ -12,7 +12,6 @@ from typing import Any
 
 from corpus_audit.backends.generators import model_slug
 from corpus_audit.core.errors import ManifestError, printable
-from corpus_audit.core.imagefile import DecodeBudget
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.stages.import_images.files import Checked, check_all
 from corpus_audit.stages.import_images.manifest import Source
@@ -42,10 +41,8 @@ def plans(
     by_source: dict[Path, list[Item]] = {}
     for item in matched:
         by_source.setdefault(item.entry.source, []).append(item)
-    # --strict decodes every file: the threads share one budget of full-size pixels
-    budget = DecodeBudget(study.config.images.max_pixels) if strict else None
-    paths = [item.entry.file for item in matched]
-    checked = check_all(study, run, paths, whole=strict, budget=budget, progress=progress)
+    paths = [item.entry.file for item in matched]  # --strict: each decoded whole
+    checked = check_all(study, run, paths, whole=strict, progress=progress)
     results = dict(zip((id(i) for i in matched), checked, strict=True))
     known = _known_files(study, {str(i.entry.file) for i in matched})
     first_of = _known_bytes(study, {c.sha256 for c in checked if c.sha256})
