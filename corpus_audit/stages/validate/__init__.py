@@ -23,7 +23,6 @@ the classifier's agreement with the per-image majority vote (the paper: alpha 0.
 
 from __future__ import annotations
 
-import html
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -38,17 +37,13 @@ from corpus_audit.stages.validate.answers import (
     store,
     summary_dict,
 )
-from corpus_audit.stages.validate.questions import SWATCH_SCRIPT
 from corpus_audit.stages.validate.sheet import (
-    PAGE,
-    RACE_NOTE,
     THUMBNAIL_PX,
     PrepareStrata,
     Thumbnail,
     classifier_for,
     draw_sample,
-    items,
-    write_template,
+    write_sheet,
 )
 
 __all__ = [
@@ -81,19 +76,7 @@ def export_sheet(
         sample = draw_sample(study, cid, n, by_attributes, prepare_strata)
         out = Path(out_dir) if out_dir is not None else study.root / "validation"
         out.mkdir(parents=True, exist_ok=True)
-        items_html, missing = items(study, sample, race, thumbnail)
-        title = html.escape(f"Perceived gender annotation: {study.config.study.name}")
-        page = PAGE.format(
-            title=title,
-            n=len(sample),
-            items="\n".join(items_html),
-            px=THUMBNAIL_PX,
-            swatch_script=SWATCH_SCRIPT,
-            race_note=RACE_NOTE if race else "",
-        )
-        sheet = out / "sheet.html"
-        sheet.write_text(page, encoding="utf-8")
-        table = write_template(out / "sheet.csv", [s[0] for s in sample], race)
+        sheet, table, missing = write_sheet(study, sample, out, race, thumbnail)
         with study.transaction() as con:
             con.execute("DELETE FROM validation_items")
             if sample:

@@ -15,7 +15,7 @@ from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.store import Study
 from corpus_audit.methods.stats import allocate
-from corpus_audit.stages.validate.questions import questions_html
+from corpus_audit.stages.validate.questions import SWATCH_SCRIPT, questions_html
 
 #: ``thumbnail(path, max_pixels)``: a JPEG data URI of the image (longest side THUMBNAIL_PX),
 #: or None when unreadable (the command passes the report's thumbnails)
@@ -176,3 +176,28 @@ def write_template(table: Path, image_ids: list[str], race: bool) -> Path:
         for item, image_id in enumerate(image_ids, start=1):
             writer.writerow([item, image_id, ""] + [""] * len(extra))
     return table
+
+
+def write_sheet(
+    study: Study,
+    sample: list[tuple[str, str, str]],
+    out: Path,
+    race: bool,
+    thumbnail: Thumbnail,
+) -> tuple[Path, Path, int]:
+    """``sheet.html`` and ``sheet.csv`` of ``sample`` in ``out``; returns their paths and how
+    many images could not be read (shown as unavailable)."""
+    items_html, missing = items(study, sample, race, thumbnail)
+    title = html.escape(f"Perceived gender annotation: {study.config.study.name}")
+    page = PAGE.format(
+        title=title,
+        n=len(sample),
+        items="\n".join(items_html),
+        px=THUMBNAIL_PX,
+        swatch_script=SWATCH_SCRIPT,
+        race_note=RACE_NOTE if race else "",
+    )
+    sheet = out / "sheet.html"
+    sheet.write_text(page, encoding="utf-8")
+    table = write_template(out / "sheet.csv", [s[0] for s in sample], race)
+    return sheet, table, missing
