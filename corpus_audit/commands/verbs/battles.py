@@ -1,6 +1,6 @@
 """``corpus-audit battles export|import DIR``: human votes on pairs of generated images, or
 another arena's votes, and the models' ratings (the work: :mod:`corpus_audit.commands.battles`,
-:mod:`corpus_audit.commands.arena`)."""
+:mod:`corpus_audit.stages.arena`)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Pure reading and checking (no study): :func:`read_arena_file` turns one file into one row per
 answered vote (:data:`ARENA_VOTE_COLUMNS`), or raises :class:`ArenaImportError` with one line
 naming the file and the record. ``corpus-audit battles import DIR FILE.json`` stores the rows
-(:mod:`corpus_audit.commands.arena`).
+(:mod:`corpus_audit.stages.arena`).
 
 **BAFIS** (``bafis_arena_votes.json`` of the BAFIS repository; a JSON list of objects):
 ``model_a``, ``model_b``, ``language``, ``prompt``, ``bias_vote``, ``quality_vote``,
