@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, clear_tables, dicts, execute_sql, insert_rows
 from corpus_audit.methods.preferences.arena_import import OVERALL, read_arena_file
 from corpus_audit.methods.preferences.leaderboard import check_rounds, leaderboard, pairs
 
@@ -28,8 +29,10 @@ def is_arena_file(path: Path | str) -> bool:
     return Path(path).suffix.lower() in ARENA_SUFFIXES
 
 
+@stage_body(STAGE)
 def import_arena(
     study: Study,
+    run: StageRun,
     files: Sequence[Path],
     *,
     rounds: int = 1000,
@@ -43,46 +46,42 @@ def import_arena(
     import pandas as pd
 
     check_rounds(rounds)
-    with study.stage(STAGE, "study") as run:
-        read = [read_arena_file(Path(f), fmt=fmt, aspect=aspect) for f in files]
-        votes = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
-        if not votes.empty:  # the same records twice in one call count once
-            votes = votes.drop_duplicates(["record_sha256", "occurrence", "aspect"])
-        seed = study.config.study.seed if seed is None else seed
-        before = _count(study)
-        with study.transaction() as con:
-            if not votes.empty:
-                con.register("_arena_votes_in", votes.astype(object).where(votes.notna(), None))
-                execute_sql(con, "battles/arena_store_votes")
-                con.unregister("_arena_votes_in")
-            stored = study.sql("battles/arena_given_order").df()
-            con.execute("DELETE FROM arena_ratings")
-            con.execute("DELETE FROM arena_pairs")
-            if not stored.empty:
-                for table, frame in (
-                    ("arena_ratings", leaderboard(stored, rounds=rounds, seed=seed)),
-                    ("arena_pairs", pairs(stored)),
-                ):
-                    con.register("_arena_in", frame.astype(object).where(frame.notna(), None))
-                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _arena_in")
-                    con.unregister("_arena_in")
-        added = _count(study) - before
-        run.rows_in, run.rows_out = len(votes), len(stored)
-        run.summary = dicts(study.sql("battles/arena_rating_summary"))
-        per_aspect = stored.groupby("aspect").size().to_dict() if not stored.empty else {}
-        run.provenance.update(
-            {
-                "files": [str(f) for f in files],
-                "rounds": rounds,
-                "seed": seed,
-                "added": added,
-                "stored_per_aspect": {str(k): int(v) for k, v in per_aspect.items()},
-            }
-        )
-        run.messages.append(
-            f"{added} new vote(s) stored, {len(votes) - added} already there; "
-            f"{len(stored)} arena votes in all"
-        )
+    read = [read_arena_file(Path(f), fmt=fmt, aspect=aspect) for f in files]
+    votes = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
+    if not votes.empty:  # the same records twice in one call count once
+        votes = votes.drop_duplicates(["record_sha256", "occurrence", "aspect"])
+    seed = study.config.study.seed if seed is None else seed
+    before = _count(study)
+    with study.transaction() as con:
+        if not votes.empty:
+            con.register("_arena_votes_in", votes.astype(object).where(votes.notna(), None))
+            execute_sql(con, "battles/arena_store_votes")
+            con.unregister("_arena_votes_in")
+        stored = study.sql("battles/arena_given_order").df()
+        clear_tables(con, "arena_ratings", "arena_pairs")
+        if not stored.empty:
+            for table, frame in (
+                ("arena_ratings", leaderboard(stored, rounds=rounds, seed=seed)),
+                ("arena_pairs", pairs(stored)),
+            ):
+                insert_rows(con, table, frame.astype(object).where(frame.notna(), None))
+    added = _count(study) - before
+    run.rows_in, run.rows_out = len(votes), len(stored)
+    run.summary = dicts(study.sql("battles/arena_rating_summary"))
+    per_aspect = stored.groupby("aspect").size().to_dict() if not stored.empty else {}
+    run.provenance.update(
+        {
+            "files": [str(f) for f in files],
+            "rounds": rounds,
+            "seed": seed,
+            "added": added,
+            "stored_per_aspect": {str(k): int(v) for k, v in per_aspect.items()},
+        }
+    )
+    run.messages.append(
+        f"{added} new vote(s) stored, {len(votes) - added} already there; "
+        f"{len(stored)} arena votes in all"
+    )
     return run
 
 

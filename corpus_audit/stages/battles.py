@@ -25,7 +25,8 @@ from typing import Any
 
 from corpus_audit.core.config import MAX_RESAMPLES
 from corpus_audit.core.errors import CorpusAuditError, StageOrderError
-from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, clear_tables, dicts, execute_sql, insert_rows
 from corpus_audit.methods.preferences.battles import (
     ASPECTS,
     PAIR_COLUMNS,
@@ -45,8 +46,10 @@ def _frame(study: Study, sql: str, params: dict[str, Any] | None = None) -> Any:
     return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
 
 
+@stage_body("battles_export")
 def export_battles(
     study: Study,
+    run: StageRun,
     *,
     n: int = 200,
     aspects: Sequence[str] = ASPECTS,
@@ -60,41 +63,42 @@ def export_battles(
     ``write_page(pairs, out, aspects=, root=, title=)`` writes the voting page and returns
     its ``BattlePage`` (the command passes the report's ``export_page``: a stage imports no
     report module); ``progress`` is unused (the stage signature)."""
-    with study.stage("battles_export", "study") as run:
-        images = study.sql("battles/images").df()
-        if images.empty:
-            raise StageOrderError(
-                f"{study.root}: no generated images of the study's prompts to draw battles from "
-                "(run `corpus-audit generate` first)"
-            )
-        seed = study.config.study.seed if seed is None else seed
-        pairs = draw_battles(images, n, seed, models=models)
-        out = Path(out_dir) if out_dir is not None else study.root / BATTLES_DIR
-        title = f"Which image is better? ({study.config.study.name})"
-        page = write_page(pairs, out, aspects=tuple(aspects), root=study.root, title=title)
-        with study.transaction() as con:
-            con.register("_battle_pairs_in", pairs[list(PAIR_COLUMNS)])
-            execute_sql(con, "battles/store_pairs")
-            con.unregister("_battle_pairs_in")
-        run.rows_in, run.rows_out = len(images), len(pairs)
-        run.summary = [
-            {"models": key, "battles": count} for key, count in pairs.attrs["per_pair"].items()
-        ]
-        if len(pairs) < n:
-            run.messages.append(f"only {len(pairs)} battles possible (asked for {n})")
-        if page.unreadable:
-            run.drop("image_unreadable", page.unreadable)
-        run.messages.append(
-            f"send {page.page.name} to each annotator; import their CSVs with "
-            "`corpus-audit battles import DIR FILE...`"
+    images = study.sql("battles/images").df()
+    if images.empty:
+        raise StageOrderError(
+            f"{study.root}: no generated images of the study's prompts to draw battles from "
+            "(run `corpus-audit generate` first)"
         )
-        run.outputs = {"page": str(page.page), "pairs": str(page.pairs)}
-        run.provenance.update({"n": n, "seed": seed, "aspects": list(aspects)})
+    seed = study.config.study.seed if seed is None else seed
+    pairs = draw_battles(images, n, seed, models=models)
+    out = Path(out_dir) if out_dir is not None else study.root / BATTLES_DIR
+    title = f"Which image is better? ({study.config.study.name})"
+    page = write_page(pairs, out, aspects=tuple(aspects), root=study.root, title=title)
+    with study.transaction() as con:
+        con.register("_battle_pairs_in", pairs[list(PAIR_COLUMNS)])
+        execute_sql(con, "battles/store_pairs")
+        con.unregister("_battle_pairs_in")
+    run.rows_in, run.rows_out = len(images), len(pairs)
+    run.summary = [
+        {"models": key, "battles": count} for key, count in pairs.attrs["per_pair"].items()
+    ]
+    if len(pairs) < n:
+        run.messages.append(f"only {len(pairs)} battles possible (asked for {n})")
+    if page.unreadable:
+        run.drop("image_unreadable", page.unreadable)
+    run.messages.append(
+        f"send {page.page.name} to each annotator; import their CSVs with "
+        "`corpus-audit battles import DIR FILE...`"
+    )
+    run.outputs = {"page": str(page.page), "pairs": str(page.pairs)}
+    run.provenance.update({"n": n, "seed": seed, "aspects": list(aspects)})
     return run
 
 
+@stage_body("battles_import")
 def import_battles(
     study: Study,
+    run: StageRun,
     files: Sequence[Path],
     *,
     rounds: int = ROUNDS,
@@ -110,43 +114,39 @@ def import_battles(
             f"battles import: --rounds {rounds} is above the maximum {MAX_RESAMPLES:,} "
             "(shuffled orders / bootstrap resamples)"
         )
-    with study.stage("battles_import", "study") as run:
-        pairs = _frame(study, f"SELECT {', '.join(PAIR_COLUMNS[1:])} FROM battle_pairs")
-        if pairs.empty:
-            raise StageOrderError(
-                f"{study.root}: no exported battles (run `corpus-audit battles export` first)"
-            )
-        votes = read_votes([Path(f) for f in files], pairs)
-        seed = study.config.study.seed if seed is None else seed
-        with study.transaction() as con:
-            con.register("_battle_votes_in", votes)
-            execute_sql(con, "battles/store_votes")
-            con.unregister("_battle_votes_in")
-            stored = _frame(study, "SELECT * FROM battles ORDER BY source_file, line, aspect")
-            counts = _store_ratings(study, stored, rounds, seed)
-        run.rows_in, run.rows_out = len(votes), len(stored)
-        run.summary = _rating_summary(study)
-        run.provenance.update(
-            {"files": [str(f) for f in files], "rounds": rounds, "seed": seed, **counts}
+    pairs = _frame(study, "SELECT * FROM battle_pairs")[list(PAIR_COLUMNS[1:])]
+    if pairs.empty:
+        raise StageOrderError(
+            f"{study.root}: no exported battles (run `corpus-audit battles export` first)"
         )
-        if votes.empty:
-            run.messages.append("the files hold no answered vote")
+    votes = read_votes([Path(f) for f in files], pairs)
+    seed = study.config.study.seed if seed is None else seed
+    with study.transaction() as con:
+        con.register("_battle_votes_in", votes)
+        execute_sql(con, "battles/store_votes")
+        con.unregister("_battle_votes_in")
+        stored = _frame(study, "SELECT * FROM battles ORDER BY source_file, line, aspect")
+        counts = _store_ratings(study, stored, rounds, seed)
+    run.rows_in, run.rows_out = len(votes), len(stored)
+    run.summary = _rating_summary(study)
+    run.provenance.update(
+        {"files": [str(f) for f in files], "rounds": rounds, "seed": seed, **counts}
+    )
+    if votes.empty:
+        run.messages.append("the files hold no answered vote")
     return run
 
 
 def _store_ratings(study: Study, stored: Any, rounds: int, seed: int) -> dict[str, int]:
     """Rewrite ``preference_ratings`` and ``preference_pairs`` from every stored vote."""
     con = study.con
-    con.execute("DELETE FROM preference_ratings")
-    con.execute("DELETE FROM preference_pairs")
+    clear_tables(con, "preference_ratings", "preference_pairs")
     if stored.empty:
         return {"votes": 0}
     ratings = preference_ratings(stored, rounds=rounds, seed=seed)
     pairs = pair_matrix(stored)
     for table, frame in (("preference_ratings", ratings), ("preference_pairs", pairs)):
-        con.register("_ratings_in", frame.astype(object).where(frame.notna(), None))
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _ratings_in")
-        con.unregister("_ratings_in")
+        insert_rows(con, table, frame.astype(object).where(frame.notna(), None))
     return {"votes": len(stored), "annotators": int(stored["annotator"].nunique())}
 
 

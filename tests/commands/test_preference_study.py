@@ -438,7 +438,11 @@ def test_import_before_export_and_unknown_pair(make_study, laion_path, built, vo
     from corpus_audit.core.errors import BattleError, StageOrderError
 
     fresh = make_study([laion_path], name="fresh")
-    with pytest.raises(StageOrderError, match="no exported battles"):
+    # the runner checks the declared input (battles_export) and names the command to run
+    with pytest.raises(
+        StageOrderError,
+        match="`battles_export`, which has not run; run `corpus-audit battles export",
+    ):
         import_battles(fresh, [voted["sheet"]])
     other = tmp_path / "votes_other.csv"
     other.write_text(

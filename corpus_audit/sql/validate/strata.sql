@@ -1,7 +1,7 @@
 -- The images labelled by $classifier with their stratum (validate export draws its sample per
 -- stratum): '<source>/<label>', or with $by_attributes '<source>/<label>/<tone group>/<age
 -- group>' from the temp table validation_groups (sql/validate/groups.sql).
--- Reads `labels`, `images`. Owner: corpus_audit/commands/validate.py
+-- Reads `labels`, `images`. Owner: corpus_audit/stages/validate/
 SELECT
     l.image_id,
     i.path,

@@ -57,6 +57,7 @@ from pathlib import Path
 from corpus_audit.backends.import_remote import mirror_source
 from corpus_audit.core.errors import ManifestError
 from corpus_audit.core.kinds import prompt_stage
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.core.urls import credentials_refused, has_credentials, is_url
 from corpus_audit.stages.import_images.files import check_all, check_file
@@ -88,8 +89,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+@stage_body(NAME)
 def import_images(
     study: Study,
+    run: StageRun,
     sources: Sequence[Path | str],
     *,
     model: str | None = None,
@@ -102,32 +105,31 @@ def import_images(
     when any file is missing, unreadable or not an image. ``progress``: a bar of the files
     checked (off by default: the command prints none).
     """
-    with study.stage(NAME) as run:
-        read = _read_sources(study, sources, model)
-        prompts = study_prompts(study)
-        if not prompts:
-            raise ManifestError(
-                f"{study.root}: the study has no prompts yet: run `corpus-audit "
-                f"{prompt_stage(study.config)} {study.root}` before importing images"
-            )
-        matched = resolve_entries([e for s in read for e in s.entries], prompts)
-        refuse_generated_names(study, matched)
-        refuse_colliding_names(study, matched)
-        planned = plans(study, run, read, matched, model, strict, progress=progress)
-        if strict:
-            refuse_any_skip(planned)
-        now = datetime.now(UTC).replace(tzinfo=None)
-        with study.transaction() as con:
-            for p in planned:
-                write(con, p, now)
-        count(run, planned)
-        models = sorted({i.model for i in matched})
-        run.messages.append(
-            f"imported images are source = 'generated' rows of model(s) {', '.join(models)}; "
-            "run `corpus-audit label` next (they cannot be regenerated: no recipe is known)"
+    read = _read_sources(study, sources, model)
+    prompts = study_prompts(study)
+    if not prompts:
+        raise ManifestError(
+            f"{study.root}: the study has no prompts yet: run `corpus-audit "
+            f"{prompt_stage(study.config)} {study.root}` before importing images"
         )
-        if run.rows_out == 0:
-            run.skipped = True
+    matched = resolve_entries([e for s in read for e in s.entries], prompts)
+    refuse_generated_names(study, matched)
+    refuse_colliding_names(study, matched)
+    planned = plans(study, run, read, matched, model, strict, progress=progress)
+    if strict:
+        refuse_any_skip(planned)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    with study.transaction() as con:
+        for p in planned:
+            write(con, p, now)
+    count(run, planned)
+    models = sorted({i.model for i in matched})
+    run.messages.append(
+        f"imported images are source = 'generated' rows of model(s) {', '.join(models)}; "
+        "run `corpus-audit label` next (they cannot be regenerated: no recipe is known)"
+    )
+    if run.rows_out == 0:
+        run.skipped = True
     return run
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from corpus_audit.core.store import insert_rows
 from corpus_audit.core.versions import package_versions
 from corpus_audit.stages.import_images.manifest import Source
 
@@ -56,10 +57,4 @@ def _bulk_insert(con: Any, table: str, columns: dict[str, str], rows: Sequence[t
         name: pa.array([r[i] for r in rows], type=getattr(pa, kind)())
         for i, (name, kind) in enumerate(columns.items())
     }
-    view = f"_import_{table}"
-    con.register(view, pa.table(arrays))
-    try:
-        names = ", ".join(columns)
-        con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {view}")
-    finally:
-        con.unregister(view)
+    insert_rows(con, table, pa.table(arrays))

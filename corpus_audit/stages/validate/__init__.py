@@ -27,6 +27,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from corpus_audit.core.errors import CorpusAuditError
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.stages.validate.answers import (
     compare,
@@ -52,8 +53,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+@stage_body("validate_export")
 def export_sheet(
     study: Study,
+    run: StageRun,
     n: int = 200,
     out_dir: Path | None = None,
     race: bool = False,
@@ -71,96 +74,97 @@ def export_sheet(
     ``progress`` is unused (the stage signature)."""
     if n < 1:
         raise CorpusAuditError(f"validate export: --n must be >= 1, got {n}")
-    with study.stage("validate_export", "label", "study") as run:
-        cid = classifier_for(study)
-        sample = draw_sample(study, cid, n, by_attributes, prepare_strata)
-        out = Path(out_dir) if out_dir is not None else study.root / "validation"
-        out.mkdir(parents=True, exist_ok=True)
-        sheet, table, missing = write_sheet(study, sample, out, race, thumbnail)
-        with study.transaction() as con:
-            con.execute("DELETE FROM validation_items")
-            if sample:
-                con.executemany(
-                    "INSERT INTO validation_items VALUES (?, ?, ?, ?)",
-                    [(i, s[0], cid, s[2]) for i, s in enumerate(sample, start=1)],
-                )
-        counts = Counter(s[2] for s in sample)
-        run.rows_in = study.count("labels", "classifier = ?", [cid])
-        run.rows_out = len(sample)
-        run.summary = [{"stratum": s, "images": c} for s, c in sorted(counts.items())]
-        if len(sample) < n:
-            run.messages.append(f"only {len(sample)} labelled images available (asked for {n})")
-        if missing:
-            run.messages.append(f"{missing} images could not be read; shown as unavailable")
-        run.messages.append(
-            f"send {sheet.name} to each annotator; import their CSVs with "
-            "`corpus-audit validate import DIR FILE...`"
-        )
-        run.outputs = {"sheet": str(sheet), "csv": str(table)}
-        run.provenance.update(
-            {
-                "classifier": cid,
-                "n": n,
-                "strata": dict(counts),
-                "race": race,
-                "by_attributes": by_attributes,
-            }
-        )
+    cid = classifier_for(study)
+    sample = draw_sample(study, cid, n, by_attributes, prepare_strata)
+    out = Path(out_dir) if out_dir is not None else study.root / "validation"
+    out.mkdir(parents=True, exist_ok=True)
+    sheet, table, missing = write_sheet(study, sample, out, race, thumbnail)
+    with study.transaction() as con:
+        con.execute("DELETE FROM validation_items")
+        if sample:
+            con.executemany(
+                "INSERT INTO validation_items VALUES (?, ?, ?, ?)",
+                [(i, s[0], cid, s[2]) for i, s in enumerate(sample, start=1)],
+            )
+    counts = Counter(s[2] for s in sample)
+    run.rows_in = study.count("labels", "classifier = ?", [cid])
+    run.rows_out = len(sample)
+    run.summary = [{"stratum": s, "images": c} for s, c in sorted(counts.items())]
+    if len(sample) < n:
+        run.messages.append(f"only {len(sample)} labelled images available (asked for {n})")
+    if missing:
+        run.messages.append(f"{missing} images could not be read; shown as unavailable")
+    run.messages.append(
+        f"send {sheet.name} to each annotator; import their CSVs with "
+        "`corpus-audit validate import DIR FILE...`"
+    )
+    run.outputs = {"sheet": str(sheet), "csv": str(table)}
+    run.provenance.update(
+        {
+            "classifier": cid,
+            "n": n,
+            "strata": dict(counts),
+            "race": race,
+            "by_attributes": by_attributes,
+        }
+    )
     return run
 
 
-def import_labels(study: Study, files: list[Path], *, progress: bool = False) -> StageRun:
+@stage_body("validate_import")
+def import_labels(
+    study: Study, run: StageRun, files: list[Path], *, progress: bool = False
+) -> StageRun:
     """Import annotator CSVs into ``human_labels``; report alpha and classifier agreement.
     The ``validate_import`` stage of the catalogue; ``progress`` is unused (the signature)."""
-    with study.stage("validate_import", "label") as run:
-        rows = read_annotations(study, [Path(f) for f in files])
-        annotators = sorted({r[1] for r in rows})
-        store(study, rows, annotators)
-        run.rows_in = len(rows)
-        run.rows_out = len(rows)
-        votes: dict[str, dict[str, str]] = defaultdict(dict)
-        for image_id, annotator, label in study.con.execute(
-            "SELECT image_id, annotator, label FROM human_labels WHERE label <> ''"
-        ).fetchall():
-            votes[image_id][annotator] = label
-        cid = classifier_for(study) if study.count("labels") else None
-        classifier = (
-            dict(
-                study.con.execute(
-                    "SELECT image_id, label FROM labels WHERE classifier = ?", [cid]
-                ).fetchall()
-            )
-            if cid
-            else {}
+    rows = read_annotations(study, [Path(f) for f in files])
+    annotators = sorted({r[1] for r in rows})
+    store(study, rows, annotators)
+    run.rows_in = len(rows)
+    run.rows_out = len(rows)
+    votes: dict[str, dict[str, str]] = defaultdict(dict)
+    for image_id, annotator, label in study.con.execute(
+        "SELECT image_id, annotator, label FROM human_labels WHERE label <> ''"
+    ).fetchall():
+        votes[image_id][annotator] = label
+    cid = classifier_for(study) if study.count("labels") else None
+    classifier = (
+        dict(
+            study.con.execute(
+                "SELECT image_id, label FROM labels WHERE classifier = ?", [cid]
+            ).fetchall()
         )
-        all_annotators = sorted({a for v in votes.values() for a in v})
-        alpha = reliability(votes)
-        alpha_sure = reliability(votes, drop_unsure=True)
-        compared, agree, clf_ambiguous, no_majority, majority_unsure = compare(votes, classifier)
-        agreement = agree / compared if compared else None
-        run.summary = [
-            {"metric": "annotators", "value": len(all_annotators)},
-            {"metric": "images annotated", "value": len(votes)},
-            {"metric": "krippendorff_alpha (male/female/unsure)", "value": alpha},
-            {"metric": "krippendorff_alpha (unsure as missing)", "value": alpha_sure},
-            {"metric": f"agreement of {cid} with majority vote", "value": agreement},
-            {"metric": "images compared (majority and classifier male/female)", "value": compared},
-            {"metric": "classifier ambiguous", "value": clf_ambiguous},
-            {"metric": "majority unsure", "value": majority_unsure},
-            {"metric": "no majority (tie)", "value": no_majority},
-        ]
-        run.summary += further_alphas(study)
-        if alpha is None:
-            run.messages.append("Krippendorff's alpha needs at least two annotators on an image")
-        run.messages.append("reference (paper): alpha 0.948, 98 % agreement with the majority")
-        run.provenance.update(
-            {
-                "files": [str(f) for f in files],
-                "annotators_imported": annotators,
-                "classifier": cid,
-                "alpha": alpha,
-                "alpha_unsure_as_missing": alpha_sure,
-                "agreement": agreement,
-            }
-        )
+        if cid
+        else {}
+    )
+    all_annotators = sorted({a for v in votes.values() for a in v})
+    alpha = reliability(votes)
+    alpha_sure = reliability(votes, drop_unsure=True)
+    compared, agree, clf_ambiguous, no_majority, majority_unsure = compare(votes, classifier)
+    agreement = agree / compared if compared else None
+    run.summary = [
+        {"metric": "annotators", "value": len(all_annotators)},
+        {"metric": "images annotated", "value": len(votes)},
+        {"metric": "krippendorff_alpha (male/female/unsure)", "value": alpha},
+        {"metric": "krippendorff_alpha (unsure as missing)", "value": alpha_sure},
+        {"metric": f"agreement of {cid} with majority vote", "value": agreement},
+        {"metric": "images compared (majority and classifier male/female)", "value": compared},
+        {"metric": "classifier ambiguous", "value": clf_ambiguous},
+        {"metric": "majority unsure", "value": majority_unsure},
+        {"metric": "no majority (tie)", "value": no_majority},
+    ]
+    run.summary += further_alphas(study)
+    if alpha is None:
+        run.messages.append("Krippendorff's alpha needs at least two annotators on an image")
+    run.messages.append("reference (paper): alpha 0.948, 98 % agreement with the majority")
+    run.provenance.update(
+        {
+            "files": [str(f) for f in files],
+            "annotators_imported": annotators,
+            "classifier": cid,
+            "alpha": alpha,
+            "alpha_unsure_as_missing": alpha_sure,
+            "agreement": agreement,
+        }
+    )
     return run
