@@ -47,6 +47,7 @@ from corpus_audit.core.config_edit import set_values
 from corpus_audit.core.errors import CorpusAuditError as CorpusAuditError
 from corpus_audit.core.errors import StudyError, printable
 from corpus_audit.core.extras import require_stages
+from corpus_audit.core.fileio import entries_now, remove_new
 from corpus_audit.core.kinds import LLM_LABOR_STATS
 from corpus_audit.core.pipeline import init_study, run_all, stage_function, status, study_kind
 from corpus_audit.core.preset import load_preset, resolve
@@ -237,7 +238,7 @@ class Study:
                 logger.info("%s", note)
         _kind_overrides(overrides, kind, bool(corpus), models)
         root = Path(root)
-        before = set(root.iterdir()) if root.is_dir() else None
+        before = entries_now(root)
         core = init_study(root, corpus, overrides=overrides, overwrite=overwrite)
         study = cls(core)
         try:
@@ -247,7 +248,7 @@ class Study:
                 study.run("prompts", progress=False)
         except BaseException:  # a bad setting or lexicon: leave no study behind, as a failed init
             study.close()
-            _remove_new(root, before)
+            remove_new(root, before)
             raise
         return study
 
@@ -625,20 +626,6 @@ class Study:
         )
         logger.info("exported %d tables to %s", len(result.rows), result.out_dir)
         return result
-
-
-def _remove_new(root: Path, before: set[Path] | None) -> None:
-    """Remove ``root`` when it did not exist (``before`` None), else what appeared in it."""
-    import shutil
-
-    if before is None:
-        shutil.rmtree(root, ignore_errors=True)
-        return
-    for path in set(root.iterdir()) - before:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
 
 
 # the statement kinds :meth:`Study.query` runs (DuckDB's StatementType names)

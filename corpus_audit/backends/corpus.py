@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 from corpus_audit.backends import boundary, hub, storage
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.errors import CorpusError, NotTextError, printable
-from corpus_audit.core.registry import Registry
+from corpus_audit.core.registry import Registry, has_members
 from corpus_audit.core.urls import is_url, local_path, scheme
 
 TEXT_ALIASES = ("TEXT", "caption", "text")
@@ -150,10 +150,7 @@ READERS: Registry[CorpusReader] = Registry(
     "corpus_audit.corpus_readers",
     expects=(
         "a corpus reader (name, extensions, inspect, read)",
-        lambda o: (
-            isinstance(getattr(o, "name", None), str)
-            and all(callable(getattr(o, m, None)) for m in ("inspect", "read"))
-        ),
+        has_members(strings=("name",), methods=("inspect", "read")),
     ),
 )
 

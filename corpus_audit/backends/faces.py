@@ -39,7 +39,7 @@ from corpus_audit.core.errors import ModelError
 from corpus_audit.core.model_dir import model_dir as chosen
 from corpus_audit.core.native_logs import quiet_native_logs
 from corpus_audit.core.registry import Registry
-from corpus_audit.methods.faces import Face, FaceResult, order_left_to_right  # noqa: F401  (re-exported)
+from corpus_audit.methods.faces import Face, FaceResult, is_large, order_left_to_right  # noqa: F401  (re-exported)
 
 MODEL_FILES = {
     "full_range": "face_detection_full_range_sparse.tflite",
@@ -91,11 +91,7 @@ def face_filter(
     ordered = order_left_to_right(faces)
     if not ordered:
         return FaceResult(ordered, width, height, False, "no_face")
-    large = [
-        i
-        for i, f in enumerate(ordered)
-        if f.h >= min_face_fraction * height or f.w >= min_face_fraction * width
-    ]
+    large = [i for i, f in enumerate(ordered) if is_large(f, width, height, min_face_fraction)]
     if len(large) >= 2 or (count_small_faces and large and len(ordered) >= 2):
         return FaceResult(ordered, width, height, False, "many_faces")
     if not large:

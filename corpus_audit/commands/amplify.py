@@ -50,7 +50,7 @@ from corpus_audit.methods.amplification import (
     make_pair,
     summarize,
 )
-from corpus_audit.report.amplify_page import write_page
+from corpus_audit.report.amplify_page import PageText, write_page
 
 DEFAULT_OUT = Path("amplify_results")
 
@@ -277,7 +277,7 @@ def amplify_tables(
         confidence=confidence,
         seed=seed,
         parity_side=parity_side,
-        report=report,
+        page=PageText() if report else None,
     )
     run.provenance.update({"training_csv": str(training_csv), "generated_csv": str(generated_csv)})
     return run
@@ -328,10 +328,7 @@ def amplify_wide(
         confidence=confidence,
         seed=seed,
         parity_side=parity_side,
-        report=report,
-        title=title,
-        note=note,
-        reference=reference,
+        page=PageText(title, note, reference) if report else None,
     )
     run.provenance.update({"tables": {n: str(p) for n, p in tables}, "training_n": training_n})
     return run
@@ -379,12 +376,10 @@ def _amplify(
     confidence: float,
     seed: int,
     parity_side: str,
-    report: bool,
-    title: str | None = None,
-    note: str | None = None,
-    reference: dict[str, dict[str, float]] | None = None,
+    page: PageText | None,
 ) -> StageRun:
-    """The arithmetic and outputs shared by the long and wide inputs."""
+    """The arithmetic and outputs shared by the long and wide inputs; ``page``: what heads
+    ``amplification.html`` (None: no page)."""
     results: list[ModelResult] = []
     for (model, source, training, generated), gpath in zip(inputs, generated_paths, strict=True):
         pairs = amplify_pairs(
@@ -414,16 +409,14 @@ def _amplify(
     }
     out = Path(out_dir) if out_dir else DEFAULT_OUT
     run.outputs = write_outputs(out, results, summary)
-    if report:
+    if page is not None:
         run.outputs["report"] = str(
             write_page(
                 out / "amplification.html",
                 results,
                 parity_side=parity_side,
                 confidence=confidence,
-                title=title,
-                note=note,
-                reference=reference,
+                text=page,
             )
         )
     return run

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -258,17 +258,9 @@ def write_summary(study: Study) -> dict[str, Path]:
     rows = indicator_summary(study)
     out_dir = study.root / "summary"
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = out_dir / "indicator_summary.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(SUMMARY_COLUMNS), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+    csv_path = _write_csv(out_dir / "indicator_summary.csv", SUMMARY_COLUMNS, rows)
     corpora = corpus_rows(study)
-    corpus_csv = out_dir / "corpus_summary.csv"
-    with corpus_csv.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(CORPUS_COLUMNS), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(corpora)
+    corpus_csv = _write_csv(out_dir / "corpus_summary.csv", CORPUS_COLUMNS, corpora)
     examples = _indicator_examples(study)
     html_path = out_dir / "indicator_summary.html"
     html_path.write_text(
@@ -291,6 +283,15 @@ def write_summary(study: Study) -> dict[str, Path]:
         nn_path.write_text(_render("neighbors.html.j2", groups=neighbors), encoding="utf-8")
         outputs["top_neighbors_html"] = nn_path
     return outputs
+
+
+def _write_csv(path: Path, columns: Sequence[str], rows: list[dict[str, Any]]) -> Path:
+    """Write ``rows`` as a UTF-8 CSV with the header ``columns`` (other keys left out)."""
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 def per_occupation_by_corpus(study: Study, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

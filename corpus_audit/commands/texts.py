@@ -15,6 +15,7 @@ from pathlib import Path
 
 from corpus_audit.core.config import CONFIG_NAME, write_config
 from corpus_audit.core.errors import StudyError, printable
+from corpus_audit.core.fileio import entries_now, remove_new
 from corpus_audit.core.pipeline import absolute_paths, init_study
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.core.study_lock import config_lock
@@ -42,7 +43,7 @@ def run_texts(
     if out.exists() and not out.is_dir():
         raise StudyError(f"{printable(out)}: --out names a file; give a directory for the study")
     first = not (out / CONFIG_NAME).exists()
-    before = set(out.iterdir()) if out.is_dir() else None  # what a failed first run keeps
+    before = entries_now(out)  # what a failed first run keeps
     if not first:
         study = Study.open(out)
         if study.config.texts.source != "corpus":
@@ -68,22 +69,6 @@ def run_texts(
             run.outputs["page"] = str(write_page(study))
     except Exception:
         if first:  # a failed first run leaves nothing behind (an interrupted one resumes)
-            _remove_new(out, before)
+            remove_new(out, before)
         raise
     return run
-
-
-def _remove_new(out: Path, before: set[Path] | None) -> None:
-    """Remove what a failed first run created in ``out``: the folder when it made it, else
-    the entries that were not there before (``study.toml``, the database, its spill folder,
-    the report); what the folder held before is left alone."""
-    import shutil
-
-    if before is None:
-        shutil.rmtree(out, ignore_errors=True)
-        return
-    for path in set(out.iterdir()) - before:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +46,26 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> Path:
 def write_text_atomic(path: Path | str, text: str) -> Path:
     """Write ``text`` as UTF-8 to ``path`` atomically and return the path."""
     return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def entries_now(folder: Path) -> set[Path] | None:
+    """The entries of ``folder`` (None when it is not a folder yet): what
+    :func:`remove_new` leaves alone."""
+    return set(folder.iterdir()) if folder.is_dir() else None
+
+
+def remove_new(folder: Path, before: set[Path] | None) -> None:
+    """Undo what a failed first write created in ``folder``: the folder itself when it did not
+    exist (``before`` None), else the entries not in ``before`` (:func:`entries_now`); what the
+    folder held before is left alone, and a link is removed, never followed."""
+    if before is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for path in set(folder.iterdir()) - before:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def link_in(root: Path | str, path: Path | str) -> Path | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -123,6 +123,22 @@ def group_entry_points(group: str) -> list[tuple[metadata.EntryPoint, str, str]]
         name = dist.metadata["Name"] if dist is not None else ""
         out.append((ep, name or "", dist.version if dist is not None else ""))
     return sorted(out, key=lambda row: row[0].name)
+
+
+def has_members(
+    *, strings: Sequence[str] = (), classes: Sequence[str] = (), methods: Sequence[str] = ()
+) -> Callable[[Any], bool]:
+    """A test of a plugin's object for :attr:`Registry.expects`: true when each attribute of
+    ``strings`` is a str, each of ``classes`` a class and each of ``methods`` callable."""
+
+    def test(obj: Any) -> bool:
+        return (
+            all(isinstance(getattr(obj, n, None), str) for n in strings)
+            and all(isinstance(getattr(obj, n, None), type) for n in classes)
+            and all(callable(getattr(obj, n, None)) for n in methods)
+        )
+
+    return test
 
 
 class Registry(Generic[T]):

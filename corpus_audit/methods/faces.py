@@ -4,6 +4,7 @@
   :class:`FaceResult`: the one-face filter's outcome for an image
   (:func:`corpus_audit.backends.faces.face_filter`);
 - :func:`order_left_to_right`: faces by box centre x (the order the ``faces`` table stores);
+- :func:`is_large`: whether a face is large enough for the one- and two-face rules to count;
 - :func:`face_crop_box`: the face box grown by :data:`FACE_CROP_MARGIN` (0.5 x its size on each
   side) and clipped to the image, the crop a classifier sees with ``label.crop_to_face``;
 - :func:`decide`: a perceived-gender probability and a threshold in [0.5, 1] -> ``female`` /
@@ -71,6 +72,12 @@ class FaceResult:
 def order_left_to_right(faces: Sequence[Face]) -> tuple[Face, ...]:
     """Faces sorted by box centre x (ties by y), leftmost first."""
     return tuple(sorted(faces, key=lambda f: (f.center_x, f.y + f.h / 2.0)))
+
+
+def is_large(face: Face, width: int, height: int, min_face_fraction: float) -> bool:
+    """``face.h >= fraction * height`` or ``face.w >= fraction * width`` (fraction in [0, 1]):
+    a face the one- and two-face rules count."""
+    return face.h >= min_face_fraction * height or face.w >= min_face_fraction * width
 
 
 def decide(p_female: float, threshold: float) -> str:

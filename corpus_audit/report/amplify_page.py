@@ -17,6 +17,7 @@ autoescape on (occupation and prompt names come from a user's file). Per table (
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,25 +35,35 @@ TEMPLATE = "amplify.html.j2"
 DEFAULT_TITLE = "Amplification from %female tables"
 
 
+@dataclass(frozen=True)
+class PageText:
+    """What the page shows beside the recomputed numbers: ``title`` (None:
+    :data:`DEFAULT_TITLE`) and ``note`` head it; ``reference`` (``{model: {prompt or
+    "average": mean A}}``, percentage points) adds published means beside the recomputed ones."""
+
+    title: str | None = None
+    note: str | None = None
+    reference: dict[str, dict[str, float]] | None = None
+
+
 def write_page(
     path: Path,
     results: list[ModelResult],
     *,
     parity_side: str,
     confidence: float,
-    title: str | None = None,
-    note: str | None = None,
-    reference: dict[str, dict[str, float]] | None = None,
+    text: PageText = PageText(),
 ) -> Path:
     """Render the page for ``results`` to ``path`` (atomically); returns ``path``."""
+    reference = text.reference or {}
     ctx = {
-        "title": title or DEFAULT_TITLE,
-        "note": note,
+        "title": text.title or DEFAULT_TITLE,
+        "note": text.note,
         "version": __version__,
         "metrics": METRICS,
         "parity_side": parity_side,
         "confidence_pct": f"{confidence * 100:g}",
-        "models": [_model_context(r, confidence, (reference or {}).get(r.model)) for r in results],
+        "models": [_model_context(r, confidence, reference.get(r.model)) for r in results],
     }
     html = render(ctx, TEMPLATE)
     return write_text_atomic(path, html)

@@ -33,7 +33,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,36 +51,29 @@ class Recorded:
     at: float = field(default_factory=time.monotonic)
 
 
+@dataclass(eq=False)
 class ImagesServer:
     """The scripted images endpoint (see the module docstring)."""
 
-    def __init__(
-        self,
-        image_for: Callable[[str], bytes],
-        *,
-        plan: dict[str, list[str]] | None = None,
-        revise: Callable[[str], str] | None = None,
-        expected_key: str | None = None,
-        retry_after: str = "0",
-        slow_seconds: float = 1.5,
-        max_requests: int = 1000,
-        usage: dict[str, Any] | None = None,
-        delay: float = 0.0,
-    ) -> None:
-        for prompt, steps in (plan or {}).items():
+    image_for: Callable[[str], bytes]
+    _: KW_ONLY
+    plan: dict[str, list[str]] | None = None
+    revise: Callable[[str], str] | None = None
+    expected_key: str | None = None
+    retry_after: str = "0"
+    slow_seconds: float = 1.5
+    max_requests: int = 1000
+    usage: dict[str, Any] | None = None
+    delay: float = 0.0
+    requests: list[Recorded] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        for prompt, steps in (self.plan or {}).items():
             bad = [s for s in steps if s not in OUTCOMES]
             if bad:
                 raise ValueError(f"plan for {prompt!r}: unknown outcomes {bad} ({OUTCOMES})")
-        self.image_for = image_for
-        self.plan = {k: list(v) for k, v in (plan or {}).items()}
-        self.revise = revise or (lambda p: f"{p} Revised by the test server.")
-        self.expected_key = expected_key
-        self.retry_after = retry_after
-        self.slow_seconds = slow_seconds
-        self.max_requests = max_requests
-        self.usage = usage
-        self.delay = delay
-        self.requests: list[Recorded] = []
+        self.plan = {k: list(v) for k, v in (self.plan or {}).items()}
+        self.revise = self.revise or (lambda p: f"{p} Revised by the test server.")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())

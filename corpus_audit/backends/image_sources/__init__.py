@@ -22,7 +22,7 @@ from corpus_audit.backends.image_sources.urls import UrlsSource
 from corpus_audit.backends.image_sources.webdataset import WebDatasetSource
 from corpus_audit.core.config import check_type
 from corpus_audit.core.errors import ConfigError
-from corpus_audit.core.registry import Registry
+from corpus_audit.core.registry import Registry, has_members
 
 __all__ = ["SOURCES", "ImageSource", "Record", "Skip", "SourceOptions", "Unit", "parse_source"]
 
@@ -31,11 +31,7 @@ SOURCES: Registry[ImageSource] = Registry(
     "corpus_audit.image_sources",
     expects=(
         "an image source (kind, options, prepare, units)",
-        lambda o: (
-            isinstance(getattr(o, "kind", None), str)
-            and isinstance(getattr(o, "options", None), type)
-            and all(callable(getattr(o, m, None)) for m in ("prepare", "units"))
-        ),
+        has_members(strings=("kind",), classes=("options",), methods=("prepare", "units")),
     ),
 )
 for _source in (

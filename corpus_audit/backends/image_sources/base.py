@@ -13,7 +13,7 @@ import fnmatch
 import glob as globlib
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
@@ -191,12 +191,17 @@ def safe_member_name(name: str) -> str | None:
     return name
 
 
-def meta_fields(meta: dict[str, Any]) -> tuple[int | None, str | None, str | None]:
-    """(caption_id, url, key) of an img2dataset-style metadata dict."""
-    caption_id = as_int(meta.get("caption_id"))
-    url = next((meta[c] for c in URL_COLUMNS if isinstance(meta.get(c), str)), None)
+def with_meta(record: Record, meta: dict[str, Any]) -> Record:
+    """``record`` with what its img2dataset-style metadata ``meta`` (:func:`load_meta`; {}
+    for none) says: ``key`` (when it names one), the url (the first of :data:`URL_COLUMNS`
+    that is a string) and ``caption_id``."""
     key = meta.get("key") if isinstance(meta.get("key"), str) else None
-    return caption_id, url, key
+    return replace(
+        record,
+        key=key or record.key,
+        url=next((meta[c] for c in URL_COLUMNS if isinstance(meta.get(c), str)), None),
+        caption_id=as_int(meta.get("caption_id")),
+    )
 
 
 def load_meta(data: bytes | str) -> dict[str, Any]:
@@ -256,6 +261,19 @@ def batch_rows(
             continue
         ext = ext_of(inner) if inner or not default_ext else default_ext
         yield Record(origin=where, ext=ext, data=blob, file=file, **row_links(batch, i, cols))
+
+
+def link_columns(
+    columns: list[str], options: ColumnOptions
+) -> tuple[str | None, str | None, str | None]:
+    """The (url, key, caption_id) columns among ``columns`` (None for an absent one), as
+    :func:`batch_rows` takes them: the options' ``url_column`` / ``key_column``, else the first
+    present of :data:`URL_COLUMNS` / :data:`KEY_COLUMNS`; ``caption_id`` when present."""
+    return (
+        pick(columns, options.url_column, URL_COLUMNS),
+        pick(columns, options.key_column, KEY_COLUMNS),
+        "caption_id" if "caption_id" in columns else None,
+    )
 
 
 def row_links(batch: dict[str, list[Any]], i: int, cols: tuple[str | None, ...]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ from corpus_audit.backends.image_sources.base import (
     existing_target,
     expand,
     load_meta,
-    meta_fields,
     short_error,
+    with_meta,
 )
 from corpus_audit.core.errors import CorpusAuditError, ImageSourceError
 
@@ -49,15 +49,7 @@ def iter_dir(root: Path) -> Iterator[Record | Skip]:
                 meta = load_meta(sidecar.read_text(encoding="utf-8"))
             except (ValueError, OSError) as exc:  # bad JSON / UTF-8, unreadable
                 yield Skip(str(sidecar), "bad_metadata", str(exc)[:200])
-        caption_id, url, key = meta_fields(meta)
-        yield Record(
-            origin=str(file),
-            ext=file.suffix.lower(),
-            file=file,
-            key=key or file.stem,
-            url=url,
-            caption_id=caption_id,
-        )
+        yield with_meta(Record(str(file), file.suffix.lower(), file=file, key=file.stem), meta)
 
 
 def storage_bind(name: str, like: str) -> str:
@@ -97,15 +89,8 @@ def iter_store_dir(target: str) -> Iterator[Record | Skip]:
                 meta = load_meta(_read_object(storage_bind(sidecar, url)))
             except (ValueError, CorpusAuditError) as exc:
                 yield Skip(str(sidecar), "bad_metadata", str(exc)[:200])
-        caption_id, url_meta, key = meta_fields(meta)
-        yield Record(
-            origin=str(url),
-            ext=f".{ext.lower()}",
-            data=data,
-            key=key or stem.rsplit("/", 1)[-1],
-            url=url_meta,
-            caption_id=caption_id,
-        )
+        key = stem.rsplit("/", 1)[-1]
+        yield with_meta(Record(str(url), f".{ext.lower()}", data=data, key=key), meta)
 
 
 def folder_unit(path: Path) -> Unit:

@@ -27,8 +27,6 @@ from typing import Any
 from corpus_audit.backends import hub, storage
 from corpus_audit.backends.image_sources.base import (
     IMAGE_COLUMNS,
-    KEY_COLUMNS,
-    URL_COLUMNS,
     ColumnOptions,
     PlainSource,
     Record,
@@ -37,6 +35,7 @@ from corpus_audit.backends.image_sources.base import (
     Unit,
     batch_rows,
     existing_target,
+    link_columns,
     pick,
     short_error,
 )
@@ -156,11 +155,7 @@ def iter_saved_remote(folder: str, split: str, options: HfOptions) -> Iterator[R
                 raise ImageSourceError(
                     f"{folder}: no Image column (columns: {', '.join(names)}); set image_column"
                 )
-            cols = (
-                pick(names, options.url_column, URL_COLUMNS),
-                pick(names, options.key_column, KEY_COLUMNS),
-                "caption_id" if "caption_id" in names else None,
-            )
+            cols = link_columns(names, options)
             for batch in reader:
                 yield from batch_rows(batch.to_pydict(), image_col, cols, f"{folder}#{prefix}", row)
                 row += batch.num_rows
@@ -206,10 +201,7 @@ def _columns(path: Path, ds: Any, options: HfOptions) -> tuple[Any, list[str | N
             f"{path}: no Image column (columns: {', '.join(columns)}); set image_column"
         )
     ds = ds.cast_column(image_col, datasets.Image(decode=False))
-    url_col = pick(columns, options.url_column, URL_COLUMNS)
-    key_col = pick(columns, options.key_column, KEY_COLUMNS)
-    id_col = "caption_id" if "caption_id" in columns else None
-    chosen = [image_col, url_col, key_col, id_col]
+    chosen = [image_col, *link_columns(columns, options)]
     return ds.select_columns([c for c in chosen if c]), chosen
 
 

@@ -13,8 +13,6 @@ from corpus_audit.backends import storage
 from corpus_audit.backends.image_sources.base import (
     IMAGE_COLUMNS,
     IMAGE_EXTS,
-    KEY_COLUMNS,
-    URL_COLUMNS,
     ColumnOptions,
     PlainSource,
     Record,
@@ -22,6 +20,7 @@ from corpus_audit.backends.image_sources.base import (
     SourceContext,
     Unit,
     batch_rows,
+    link_columns,
     matching_files,
     pick,
     short_error,
@@ -58,9 +57,7 @@ def iter_parquet(
             f"{path}: no image column (looked for {options.image_column or IMAGE_COLUMNS}; "
             f"columns: {', '.join(columns)}); set image_column in the source"
         )
-    url_col = pick(columns, options.url_column, URL_COLUMNS)
-    key_col = pick(columns, options.key_column, KEY_COLUMNS)
-    id_col = "caption_id" if "caption_id" in columns else None
+    url_col, key_col, id_col = link_columns(columns, options)
     wanted = [c for c in (image_col, url_col, key_col, id_col) if c]
     default_ext = f".{image_col.lower()}" if f".{image_col.lower()}" in IMAGE_EXTS else ".jpg"
     row = 0

@@ -25,9 +25,9 @@ from corpus_audit.backends.image_sources.base import (
     Unit,
     load_meta,
     matching_files,
-    meta_fields,
     safe_member_name,
     short_error,
+    with_meta,
 )
 from corpus_audit.core.errors import CorpusAuditError
 
@@ -55,15 +55,7 @@ def _group_record(path: Path, key: str, group: dict[str, Any]) -> Iterator[Recor
     if not images:
         return
     ext, data, name = images[0]
-    caption_id, url, meta_key = meta_fields(meta)
-    yield Record(
-        origin=f"{path}:{name}",
-        ext=ext,
-        data=data,
-        key=meta_key or key.rsplit("/", 1)[-1],
-        url=url,
-        caption_id=caption_id,
-    )
+    yield with_meta(Record(f"{path}:{name}", ext, data=data, key=key.rsplit("/", 1)[-1]), meta)
 
 
 def _member_skip(path: Path, member: tarfile.TarInfo) -> Skip | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from corpus_audit.commands.export import FORMATS, export_tables
-from corpus_audit.commands.verbs.base import Subcommands, open_study, out_path
+from corpus_audit.commands.verbs.base import Subcommands, add_switch, open_study, out_path
 from corpus_audit.core.errors import printable
 
 
@@ -31,15 +31,15 @@ def add_parser(sub: Subcommands) -> None:
     p.add_argument("--format", choices=FORMATS, default="parquet", help="default: parquet")
     p.add_argument("--tables", nargs="+", metavar="TABLE", help="only these tables")
     p.add_argument("--out", help="output directory (default: DIR/export)")
-    p.add_argument(
+    add_switch(
+        p,
         "--include-empty",
-        action="store_true",
-        help="also write the tables without rows (default: left out, unless named by --tables)",
+        "also write the tables without rows (default: left out, unless named by --tables)",
     )
-    p.add_argument(
+    add_switch(
+        p,
         "--allow-partial",
-        action="store_true",
-        help="export the tables of a stage whose last run did not finish (marked 'partial' in "
+        "export the tables of a stage whose last run did not finish (marked 'partial' in "
         "the manifest); refused by default",
     )
 

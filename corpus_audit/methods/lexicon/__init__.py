@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from corpus_audit.core.errors import LexiconError  # noqa: F401  (re-exported)
-from corpus_audit.methods.lexicon.csvfile import read_rows
+from corpus_audit.methods.lexicon.csvfile import read_rows, records
 
 BUILTIN_PREFIX = "builtin:"
 
@@ -156,6 +156,41 @@ def check_forms(path: Path, lineno: int, name: str, forms: tuple[str, ...]) -> N
             raise LexiconError(f"{path}:{lineno}: form {form!r} of '{name}' has no letter")
 
 
+def pipe_items(row: dict[str, str], column: str) -> list[str]:
+    """The non-blank ``|``-separated items of ``row[column]`` (as written; none when the
+    column is absent or empty)."""
+    return [f for f in (row.get(column) or "").split("|") if f.strip()]
+
+
+def unique_name(
+    path: Path, lineno: int, row: dict[str, str], column: str, seen: dict[str, int]
+) -> str:
+    """The row's ``column`` as a key (lower case, single spaces): not empty and not in
+    ``seen`` (key -> line), where it is then entered."""
+    name = " ".join((row.get(column) or "").strip().lower().split())
+    if not name:
+        raise LexiconError(f"{path}:{lineno}: empty {column}")
+    if name in seen:
+        raise LexiconError(
+            f"{path}:{lineno}: duplicate {column} '{name}' (first on line {seen[name]})"
+        )
+    seen[name] = lineno
+    return name
+
+
+def claim_forms(
+    path: Path, lineno: int, name: str, forms: tuple[str, ...], owner: dict[str, str]
+) -> None:
+    """Enter ``forms`` as ``name``'s in ``owner`` (form -> entry); a form another entry owns
+    is an error."""
+    for form in forms:
+        if owner.get(form, name) != name:
+            raise LexiconError(
+                f"{path}:{lineno}: form '{form}' of '{name}' already belongs to '{owner[form]}'"
+            )
+        owner[form] = name
+
+
 def load_occupations(
     spec: str = "builtin:occupations_en.csv", base: Path | None = None
 ) -> list[Occupation]:
@@ -171,30 +206,15 @@ def load_occupations(
     occupations: list[Occupation] = []
     seen: dict[str, int] = {}
     form_owner: dict[str, str] = {}
-    for lineno, fields in rows:
-        row = dict(zip(header, fields, strict=True))
-        name = " ".join((row.get("occupation") or "").strip().lower().split())
-        if not name:
-            raise LexiconError(f"{path}:{lineno}: empty occupation")
-        if name in seen:
-            raise LexiconError(
-                f"{path}:{lineno}: duplicate occupation '{name}' (first on line {seen[name]})"
-            )
-        seen[name] = lineno
+    for lineno, row in records(header, rows):
+        name = unique_name(path, lineno, row, "occupation", seen)
         display = (row.get("display") or "").strip() or name
         article = (row.get("article") or "").strip().lower() or indefinite_article(display)
         if article not in {"a", "an", ""}:
             raise LexiconError(f"{path}:{lineno}: article '{article}' is not 'a' or 'an'")
-        raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
-        forms = expand_forms([name, *raw_forms])
+        forms = expand_forms([name, *pipe_items(row, "forms")])
         check_forms(path, lineno, name, forms)
-        for form in forms:
-            owner = form_owner.get(form)
-            if owner is not None and owner != name:
-                raise LexiconError(
-                    f"{path}:{lineno}: form '{form}' of '{name}' already belongs to '{owner}'"
-                )
-            form_owner[form] = name
+        claim_forms(path, lineno, name, forms, form_owner)
         occupations.append(Occupation(name, article, display, forms))
     if not occupations:
         raise LexiconError(f"{path}: no occupations")

@@ -74,6 +74,14 @@ def read_rows(
     return header, rows
 
 
+def records(
+    header: list[str], rows: list[tuple[int, list[str]]]
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line, {column: field})`` per row of :func:`read_rows`' result."""
+    for line, fields in rows:
+        yield line, dict(zip(header, fields, strict=True))
+
+
 def _check_header(path: Path, line: int, header: list[str], error: type[Exception]) -> None:
     seen: set[str] = set()
     for i, name in enumerate(header, start=1):

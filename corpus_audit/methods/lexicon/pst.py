@@ -54,11 +54,14 @@ import pandas as pd
 from corpus_audit.methods.lexicon import (
     LexiconError,
     check_forms,
+    claim_forms,
     expand_forms,
+    pipe_items,
     read_toml,
     resolve_path,
+    unique_name,
 )
-from corpus_audit.methods.lexicon.csvfile import read_rows
+from corpus_audit.methods.lexicon.csvfile import read_rows, records
 
 GENDERS = ("male", "female")
 KINDS = ("single", "paired", "power")
@@ -168,7 +171,7 @@ def _yes_no(path: Path, lineno: int, value: str) -> bool:
 def _gendered(path: Path, lineno: int, row: dict[str, str | None]) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for gender in GENDERS:
-        raw = [f for f in (row.get(f"{gender}_forms") or "").split("|") if f.strip()]
+        raw = pipe_items(row, f"{gender}_forms")
         if raw:
             out[gender] = expand_forms(raw)
     return out
@@ -176,14 +179,9 @@ def _gendered(path: Path, lineno: int, row: dict[str, str | None]) -> dict[str, 
 
 def _role_name(path: Path, lineno: int, row: dict[str, str], seen: dict[str, int]) -> str:
     """The row's role name (lower case, single spaces): not empty, no ':', not seen before."""
-    name = " ".join((row.get("role") or "").strip().lower().split())
-    if not name:
-        raise LexiconError(f"{path}:{lineno}: empty role")
-    if ":" in name:
+    name = unique_name(path, lineno, row, "role", seen)
+    if ":" in name:  # a first row with ':' fails here, so no later duplicate of it gets this far
         raise LexiconError(f"{path}:{lineno}: role '{name}' contains ':' (prompt ids use it)")
-    if name in seen:
-        raise LexiconError(f"{path}:{lineno}: duplicate role '{name}' (first on line {seen[name]})")
-    seen[name] = lineno
     return name
 
 
@@ -208,23 +206,18 @@ def _role_forms(
 ) -> tuple:
     """``(forms, gendered forms, not_forms)`` of the row; every form claimed in ``owner`` for
     ``name`` (a form another role owns, or one both neutral and gendered, is an error)."""
-    raw_forms = [f for f in (row.get("forms") or "").split("|") if f.strip()]
-    forms = expand_forms([name, *raw_forms])
+    forms = expand_forms([name, *pipe_items(row, "forms")])
     gendered = _gendered(path, lineno, row)
-    check_forms(path, lineno, name, forms + tuple(f for fs in gendered.values() for f in fs))
-    for form in forms + tuple(f for fs in gendered.values() for f in fs):
-        if owner.get(form, name) != name:
-            raise LexiconError(
-                f"{path}:{lineno}: form '{form}' of '{name}' already belongs to '{owner[form]}'"
-            )
-        owner[form] = name
+    every_form = forms + tuple(f for fs in gendered.values() for f in fs)
+    check_forms(path, lineno, name, every_form)
+    claim_forms(path, lineno, name, every_form, owner)
     both = set(gendered.get("male", ())) & set(gendered.get("female", ()))
     if both or set(forms) & {f for fs in gendered.values() for f in fs}:
         raise LexiconError(
             f"{path}:{lineno}: a form of '{name}' is listed as neutral and gendered, "
             "or as both genders"
         )
-    not_forms = expand_forms([f for f in (row.get("not_forms") or "").split("|") if f.strip()])
+    not_forms = expand_forms(pipe_items(row, "not_forms"))
     if set(not_forms) & set(owner):
         raise LexiconError(f"{path}:{lineno}: a not_forms phrase of '{name}' is also a form")
     return forms, gendered, not_forms
@@ -248,8 +241,7 @@ def load_roles(spec: str = "builtin:pst/roles_en.csv", base: Path | None = None)
     roles: list[PstRole] = []
     seen: dict[str, int] = {}
     owner: dict[str, str] = {}
-    for lineno, fields in rows:
-        row = dict(zip(header, fields, strict=True))
+    for lineno, row in records(header, rows):
         name = _role_name(path, lineno, row, seen)
         stereotype, power, occupation = _role_kind(path, lineno, name, row)
         forms, gendered, not_forms = _role_forms(path, lineno, name, row, owner)

@@ -37,6 +37,7 @@ from corpus_audit.methods.faces import (
     Face,
     FaceResult,
     face_crop_box,
+    is_large,
     order_left_to_right,
 )
 
@@ -81,11 +82,6 @@ class PairResult:
             ("left", self.left_face, self.faces[self.left_face]),
             ("right", self.right_face, self.faces[self.right_face]),
         ]
-
-
-def is_large(face: Face, width: int, height: int, min_face_fraction: float) -> bool:
-    """``face.h >= fraction * height`` or ``face.w >= fraction * width`` (fraction in [0, 1])."""
-    return face.h >= min_face_fraction * height or face.w >= min_face_fraction * width
 
 
 def pair_filter(

@@ -51,9 +51,7 @@ SELECT
     q.image_id,
     i.source AS side,
     CASE WHEN i.source = 'generated' THEN coalesce(i.model_id, 'unknown') END AS model_id,
-    l.label
-        || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
-        AS stratum_label,
+    stratum_label(l.label, g.tone_group, g.age_group, $by_attributes) AS stratum_label,
     mj.age_bin AS human_age_bin,
     t.monk AS human_monk,
     mj.race AS human_race,

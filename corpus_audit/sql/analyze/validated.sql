@@ -23,9 +23,7 @@ SELECT
     m.image_id,
     i.source AS side,
     CASE WHEN i.source = 'generated' THEN coalesce(i.model_id, 'unknown') END AS model_id,
-    l.label
-        || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
-        AS stratum_label,
+    stratum_label(l.label, g.tone_group, g.age_group, $by_attributes) AS stratum_label,
     m.truth,
     a.label AS predicted
 FROM majority m

@@ -5,6 +5,13 @@
 -- (under_35 | 35_54 | 55_plus, 'minor' under 16, 'none' when not estimated). Replaced on each
 -- call (temp table validation_groups). Reads `images`, `skin_tone`, `perceived_age`.
 -- Owner: corpus_audit/stages/analyze/strata.py
+-- Also the macro stratum_label(label, tone_group, age_group, by_attributes): a stored label,
+-- with by_attributes also '/<tone group>/<age group>'; the one definition of a stratum's label
+-- part (sql/validate/strata.sql, sql/analyze/validation_strata.sql, validated.sql and
+-- attribute_validated.sql use it).
+CREATE OR REPLACE TEMP MACRO stratum_label(label, tone_group, age_group, by_attributes) AS
+    label || CASE WHEN by_attributes THEN '/' || tone_group || '/' || age_group ELSE '' END;
+
 CREATE OR REPLACE TEMP TABLE validation_groups AS
 SELECT
     i.image_id,

@@ -5,8 +5,7 @@
 SELECT
     l.image_id,
     i.path,
-    i.source || '/' || l.label
-        || CASE WHEN $by_attributes THEN '/' || g.tone_group || '/' || g.age_group ELSE '' END
+    i.source || '/' || stratum_label(l.label, g.tone_group, g.age_group, $by_attributes)
         AS stratum
 FROM labels l
 JOIN images i USING (image_id)
