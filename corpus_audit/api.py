@@ -353,7 +353,7 @@ class Study:
         cfg = core.config
         models = [*cfg.generate.models, *getattr(cfg.llm, "models", [])]
         models.append(f"classifier:{cfg.label.classifier}")
-        rows = {t: int(core.count(f'"{t}"')) for t in result_tables()}
+        rows = {t: core.count(t) for t in result_tables()}  # the schema's names
         return {
             "kind": study_kind(cfg),
             "stages": stages,
@@ -496,7 +496,7 @@ class Study:
         sorted; ``non_empty``: only those holding rows."""
         names = result_tables()
         if non_empty:
-            names = [t for t in names if self.core.count(f'"{t}"') > 0]
+            names = [t for t in names if self.core.count(t) > 0]  # the schema's names
         return names
 
     @_one_thread

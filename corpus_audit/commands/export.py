@@ -359,7 +359,7 @@ def _fsync_dir(folder: Path) -> None:
 def _count(study: Study, table: str) -> int:
     """Rows of the schema table ``table``."""
     _select_all(table)  # a result table of the schema, never user text
-    return int(study.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0])
+    return study.count(table)
 
 
 def _write_all(
