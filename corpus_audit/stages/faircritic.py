@@ -30,7 +30,7 @@ import numpy as np
 
 from corpus_audit.backends.classifiers import build_classifier
 from corpus_audit.backends.engines.base import Progress as EngineProgress
-from corpus_audit.backends.engines.base import track
+from corpus_audit.backends.engines.base import close_worker, track
 from corpus_audit.backends.engines.models import ModelSpec, model_session
 from corpus_audit.backends.faces import face_model_setting, get_face_detector
 from corpus_audit.backends.feedback import WRITERS
@@ -125,7 +125,7 @@ class LoopWorker:
         self.generator = generator
 
     def close(self) -> None:
-        self.generator.close()
+        close_worker(self.generator)  # a plugin's generator may have no close()
 
 
 def load_loop(config: Any, model: str, templates: Any, roles: Any) -> LoopWorker:

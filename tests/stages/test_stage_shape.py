@@ -288,7 +288,27 @@ def test_every_heavy_stage_module_is_checked():
 @pytest.mark.parametrize("path", MODULES, ids=_relative)
 def test_stage_module_has_no_pool_and_no_engine_branch(path: Path):
     findings = check_source(path.read_text(encoding="utf-8"))
+    waived = WAIVED.get(_relative(path), ())
+    findings = [f for f in findings if not any(w in f.what for w in waived)]
     assert not findings, f"{path}: " + "; ".join(str(f) for f in findings)
+
+
+#: module -> findings (by a part of their text) still waived, each with why; every waiver is
+#: a model call that does not yet go through the engine (issue 45 item 2), to be removed
+WAIVED: dict[str, tuple[str, ...]] = {
+    # the driver loads the embedder itself when the workers embed on its own device, to
+    # plan the cache's fingerprint (a precision fallback) before any chunk goes out; on the
+    # local engine the in-process worker shares that instance (load_embedder: one per process)
+    "neighbors.py": ("load_embedder(",),
+}
+
+
+def test_every_waiver_is_still_needed():
+    """A waiver whose finding is gone must be removed (so the list only shrinks)."""
+    for rel, parts in WAIVED.items():
+        findings = check_source((STAGES / rel).read_text(encoding="utf-8"))
+        for part in parts:
+            assert any(part in f.what for f in findings), f"{rel}: {part!r} is no longer found"
 
 
 # -- the checker finds what it must (snippets of the code the stages had) ---------------------
@@ -329,12 +349,93 @@ from tqdm.auto import tqdm
 for model in tqdm(names, desc="who_how tables", unit="model", disable=not progress):
     pass
 """,
+    "a backend probed for a flag (generate)": """
+if missing and getattr(GENERATORS.get(split_spec(model)[0]), "per_image", False):
+    made = _generate_per_image(study, run, model, missing, settings, progress=progress)
+""",
+    "a generator opened in the stage (faircritic)": """
+loop = FairCritic(
+    from_generator(open_generator(study.config, model, settings, progress=False)),
+    critic, writer, store=TableRoundStore(study, model),
+)
+""",
+    "a classifier built in the stage (faircritic)": """
+classifier = build_classifier(label, device=study.config.engine.device, seed=seed)
+""",
+    "a writer factory from a registry, called (faircritic)": """
+make_writer = WRITERS.get(cfg.faircritic_writer.partition(":")[0])
+writer = make_writer(cfg.faircritic_writer, templates, roles, study)
+""",
+    "an embedder loaded in a lambda (who_how)": """
+return lambda words: embed_words(words, load_embedder(model, device=device))
+""",
+    "an embedder loaded in the stage (variants)": """
+embedder = load_embedder(n.model, backend=n.embedder, device=study.config.engine.device)
+""",
+    "CLIP built in the stage (image_similarity)": """
+model = ClipClassifier(label.clip_model, label.clip_pretrained, label.texts, device=device)
+""",
+    "a classifier's name compared (image_similarity)": """
+return mode == "on" or (mode == "auto" and study.config.label.classifier == "clip")
+""",
+    "a captioner probed on the driver (recaption)": """
+captioner = captioners.load_captioner(cfg.model, caption_settings)
+""",
+    "a captioner's kind probed (recaption)": """
+if settings.dtype != "auto" or getattr(CAPTIONERS.get(backend), "kind", "") != "image":
+    return settings
+""",
+    "a backend's name compared (llm_texts)": """
+backend, name = split_spec(model)
+if backend == "transformers":
+    pass
+""",
+    "a backend's name compared through split_spec": """
+local = split_spec(model)[0] != "openai"
+""",
+    "a registry's backend called at once": """
+generator = GENERATORS.get(backend)(name, settings)
+""",
+    "a loader wrapped in a function that is no ModelSpec's load": """
+def _load(name):
+    return load_embedder(name)
+""",
+    "libraries' loaders": """
+nlp = spacy.load("en_core_web_sm")
+model = SentenceTransformer(name)
+lm = AutoModelForCausalLM.from_pretrained(path)
+clip = open_clip.create_model_and_transforms(name)
+""",
 }
 
 
 @pytest.mark.parametrize("source", OFFENDING.values(), ids=OFFENDING.keys())
 def test_the_checker_finds_pools_and_engine_branches(source: str):
     assert check_source(source)
+
+
+def test_the_checker_accepts_model_workers():
+    """A loader passed as a ModelSpec's load, and calls inside a load of the module."""
+    clean = """
+spec = ModelSpec(load_embedder, (model,), encode_texts, {"device": device}, shared=True)
+with model_session(study.config.engine, STAGE, spec, run=run) as session:
+    vectors = SessionEncoder(session).encode(words)
+
+def load_loop(config, model):
+    make_writer = WRITERS.get(config.pst.faircritic_writer)
+    writer = make_writer(config.pst.faircritic_writer)
+    return FairCritic(from_generator(open_generator(config, model, settings)), writer)
+
+class Drawer:
+    def __init__(self, backend, model, settings):
+        self.generator = GENERATORS.get(backend)(model, settings)
+
+looped = ModelSpec(load_loop, (config, model), play_round)
+drawn = ModelSpec(Drawer, (backend, model, settings))
+if generator_traits(model).per_image and kind == "image":
+    pass
+"""
+    assert check_source(clean) == []
 
 
 def test_the_checker_accepts_the_one_stage_shape():
