@@ -8,7 +8,7 @@ import os
 import pytest
 
 from corpus_audit.backends.engines.local import LocalEngine
-from corpus_audit.backends.engines.models import ModelSpec, ModelWorker
+from corpus_audit.backends.engines.models import ModelSession, ModelSpec, ModelWorker
 
 
 class Scaler:
@@ -55,3 +55,51 @@ def test_model_spec_runs_on_the_local_engine_in_process_and_in_worker_processes(
         assert pids == {os.getpid()}
     else:
         assert os.getpid() not in pids and 1 <= len(pids) <= 2
+
+
+class Counted(Scaler):
+    """A Scaler that counts its loads (in this process)."""
+
+    loads = 0
+
+    def __init__(self, factor: int, *, offset: int = 0) -> None:
+        super().__init__(factor + offset)
+        Counted.loads += 1
+
+
+def test_model_spec_options_and_a_shared_model_is_not_closed():
+    Scaler.closed.clear()
+    worker = ModelSpec(Counted, (3,), options={"offset": 1}, shared=True)()
+    assert worker(2)[0] == 8
+    worker.close()
+    assert Scaler.closed == []  # the loader keeps it for reuse: the worker never closes it
+
+
+def test_model_session_answers_request_by_request_with_one_load():
+    """A session's requests depend on earlier answers; the model is loaded once, lazily,
+    and closed with the session; answers equal a one-off worker's."""
+    Counted.loads = 0
+    Scaler.closed.clear()
+    session = ModelSession(LocalEngine(threads=2), ModelSpec(Counted, (2,)))
+    assert Counted.loads == 0  # nothing loaded before the first request
+    x = 1
+    for _ in range(4):  # each request is made from the answer before
+        x = session(x)[0]
+    assert x == 16
+    assert [r[0] for r in session.map([1, 2, 3])] == [2, 4, 6]
+    assert list(session.map([])) == []
+    assert Counted.loads == 1
+    session.close()
+    session.close()
+    assert Scaler.closed == [2]
+
+
+def test_model_session_in_worker_processes():
+    with_processes = ModelSession(LocalEngine(threads=2), ModelSpec(Scaler, (5,)), workers=2)
+    try:
+        got = list(with_processes.map(range(6)))
+        assert [r[0] for r in got] == [5 * i for i in range(6)]
+        assert os.getpid() not in {r[1] for r in got}
+        assert with_processes(7)[0] == 35
+    finally:
+        with_processes.close()
