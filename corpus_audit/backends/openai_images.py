@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from corpus_audit.backends.api_client import ApiClient, ApiRefusal, utcnow
+from corpus_audit.backends.engines.base import cancel_worker
 from corpus_audit.backends.generators import (
     GENERATORS,
     GeneratedImage,
@@ -241,6 +242,11 @@ class OpenAIImagesGenerator:
             "settings": {**asdict(self.settings), **_size(o.size)},
         }
 
+    def cancel(self) -> None:
+        """End the requests in flight and the backoff waits now (Ctrl-C or SIGTERM on the
+        driver while this client serves on an engine's worker thread)."""
+        self.client.cancel()
+
     def close(self) -> None:
         return None
 
@@ -322,6 +328,10 @@ class ImagesSession:
                 self.stopped = True
                 return Answer(index, error=f"{self.generator.client.base_url}: {exc}")
             return Answer(index, refusal=(exc.code, exc.message))
+
+    def cancel(self) -> None:
+        """End the requests in flight now (the engine gave up on the unit)."""
+        cancel_worker(self.generator)
 
     def close(self) -> None:
         self.generator.close()

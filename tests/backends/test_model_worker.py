@@ -4,6 +4,8 @@ actors: in this process and in ``spawn``ed worker processes (where the spec is p
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
@@ -103,3 +105,33 @@ def test_model_session_in_worker_processes():
         assert with_processes(7)[0] == 35
     finally:
         with_processes.close()
+
+
+class Blocking:
+    """A 'client' whose unit 1 waits until it is cancelled (a request stuck on Retry-After)."""
+
+    started = threading.Event()
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+
+    def __call__(self, x: int) -> int:
+        if x == 1:
+            Blocking.started.set()
+            self.stop.wait(60)
+        return x
+
+    def cancel(self) -> None:
+        self.stop.set()
+
+
+def test_giving_up_on_a_map_cancels_the_unit_its_worker_serves():
+    """Closing the map (an error, Ctrl-C on the driver) asks the in-process worker to end
+    the unit it serves (``cancel()``), so closing does not wait for it."""
+    Blocking.started.clear()
+    results = LocalEngine(threads=2).map_actors(ModelSpec(Blocking), [(i, i) for i in range(3)])
+    assert next(results) == (0, 0)
+    assert Blocking.started.wait(10)
+    start = time.monotonic()
+    results.close()
+    assert time.monotonic() - start < 10

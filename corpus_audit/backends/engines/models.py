@@ -37,7 +37,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from corpus_audit.backends.engines import model_resources, stage_engine
-from corpus_audit.backends.engines.base import DRAIN, Engine, Progress, Resources, close_worker
+from corpus_audit.backends.engines.base import (
+    DRAIN,
+    Engine,
+    Progress,
+    Resources,
+    cancel_worker,
+    close_worker,
+)
 
 if TYPE_CHECKING:  # the store is DuckDB: config validation loads the engines package
     from corpus_audit.core.store import StageRun
@@ -83,6 +90,11 @@ class ModelWorker(Generic[M]):
         if self.model is None:
             raise RuntimeError("ModelWorker: the model was closed")
         return self.serve(self.model, payload)
+
+    def cancel(self) -> None:
+        """End the unit the model is serving now, when the model can (``cancel()``)."""
+        if self.model is not None:
+            cancel_worker(self.model)
 
     def close(self) -> None:
         model, self.model = self.model, None
