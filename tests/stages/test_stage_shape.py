@@ -46,7 +46,6 @@ from corpus_audit.backends import (
     feedback,
     generators,
     landmarks,
-    paraphrasers,
     text_generators,
 )
 from corpus_audit.backends.engines import engine_names
@@ -73,7 +72,6 @@ MODEL_REGISTRIES = {
     "WRITERS": feedback.WRITERS,
     "GENERATORS": generators.GENERATORS,
     "LANDMARKERS": landmarks.LANDMARKERS,
-    "PARAPHRASERS": paraphrasers.PARAPHRASERS,
     "TEXT_GENERATORS": text_generators.TEXT_GENERATORS,
 }
 #: model loaders by the last part of their name (functions, classes, methods)
