@@ -58,6 +58,7 @@ reported in ``run.messages`` and as a ``UserWarning``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -71,7 +72,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 
 from corpus_audit.backends import boundary, paraphrasers
-from corpus_audit.backends.engines import model_actors
+from corpus_audit.backends.engines import model_actors, stage_engine
 from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.generators import (
@@ -587,8 +588,13 @@ def _generate_per_image(
     units = [(i, tuple(j.spec.text for j in chunk)) for i, chunk in enumerate(chunks)]
     made, settings_id, failed = 0, "", None
     bar = Progress(f"generate {model}", "batch", len(units), progress and bool(todo))
-    spec = images_spec(study, model, settings)
-    with model_actors(study.config.engine, "generate", spec, units, run=run, progress=bar) as got:
+    eng = study.config.engine
+    # a client needs no GPU: one CPU per worker (ONE_CPU), engine.workers.generate of them
+    got = stage_engine(eng, run).map_actors(
+        images_spec(study, model, settings), units, workers=eng.workers_for("generate"),
+        progress=bar,
+    )  # fmt: skip
+    with contextlib.closing(got):
         for i, (details, answers) in got:
             if not settings_id:  # the first unit: the API as its worker describes it
                 run.provenance["models"][model] = details
