@@ -187,6 +187,13 @@ def load_captioner(spec: str, settings: CaptionSettings | None = None) -> Captio
     return CAPTIONERS.get(backend)(model, settings or CaptionSettings())
 
 
+def captioner_kind(spec: str) -> str:
+    """The kind (``image`` or ``text``) the backend of ``spec`` declares on its factory
+    (the registered classes do), without loading it; ``""`` when a plugin declares none."""
+    backend, _ = split_spec(spec.strip(), CAPTIONERS, "transformers", empty_model=True)
+    return str(getattr(CAPTIONERS.get(backend), "kind", ""))
+
+
 # -- identity -----------------------------------------------------------------------------------
 def directory_digest(folder: Path | str) -> str:
     """``sha256:<16 hex>`` over every file below ``folder``: relative path, size and contents,

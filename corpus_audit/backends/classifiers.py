@@ -74,11 +74,14 @@ class ClassifierBackend:
     ``options``: the classifier's own settings, a dataclass declared like study.toml's keys
     (:mod:`corpus_audit.core.config_options`), given in ``[label.options]``, checked with the
     config and passed to ``build`` as ``options=`` (an instance); None: no options.
+    ``clip_images``: the classifier is the CLIP model of ``label.clip_*`` (its image
+    embeddings are what ``analysis.image_similarity = "auto"`` computes the diagnostic with).
     """
 
     build: Callable[..., GenderClassifier]
     row_id: Callable[[Any], str]
     options: type | None = None
+    clip_images: bool = False
 
 
 def is_untrained(classifier: str) -> bool:
@@ -557,7 +560,13 @@ CLASSIFIERS: Registry[ClassifierBackend] = Registry(
     expects=("a corpus_audit.ClassifierBackend", lambda o: isinstance(o, ClassifierBackend)),
 )
 CLASSIFIERS.register("agegender", ClassifierBackend(_build_agegender, lambda label: "agegender"))
-CLASSIFIERS.register("clip", ClassifierBackend(_build_clip, _clip_row_id))
+CLASSIFIERS.register("clip", ClassifierBackend(_build_clip, _clip_row_id, clip_images=True))
+
+
+def classifier_backend(name: str) -> ClassifierBackend:
+    """The registered backend of ``label.classifier`` = ``name`` (a :class:`ModelError` for
+    an unknown name or a plugin naming something else); what it declares, without loading."""
+    return _backend(name)
 
 
 def _backend(name: str) -> ClassifierBackend:

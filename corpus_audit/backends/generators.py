@@ -124,6 +124,25 @@ class Generator(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class GeneratorTraits:
+    """What a generator backend declares about itself (its factory's ``traits`` attribute;
+    a backend that declares none is a local model: the defaults). The ``generate`` stage reads
+    these, never the backend's name.
+
+    ``per_image``: an images API whose answers are kept one by one (the bytes as sent, no
+    seed, refusals recorded: :mod:`corpus_audit.backends.openai_images`) instead of seeded
+    batches of ``generate.batch_size`` images; ``needs_config``: the factory takes the
+    ``[generate]`` section (``config=``) instead of local files.
+    """
+
+    per_image: bool = False
+    needs_config: bool = False
+
+
+LOCAL_MODEL = GeneratorTraits()
+
+
 GeneratorFactory = Callable[[str, GenerationSettings], Generator]
 # backend name -> factory(model_id, settings); the prefix of a "<backend>:<model>" spec
 GENERATORS: Registry[GeneratorFactory] = Registry(
@@ -141,6 +160,15 @@ def split_spec(spec: str) -> tuple[str, str]:
     return specs.split_spec(spec, GENERATORS, "diffusers")
 
 
+def generator_traits(model: str) -> GeneratorTraits:
+    """The :class:`GeneratorTraits` the backend of ``model`` (a ``generate.models`` entry)
+    declares (:data:`LOCAL_MODEL` when it declares none)."""
+    traits = getattr(GENERATORS.get(split_spec(model)[0]), "traits", LOCAL_MODEL)
+    if not isinstance(traits, GeneratorTraits):
+        raise ModelError(f"{model}: the generator backend's traits are not a GeneratorTraits")
+    return traits
+
+
 def open_generator(
     config: StudyConfig, model: str, settings: GenerationSettings, *, progress: bool = True
 ) -> Generator:
@@ -148,7 +176,7 @@ def open_generator(
     the study; an API backend gets the ``[generate]`` section instead of files)."""
     backend, name = split_spec(model)
     factory = GENERATORS.get(backend)
-    if getattr(factory, "needs_config", False):  # an API backend: no local files, no weights
+    if generator_traits(model).needs_config:  # an API backend: no local files, no weights
         return factory(name, settings, config=config.generate)
     path = config.resolve(name)
     with quiet_loading(not progress):

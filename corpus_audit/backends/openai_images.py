@@ -6,7 +6,9 @@ A ``generate.models`` entry ``"openai:dall-e-3"`` sends each prompt of the study
 from the environment variable ``generate.api_key_env`` (:mod:`corpus_audit.backends.api_client`:
 retries, backoff, timeout, concurrency).
 
-In the ``generate`` stage (:func:`generate_missing`) every image is committed as it arrives:
+In the ``generate`` stage the API is a model worker of the run's engine (:class:`ImagesSession`:
+its load opens the client session, a unit is ``generate.api_concurrency`` prompts asked for
+at once) and every image is committed as its unit comes back (:func:`commit_answers`):
 its file (the bytes the API sent, unchanged) and then its ``images``, ``generated_images`` and
 ``api_images`` rows in one transaction, so a killed run loses only the requests in flight and a
 rerun asks only for what has no row. Images are keyed by model, prompt and index as every
@@ -35,7 +37,6 @@ import base64
 import hashlib
 import io
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -43,7 +44,13 @@ from typing import Any
 import numpy as np
 
 from corpus_audit.backends.api_client import ApiClient, ApiRefusal, utcnow
-from corpus_audit.backends.generators import GeneratedImage, GenerationSettings
+from corpus_audit.backends.engines.base import cancel_worker
+from corpus_audit.backends.generators import (
+    GENERATORS,
+    GeneratedImage,
+    GenerationSettings,
+    GeneratorTraits,
+)
 from corpus_audit.core.config import GenerateSection, derived_from
 from corpus_audit.core.errors import ApiError
 from corpus_audit.core.fileio import atomic_path
@@ -114,8 +121,6 @@ class OpenAIImagesGenerator:
     """The :class:`~corpus_audit.backends.generators.Generator` of an OpenAI-compatible images API."""
 
     backend = "openai"
-    per_image = True  # the generate stage calls :func:`generate_missing`
-    needs_config = True  # open_generator passes the [generate] section
     max_prompt_tokens = None
 
     def __init__(
@@ -237,12 +242,17 @@ class OpenAIImagesGenerator:
             "settings": {**asdict(self.settings), **_size(o.size)},
         }
 
+    def cancel(self) -> None:
+        """End the requests in flight and the backoff waits now (Ctrl-C or SIGTERM on the
+        driver while this client serves on an engine's worker thread)."""
+        self.client.cancel()
+
     def close(self) -> None:
         return None
 
 
 # -- the generate stage's path for per-image API backends --------------------------------------
-def _not_refused(study: Study, run: StageRun, model: str, missing: Sequence[Any]) -> list:
+def not_refused(study: Study, run: StageRun, model: str, missing: Sequence[Any]) -> list:
     """The ``missing`` jobs the API did not refuse in an earlier run (those are not asked for
     again: one message says how many)."""
     refused = set(
@@ -259,65 +269,104 @@ def _not_refused(study: Study, run: StageRun, model: str, missing: Sequence[Any]
     return todo
 
 
-def generate_missing(
+@dataclass(frozen=True)
+class Answer:
+    """The API's answer to one prompt of a unit (``index`` in the unit): an ``image``, a
+    content ``refusal`` (its code and message: recorded, the run goes on) or the final
+    ``error`` that stops the run (a bad key, model or setting; retries run out)."""
+
+    index: int
+    image: ApiImage | None = None
+    refusal: tuple[str, str] | None = None
+    error: str | None = None
+
+
+class ImagesSession:
+    """An images API as a model worker of the ``generate`` stage: loading it opens the client
+    session (its key, its pool of ``generate.api_concurrency`` connections), ``close()``
+    closes it. A unit is a tuple of prompts (``api_concurrency`` of them), asked for
+    ``concurrency`` at a time; it returns the generator's ``describe()`` and one
+    :class:`Answer` per prompt asked, in the order they arrived. After a final error the
+    session asks for nothing more (the answers in flight are still returned): a later unit
+    gets no answer, as a client that stopped would."""
+
+    def __init__(
+        self,
+        backend: str,
+        model_id: str,
+        settings: GenerationSettings,
+        config: Any,
+        max_pixels: int,
+    ) -> None:
+        # the factory the registry names for ``backend`` (``openai``: OpenAIImagesGenerator)
+        self.generator = GENERATORS.get(backend)(model_id, settings, config=config)
+        self.max_pixels = int(max_pixels)  # the study's images.max_pixels (>= 1)
+        self.stopped = False
+
+    def __call__(self, prompts: tuple[str, ...]) -> tuple[dict[str, Any], list[Answer]]:
+        gen = self.generator
+        answers: list[Answer] = []
+        if self.stopped:
+            return gen.describe(), answers
+        requests = gen.client.map(
+            lambda i: gen.request(prompts[i], max_pixels=self.max_pixels),
+            range(len(prompts)),
+            stop=lambda: self.stopped,
+        )
+        for i, future in requests:
+            answers.append(self._answer(i, future))
+        return gen.describe(), answers
+
+    def _answer(self, index: int, future: Any) -> Answer:
+        try:
+            return Answer(index, image=future.result())
+        except ApiError as exc:
+            self.stopped = True
+            return Answer(index, error=str(exc))
+        except ApiRefusal as exc:
+            if not is_content_refusal(exc):  # a bad key, model or setting: stop
+                self.stopped = True
+                return Answer(index, error=f"{self.generator.client.base_url}: {exc}")
+            return Answer(index, refusal=(exc.code, exc.message))
+
+    def cancel(self) -> None:
+        """End the requests in flight now (the engine gave up on the unit)."""
+        cancel_worker(self.generator)
+
+    def close(self) -> None:
+        self.generator.close()
+
+
+def commit_answers(
     study: Study,
     run: StageRun,
     model: str,
-    generator: OpenAIImagesGenerator,
-    missing: Sequence[Any],
-    *,
-    progress: bool,
-    record_settings: Any,
-) -> int:
-    """Ask for the ``missing`` jobs (:class:`corpus_audit.stages.generate.Job`), ``concurrency`` at a
-    time; commit each image as it arrives; record refusals. Returns the images made."""
-    from tqdm.auto import tqdm
-
-    todo = _not_refused(study, run, model, missing)
-    details = generator.describe()
-    run.provenance["models"][model] = details
-    settings_id = record_settings(study, model, details)
-    if not todo:
-        return 0
-    o = generator.options
-    unit_price = generator.cost()
-    made = 0
-    failed: list[ApiError] = []  # the API gave up: ask for nothing more, keep what is in flight
-    bar = tqdm(total=len(todo), desc=f"generate {model}", unit="img", file=sys.stderr,
-               disable=not progress)  # fmt: skip
-    max_pixels = int(study.config.images.max_pixels)  # answers are bounded like every image
-    requests = generator.client.map(
-        lambda j: generator.request(j.spec.text, max_pixels=max_pixels),
-        todo,
-        stop=lambda: bool(failed),
-    )
-    with bar:
-        for job, future in requests:
-            try:
-                image = future.result()
-            except ApiError as exc:
-                failed.append(exc)
-                continue
-            except ApiRefusal as exc:
-                if not is_content_refusal(exc):  # a bad key, model or setting: stop
-                    failed.append(ApiError(f"{generator.client.base_url}: {exc}"))
-                    continue
-                _record_refusal(study, model, settings_id, job, exc, o)
-                run.drop(f"refused_by_api:{exc.code}")
-                bar.update(1)
-                continue
-            path = study.path(job.rel_path)
-            with atomic_path(path) as tmp:
-                tmp.write_bytes(image.data)
-            _record_image(study, model, settings_id, job, image, o, unit_price)
+    settings_id: str,
+    jobs: Sequence[Any],
+    answers: Sequence[Answer],
+    details: dict[str, Any],
+) -> tuple[int, str | None]:
+    """Commit one unit's answers for its ``jobs`` (:class:`corpus_audit.stages.generate.Job`)
+    as they arrived: each image's file (the bytes the API sent) and then its rows in one
+    transaction; each content refusal recorded and counted as a drop. Returns (images made,
+    the first final error or None)."""
+    o = ApiImageOptions.from_config(study.config.generate)
+    unit_price = details.get("price_usd_per_image")
+    made, failed = 0, None
+    for answer in answers:
+        job = jobs[answer.index]
+        if answer.error is not None:
+            failed = failed or answer.error
+        elif answer.refusal is not None:
+            code, message = answer.refusal
+            _record_refusal(study, model, job, code, message, o)
+            run.drop(f"refused_by_api:{code}")
+        elif answer.image is not None:
+            with atomic_path(study.path(job.rel_path)) as tmp:
+                tmp.write_bytes(answer.image.data)
+            _record_image(study, model, settings_id, job, answer.image, o, unit_price)
             made += 1
-            bar.update(1)
-    if failed:
-        raise ApiError(
-            f"{model}: {failed[0]} ({made} image(s) of this run are kept; run generate again to "
-            "ask for the rest)"
-        )
-    return made
+    return made, failed
 
 
 def _api_row(job: Any, model: str, o: ApiImageOptions) -> list[Any]:
@@ -356,14 +405,13 @@ def _record_image(
 
 
 def _record_refusal(
-    study: Study, model: str, settings_id: str, job: Any, exc: ApiRefusal, o: ApiImageOptions
+    study: Study, model: str, job: Any, code: str, message: str, o: ApiImageOptions
 ) -> None:
-    del settings_id
     with study.transaction() as con:
         con.execute(
             "INSERT INTO api_images VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [*_api_row(job, model, o), "refused", None, None, None, exc.code,
-             exc.message[:2000], None, None, utcnow()],
+            [*_api_row(job, model, o), "refused", None, None, None, code,
+             message[:2000], None, None, utcnow()],
         )  # fmt: skip
 
 
@@ -404,5 +452,6 @@ def openai_images(model_id: str, settings: GenerationSettings, **options: Any) -
     return OpenAIImagesGenerator(model_id, settings, **options)
 
 
-openai_images.per_image = True  # type: ignore[attr-defined]  # generate: one image per request
-openai_images.needs_config = True  # type: ignore[attr-defined]  # gets the [generate] section
+# what the backend declares (generators.GeneratorTraits): the generate stage commits each
+# image as it arrives (ImagesSession, commit_answers); the factory takes the [generate] section
+openai_images.traits = GeneratorTraits(per_image=True, needs_config=True)  # type: ignore[attr-defined]

@@ -10,6 +10,10 @@ and the writer is ``pst.faircritic_writer`` (:data:`WRITERS`: ``template``, the 
 file's ``[feedback]`` texts, or ``transformers:<model>``, a local instruction-tuned LM). The loop's images are judged
 in memory and not stored; every round's prompt, judgement and score is.
 
+Engines: the generator, the critic's models and the writer are one model worker of the
+run's engine (:func:`load_loop`); a round is one request to it (:func:`play_round`), the next
+round's text made from the answer, so the models are loaded once, never on the driver.
+
 Resumable per round: :class:`TableRoundStore` writes each round to ``pst_rounds`` in its own
 transaction before the next round starts, and a rerun continues after the last stored round
 (more rounds later: raise ``pst.faircritic_rounds`` and run again). Rounds are kept per
@@ -19,13 +23,15 @@ transaction before the next round starts, and a rerun continues after the last s
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from corpus_audit.backends.classifiers import build_classifier
 from corpus_audit.backends.engines.base import Progress as EngineProgress
-from corpus_audit.backends.engines.base import track
+from corpus_audit.backends.engines.base import close_worker, track
+from corpus_audit.backends.engines.models import ModelSpec, model_session
 from corpus_audit.backends.faces import face_model_setting, get_face_detector
 from corpus_audit.backends.feedback import WRITERS
 from corpus_audit.backends.generators import GenerationSettings, derive_seed, open_generator
@@ -38,6 +44,7 @@ from corpus_audit.methods.pst.critic import (
     BatchGenerator,
     FairCritic,
     LabellerCritic,
+    run_rounds,
 )
 from corpus_audit.tables.pst_frames import stored_prompts
 
@@ -101,13 +108,33 @@ def from_generator(generator: Any) -> BatchGenerator:
     return batch
 
 
-def build_loop(study: Study, model: str) -> Any:
-    """The :class:`FairCritic` of the study config for ``model`` (a ``generate.models`` entry)."""
+def loop_args(study: Study, model: str) -> tuple[Any, ...]:
+    """The arguments of :func:`load_loop` (picklable: the config, the model spec, the
+    templates and roles files read here)."""
+    cfg = study.config.pst
+    templates = load_templates(cfg.templates, study.root)
+    return (study.config, model, templates, load_roles(cfg.roles, study.root))
 
-    cfg, label = study.config.pst, study.config.label
-    classifier = build_classifier(
-        label, device=study.config.engine.device, seed=study.config.study.seed
-    )
+
+class LoopWorker:
+    """A loaded FairCritic (:func:`load_loop`) serving rounds; ``close()`` frees its
+    generator (the GPU memory of a diffusion pipeline, an API's client session)."""
+
+    def __init__(self, loop: FairCritic, generator: Any) -> None:
+        self.loop = loop
+        self.generator = generator
+
+    def close(self) -> None:
+        close_worker(self.generator)  # a plugin's generator may have no close()
+
+
+def load_loop(config: Any, model: str, templates: Any, roles: Any) -> LoopWorker:
+    """One FairCritic worker (the ``load`` of the stage's :class:`ModelSpec`): the generator
+    of ``model``, the labeller critic of ``[label]`` and the writer of
+    ``pst.faircritic_writer``, with the rounds and images of ``[pst]``. The writers read
+    only ``study.config``, so they get the config (as a study's ``config`` attribute)."""
+    cfg, label = config.pst, config.label
+    classifier = build_classifier(label, device=config.engine.device, seed=config.study.seed)
     detector = get_face_detector(
         label.face_detector,
         face_model=face_model_setting(label.face_model, label.model_dir),
@@ -122,25 +149,25 @@ def build_loop(study: Study, model: str) -> Any:
         count_small_faces=label.count_small_faces,
     )
     make_writer = WRITERS.get(cfg.faircritic_writer.partition(":")[0])
-    writer = make_writer(
-        cfg.faircritic_writer,
-        load_templates(cfg.templates, study.root),
-        load_roles(cfg.roles, study.root),
-        study,
+    writer = make_writer(cfg.faircritic_writer, templates, roles, SimpleNamespace(config=config))
+    generator = open_generator(
+        config, model, GenerationSettings.from_config(config), progress=False
     )
-    return FairCritic(
-        from_generator(
-            open_generator(
-                study.config, model, GenerationSettings.from_config(study.config), progress=False
-            )
-        ),
+    loop = FairCritic(
+        from_generator(generator),
         critic,
         writer,
-        store=TableRoundStore(study, model),
         rounds=cfg.faircritic_rounds,
         images_per_round=cfg.faircritic_images,
-        seed=study.config.study.seed,
+        seed=config.study.seed,
     )
+    return LoopWorker(loop, generator)
+
+
+def play_round(worker: LoopWorker, payload: tuple[PstPrompt, str, int]) -> dict[str, Any]:
+    """The ``serve`` of a FairCritic worker: one round (prompt, its text, its number) played,
+    its record returned (the driver saves it)."""
+    return worker.loop.play(*payload)
 
 
 def faircritic(study: Study, *, progress: bool = True) -> StageRun:
@@ -167,13 +194,29 @@ def faircritic(study: Study, *, progress: bool = True) -> StageRun:
         ):
             run.skipped = True
         else:
-            loop = build_loop(study, model)
-            for prompt in track(prompts, EngineProgress(NAME, "prompt", enabled=progress)):
-                loop.run(prompt)
+            _run_rounds(study, run, model, prompts, progress=progress)
         run.rows_out = study.count("pst_rounds", "model_id = ?", [model]) - before
         run.summary = round_summary(study, model)
         run.provenance.update(model=model, rounds=cfg.faircritic_rounds)
     return run
+
+
+def _run_rounds(
+    study: Study, run: StageRun, model: str, prompts: list[PstPrompt], *, progress: bool
+) -> None:
+    """Every prompt's missing rounds, played by the stage's worker on the run's engine (a
+    :class:`ModelSession`: a round's text depends on the round before, so each round is one
+    request, answered before the next), each saved in ``pst_rounds`` as it comes back."""
+    spec = ModelSpec(load_loop, loop_args(study, model), play_round)
+    store = TableRoundStore(study, model)
+    rounds = study.config.pst.faircritic_rounds
+    with model_session(study.config.engine, NAME, spec, run=run) as session:
+
+        def play(prompt: PstPrompt, text: str, number: int) -> dict[str, Any]:
+            return session((prompt, text, number))
+
+        for prompt in track(prompts, EngineProgress(NAME, "prompt", enabled=progress)):
+            run_rounds(prompt, store, rounds, play)
 
 
 def _imported(study: Study) -> bool:

@@ -39,11 +39,11 @@ in batch order while the engine's worker draws the next batch (encoding overlaps
 without a pool of the stage's own; a 512-px PNG at zlib level 1 encodes in ~10-20 ms, well
 under the generation time of an image).
 
-An images API (``openai:``, :mod:`corpus_audit.backends.openai_images`) is not a model worker
-but a network client: it keeps its own HTTP concurrency (``generate.concurrency`` requests in
-flight), commits each image as it arrives and records refusals, all on the driver whatever
-the engine; putting it behind the engine would only add a worker around an HTTP pool and
-change its per-image commits into per-batch ones.
+An images API (``openai:``, :mod:`corpus_audit.backends.openai_images`; a backend whose
+:class:`~corpus_audit.backends.generators.GeneratorTraits` say ``per_image``) is a model
+worker of the same engine (:func:`images_spec`): its load opens the client session, a unit
+is ``generate.api_concurrency`` prompts asked for at once, and the driver commits each image
+of a unit as one transaction and records refusals, as they came back.
 
 Resumable and idempotent: the work is the ordered list of (model, prompt, index); a run
 generates only those without an ``images`` row. A batch's files are written first
@@ -58,6 +58,7 @@ reported in ``run.messages`` and as a ``UserWarning``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -71,7 +72,7 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 
 from corpus_audit.backends import boundary, paraphrasers
-from corpus_audit.backends.engines import model_actors
+from corpus_audit.backends.engines import model_actors, stage_engine
 from corpus_audit.backends.engines.base import Progress
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.generators import (
@@ -80,13 +81,18 @@ from corpus_audit.backends.generators import (
     GenerationSettings,
     Generator,
     derive_seed,
+    generator_traits,
     model_slug,
-    open_generator,
     quiet_loading,
     split_spec,
 )
-from corpus_audit.backends.openai_images import generate_missing, status_lines
-from corpus_audit.core.errors import StageOrderError
+from corpus_audit.backends.openai_images import (
+    ImagesSession,
+    commit_answers,
+    not_refused,
+    status_lines,
+)
+from corpus_audit.core.errors import ApiError, StageOrderError
 from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.kinds import prompt_stage
@@ -454,7 +460,7 @@ def _generate_model(
         )
     run.rows_in += len(jobs)
     made, truncated_now, limit = 0, 0, None
-    if missing and getattr(GENERATORS.get(split_spec(model)[0]), "per_image", False):
+    if missing and generator_traits(model).per_image:
         made = _generate_per_image(study, run, model, missing, settings, progress=progress)
     elif missing:
         made, truncated_now, limit = _generate_missing(
@@ -572,14 +578,49 @@ def _generate_per_image(
     *,
     progress: bool,
 ) -> int:
-    """An API backend (``openai:``): each image committed as it arrives, refusals recorded
-    (corpus_audit/backends/openai_images.py)."""
-    generator = open_generator(study.config, model, settings, progress=progress)
-    try:
-        return generate_missing(study, run, model, generator, missing, progress=progress,
-                                record_settings=_record_settings)  # fmt: skip
-    finally:
-        generator.close()
+    """An images API (``openai:``) on the run's engine: its worker (:func:`images_spec`)
+    asks for ``generate.api_concurrency`` prompts at a time; each image is committed as its
+    unit comes back, refusals recorded (:func:`~corpus_audit.backends.openai_images.commit_answers`).
+    A final error stops asking (the answers in flight are kept) and is raised after them."""
+    todo = not_refused(study, run, model, missing)
+    size = study.config.generate.api_concurrency
+    chunks = list(_chunks(todo, size)) or [[]]  # none to ask: one empty unit, to describe
+    units = [(i, tuple(j.spec.text for j in chunk)) for i, chunk in enumerate(chunks)]
+    made, settings_id, failed = 0, "", None
+    bar = Progress(f"generate {model}", "batch", len(units), progress and bool(todo))
+    eng = study.config.engine
+    # a client needs no GPU: one CPU per worker (ONE_CPU), engine.workers.generate of them
+    got = stage_engine(eng, run).map_actors(
+        images_spec(study, model, settings), units, workers=eng.workers_for("generate"),
+        progress=bar,
+    )  # fmt: skip
+    with contextlib.closing(got):
+        for i, (details, answers) in got:
+            if not settings_id:  # the first unit: the API as its worker describes it
+                run.provenance["models"][model] = details
+                settings_id = _record_settings(study, model, details)
+            n, error = commit_answers(study, run, model, settings_id, chunks[i], answers, details)
+            made += n
+            failed = failed or error
+            if failed:
+                break
+    if failed:
+        raise ApiError(
+            f"{model}: {failed} ({made} image(s) of this run are kept; run generate again to "
+            "ask for the rest)"
+        )
+    return made
+
+
+def images_spec(study: Study, model: str, settings: GenerationSettings) -> ModelSpec:
+    """The images API's worker recipe (picklable): an
+    :class:`~corpus_audit.backends.openai_images.ImagesSession` per worker, with the
+    ``[generate]`` section and the study's ``images.max_pixels``."""
+    backend, name = split_spec(model)
+    config = study.config
+    return ModelSpec(
+        ImagesSession, (backend, name, settings, config.generate, int(config.images.max_pixels))
+    )
 
 
 def _check_count(model: str, images: Sequence[Any], batch: Sequence[Any]) -> None:
@@ -617,7 +658,7 @@ def _record_model(
         )
     row = {"model": slug, "prompts": n_specs, "images": total, "new": made, "nsfw": nsfw,
            "truncated_prompts": truncated}  # fmt: skip
-    if getattr(GENERATORS.get(split_spec(model)[0]), "per_image", False):  # an API backend
+    if generator_traits(model).per_image:  # an images API
         run.messages += [line for line in status_lines(study) if line.startswith(f"{model}:")]
     run.summary.append(row)
     run.outputs[f"images {slug}"] = str(study.root / "images" / "generated" / slug)
@@ -711,7 +752,9 @@ def regenerate_image(
     prompts and seeds are recorded) and this image returned: the same pixels as the stored file
     on the same device type, dtype and library versions. ``exact=False`` generates the image
     alone: the same picture within rounding (pixel values within 1-2 levels).
-    Pass ``generator`` to reuse a loaded model (it must have the recorded settings).
+    Pass ``generator`` to reuse a loaded model (it must have the recorded settings); else
+    the model is loaded by the stage's worker recipe (:func:`generator_spec`) in this process:
+    ``corpus-audit regenerate`` is a command of one image, not a stage run with an engine.
     """
     row = study.sql("generate/regenerate_image", image_id=image_id).fetchone()
     if row is None and study.count("images", "image_id = ? AND origin LIKE 'import:%'", [image_id]):
@@ -731,15 +774,20 @@ def regenerate_image(
     if exact and batch_id is not None:
         batch = study.sql("generate/regenerate_batch", batch_id=batch_id).fetchall()
         prompts, seeds, pick = [b[0] for b in batch], [int(b[1]) for b in batch], int(batch_pos)
+    if generator is not None:
+        return generator.generate(prompts, seeds)[pick]
     recorded = json.loads(details)["settings"]
     recorded["device"] = study.config.engine.device
-    own = generator is None
-    gen = generator or open_generator(study.config, model, GenerationSettings(**recorded))
+    # a command of one image, outside any stage run (so no run's engine): the generate
+    # stage's own worker recipe, built once here
+    backend, name = split_spec(model)
+    path = study.config.resolve(name)
+    source = str(path) if path.exists() else name
+    worker = generator_spec(backend, source, GenerationSettings(**recorded), quiet=False)()
     try:
-        return gen.generate(prompts, seeds)[pick]
+        return worker((tuple(prompts), tuple(seeds))).images[pick]
     finally:
-        if own:
-            gen.close()
+        worker.close()
 
 
 def save_regenerated(

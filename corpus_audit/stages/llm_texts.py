@@ -27,17 +27,17 @@ whichever engine (``stage_engine(study.config.engine, run)``): :func:`lm_spec`, 
 (:func:`~corpus_audit.backends.text_generators.transformers_lm.plan_batches`), gets them
 back in order and commits each request when its batch arrives, so the tables are the same
 whichever engine ran them (on the same device class). The weights are never loaded on the
-driver: the ``llm_models`` row is the first worker's description. An API model (``openai:``)
-is a network client, not a model worker: it keeps its own HTTP concurrency
-(``llm.concurrency`` requests in flight) on the driver whatever the engine, and no engine is
-opened for it.
+driver: the ``llm_models`` row is the first worker's description. An API model (``openai:``;
+a backend whose traits do not say ``local_model``) is a model worker of the same engine
+(:class:`ClientLM`: the worker's load opens the client session, one CPU each): a round's
+requests go out in units of ``llm.concurrency`` requests (the client keeps them in flight),
+and each request's batch is committed as its unit comes back, in the order they arrived.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,14 +48,15 @@ from typing import Any
 import pandas as pd
 
 from corpus_audit.backends.engines import model_resources, stage_engine
-from corpus_audit.backends.engines.base import DRAIN, progress_bar
 from corpus_audit.backends.engines.base import Progress as EngineProgress
-from corpus_audit.backends.engines.models import ModelSpec
+from corpus_audit.backends.engines.base import progress_bar
+from corpus_audit.backends.engines.models import ModelSession, ModelSpec
 from corpus_audit.backends.text_generators import (
     SamplingSettings,
     TextRequest,
     load_text_generator,
     split_spec,
+    text_generator_traits,
 )
 from corpus_audit.backends.text_generators.transformers_lm import (
     PlannedBatch,
@@ -63,7 +64,7 @@ from corpus_audit.backends.text_generators.transformers_lm import (
     assemble,
     plan_batches,
 )
-from corpus_audit.core.errors import ConfigError
+from corpus_audit.core.errors import ConfigError, CorpusAuditError
 from corpus_audit.core.stage_state import StageProgress, require_inputs
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_association_terms
@@ -205,35 +206,37 @@ def _run_model(
 
 
 def _load(study: Study, model: str, engine: Callable[[], Any]) -> Any:
-    """``model``'s generator: a local model (``transformers:``) is an :class:`ActorLM`
-    drawing on ``engine()``'s workers (whatever the engine); an API model is its network
-    client, loaded here."""
+    """``model``'s generator on ``engine()``'s workers (whatever the engine): a local model
+    (its backend's traits say ``local_model``) is an :class:`ActorLM`, a network client an
+    :class:`ClientLM` (the worker's load opens the client session)."""
     cfg = study.config.llm
     eng = study.config.engine
     settings = sampling_of(study)
-    backend, name = split_spec(model)
-    if backend == "transformers":
+    if text_generator_traits(model).local_model:
+        _, name = split_spec(model)
         path = Path(name).expanduser()  # read like a local load: from the working directory
         source = str(path.resolve()) if path.exists() else name
         factory = lm_spec(name, source, settings, cfg.batch_size, cfg.dtype, eng.device)
         return ActorLM(engine(), factory, model, settings, cfg.batch_size,
                        resources=model_resources(eng), workers=eng.workers_for(STAGE))  # fmt: skip
-    return load_text_generator(
-        model,
-        settings,
-        device=eng.device,
-        batch_size=cfg.batch_size,
-        dtype=cfg.dtype,
-        api_base=cfg.api_base,
-        api_key_env=cfg.api_key_env,
-        concurrency=cfg.concurrency,
-        n_per_request=cfg.n_per_request,
-        timeout_s=cfg.timeout_s,
-        max_retries=cfg.max_retries,
-        backoff_s=cfg.backoff_s,
-        max_backoff_s=cfg.max_backoff_s,
-        max_body_mb=cfg.max_body_mb,
-    )
+    options = {
+        "device": eng.device,
+        "batch_size": cfg.batch_size,
+        "dtype": cfg.dtype,
+        "api_base": cfg.api_base,
+        "api_key_env": cfg.api_key_env,
+        "concurrency": cfg.concurrency,
+        "n_per_request": cfg.n_per_request,
+        "timeout_s": cfg.timeout_s,
+        "max_retries": cfg.max_retries,
+        "backoff_s": cfg.backoff_s,
+        "max_backoff_s": cfg.max_backoff_s,
+        "max_body_mb": cfg.max_body_mb,
+    }
+    spec = ModelSpec(load_text_generator, (model, settings), stream_unit, options)
+    # a client needs no GPU: one CPU per worker
+    session = ModelSession(engine(), spec, workers=eng.workers_for(STAGE))
+    return ClientLM(session, cfg.concurrency)
 
 
 def _record_model(study: Study, model: str, description: dict[str, Any] | None) -> bool:
@@ -293,10 +296,10 @@ def lm_spec(
 
 class ActorLM:
     """A :class:`~corpus_audit.backends.text_generators.TextGenerator` whose batches run on
-    an engine's actors: one ``map_actors`` for all of the model's rounds (the model is
-    loaded once per actor), fed by a queue the driver fills round by round, each round's
-    units followed by a ``DRAIN`` (the next round depends on this round's commits).
-    :meth:`stream` yields what :meth:`TransformersLM.stream` yields, in the same order."""
+    an engine's actors: one :class:`ModelSession` for all of the model's rounds (the model is
+    loaded once per actor), each round's planned batches one request (the next round depends
+    on this round's commits). :meth:`stream` yields what :meth:`TransformersLM.stream`
+    yields, in the same order."""
 
     def __init__(
         self,
@@ -314,29 +317,17 @@ class ActorLM:
         self.name = model
         self.settings = settings
         self.batch_size = batch_size
-        self.queue: deque[tuple[int, Any]] = deque()
-        self.keys = 0  # unit keys given so far (unique across the rounds)
         self.description: dict[str, Any] | None = None
-        self.results = engine.map_actors(
-            factory, self._units(), resources=resources, workers=workers
-        )
-
-    def _units(self) -> Iterator[Any]:
-        """The queued units, a ``DRAIN`` after each round's; ends when a round queued none."""
-        while self.queue:
-            while self.queue:
-                yield self.queue.popleft()
-            yield DRAIN
+        self.session = ModelSession(engine, factory, resources=resources, workers=workers)
 
     def stream(self, requests: Sequence[Any]) -> Iterator[tuple[int, list[Any]]]:
         batches = plan_batches(requests, self.batch_size)
-        self.queue.extend(enumerate(batches, start=self.keys))
-        self.keys += len(batches)
         return assemble(requests, self._drawn(batches))
 
     def _drawn(self, batches: list[Any]) -> Iterator[tuple[Any, list[Any]]]:
-        for batch in batches:
-            _, (completions, description) = next(self.results)
+        for batch, (completions, description) in zip(
+            batches, self.session.map(batches), strict=True
+        ):
             if self.description is None:
                 self.description = description
             yield batch, completions
@@ -346,7 +337,68 @@ class ActorLM:
         return self.description
 
     def close(self) -> None:
-        self.results.close()  # the actors are closed with the map
+        self.session.close()  # the actors are closed with the map
+
+
+@dataclass
+class StreamedUnit:
+    """What a client worker returns per unit: ``(index in the unit, completions)`` in the
+    order they arrived, the client's ``describe()`` and ``warnings()`` (its server checks so
+    far) and the error that ended the unit early (None: every request answered)."""
+
+    answers: list[tuple[int, list[Any]]]
+    description: dict[str, Any]
+    warnings: list[str]
+    error: CorpusAuditError | None = None
+
+
+def stream_unit(generator: Any, requests: tuple[TextRequest, ...]) -> StreamedUnit:
+    """The ``serve`` of a client worker: one unit's requests streamed (the client keeps
+    ``llm.concurrency`` in flight); a request failing for good ends the unit, the answers
+    before it kept and its error returned (the driver commits them, then raises it)."""
+    answers: list[tuple[int, list[Any]]] = []
+    error = None
+    try:
+        for index, completions in generator.stream(list(requests)):
+            answers.append((index, completions))
+    except CorpusAuditError as exc:
+        error = exc
+    return StreamedUnit(answers, generator.describe(), generator.warnings(), error)
+
+
+class ClientLM:
+    """A network client's :class:`~corpus_audit.backends.text_generators.TextGenerator` on
+    an engine's worker (a :class:`ModelSession`: the worker's load opens the client session,
+    its close closes it): a round's requests go out in units of ``unit`` (``llm.concurrency``)
+    requests, each unit's answers yielded (and so committed) as it comes back, in the order
+    they arrived; the error that ended a unit is raised after its answers."""
+
+    def __init__(self, session: ModelSession, unit: int) -> None:
+        self.session = session
+        self.unit = max(1, unit)
+        self.description: dict[str, Any] | None = None
+        self.checks: list[str] = []
+
+    def stream(self, requests: Sequence[TextRequest]) -> Iterator[tuple[int, list[Any]]]:
+        offsets = range(0, len(requests), self.unit)
+        units = [tuple(requests[lo : lo + self.unit]) for lo in offsets]
+        for offset, got in zip(offsets, self.session.map(units), strict=True):
+            self.description, self.checks = got.description, got.warnings
+            for index, completions in got.answers:
+                yield offset + index, completions
+            if got.error is not None:
+                raise got.error
+
+    def describe(self) -> dict[str, Any] | None:
+        """The worker's description (``None`` until a unit came back)."""
+        return self.description
+
+    def warnings(self) -> list[str]:
+        """The worker's server checks, as of its last unit."""
+        return list(self.checks)
+
+    def close(self) -> None:
+        self.session.close()  # the worker (its client session) is closed with the map
 
 
 def sampling_of(study: Study) -> SamplingSettings:

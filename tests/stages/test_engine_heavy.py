@@ -515,8 +515,9 @@ def test_llm_texts_on_ray_survives_a_killed_actor(
     assert got == local_llm
 
 
-def test_llm_texts_api_model_on_ray_stays_on_the_driver(ray_cluster, tmp_path):
-    """An ``openai:`` model keeps its own concurrency on the driver: no engine is opened."""
+def test_llm_texts_api_model_runs_on_the_ray_engine(ray_cluster, tmp_path):
+    """An ``openai:`` model is a worker of the run's engine (its load opens the client
+    session), like every model: the run records the Ray engine, the tables are complete."""
     from corpus_audit.backends.fakes.chat_server import ChatServer
 
     def respond(prompt: str, n: int, seed: int | None, model: str) -> list[str]:
@@ -528,4 +529,4 @@ def test_llm_texts_api_model_on_ray_stays_on_the_driver(ray_cluster, tmp_path):
         )
     # the specified pairs done in one round, the unspecified ones (no man) capped at 6 texts
     assert len(tables["llm_texts"]) == 2 * 2 + 2 * 6
-    assert "engine" not in run.provenance  # none opened: the stored run says "local"
+    assert run.provenance["engine"]["engine"] == "ray"

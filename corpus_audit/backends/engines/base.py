@@ -344,3 +344,12 @@ def close_worker(worker: Any) -> None:
     close = getattr(worker, "close", None)
     if callable(close):
         close()
+
+
+def cancel_worker(worker: Any) -> None:
+    """Call ``worker.cancel()`` when the worker has one: end what it is serving now (a
+    network client's requests in flight and its backoff waits), because the map gave up on
+    its units (an error, Ctrl-C, SIGTERM on the driver)."""
+    cancel = getattr(worker, "cancel", None)
+    if callable(cancel):
+        cancel()

@@ -29,6 +29,7 @@ from corpus_audit.backends.engines.base import (
     ActorSpec,
     Engine,
     Resources,
+    cancel_worker,
     close_worker,
 )
 from corpus_audit.core.devices import resolve_device
@@ -83,6 +84,14 @@ class _InProcessActor(_FuturePool):
             return self.serve.submit(self.worker, payload)
         ready = self.prep.submit(self.prepare, payload)
         return self.serve.submit(lambda: self.worker(ready.result()))
+
+    def cancel(self, futures: list[cf.Future]) -> None:
+        """Give up on ``futures``: those not started never run, and the worker is asked to
+        end the one it is serving (:func:`cancel_worker`: a network client's requests in
+        flight), so closing does not wait for it."""
+        super().cancel(futures)
+        if any(f.running() for f in futures):
+            cancel_worker(self.worker)
 
     def close(self) -> None:
         self.prep.shutdown(wait=True, cancel_futures=True)

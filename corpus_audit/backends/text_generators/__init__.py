@@ -21,6 +21,7 @@ module imports none, so config validation can read :data:`TEXT_GENERATORS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from corpus_audit.backends import boundary
@@ -57,6 +58,27 @@ def split_spec(spec: str) -> tuple[str, str]:
         known = ", ".join(f"{name}:<model>" for name in TEXT_GENERATORS.names())
         raise ConfigError(f"llm.models: {spec!r} is not one of {known}")
     return backend, model
+
+
+@dataclass(frozen=True)
+class TextGeneratorTraits:
+    """What a text generator backend declares about itself (its factory's ``traits``; none
+    declared: a network client, the defaults). ``local_model``: the model runs where it is
+    loaded and draws planned batches of ``llm.batch_size`` rows
+    (:func:`~corpus_audit.backends.text_generators.transformers_lm.plan_batches`), so the
+    ``llm_texts`` stage spreads a round's batches over the engine's workers; else the
+    backend is a client keeping ``llm.concurrency`` requests in flight itself."""
+
+    local_model: bool = False
+
+
+def text_generator_traits(spec: str) -> TextGeneratorTraits:
+    """The :class:`TextGeneratorTraits` the backend of ``spec`` (an ``llm.models`` entry)
+    declares, without loading it."""
+    traits = getattr(TEXT_GENERATORS.get(split_spec(spec)[0]), "traits", TextGeneratorTraits())
+    if not isinstance(traits, TextGeneratorTraits):
+        raise ModelError(f"{spec}: the text generator backend's traits are not TextGeneratorTraits")
+    return traits
 
 
 def generate_all(

@@ -392,6 +392,11 @@ class OpenAIChat:
             "server_checks": dict(self.checks),
         }
 
+    def cancel(self) -> None:
+        """End the requests in flight and the backoff waits now (Ctrl-C or SIGTERM on the
+        driver while this client serves on an engine's worker thread)."""
+        self.client.cancel()
+
     def close(self) -> None:
         return None
 

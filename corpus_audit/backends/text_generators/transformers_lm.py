@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpus_audit.backends.text_generators import TextGeneratorTraits
 from corpus_audit.backends.text_generators.base import (
     Completion,
     SamplingSettings,
@@ -242,3 +243,5 @@ def factory(model: str, settings: SamplingSettings, **options: Any) -> Transform
 # the backend's greedy instruction model (seq2seq or causal), for the roles that ask one thing
 # per item: paraphrasing (corpus_audit.backends.paraphrasers), FairCritic's feedback writer
 factory.instruction_model = InstructionLM  # type: ignore[attr-defined]
+# what the backend declares: a local model drawing planned batches on the engine's workers
+factory.traits = TextGeneratorTraits(local_model=True)  # type: ignore[attr-defined]

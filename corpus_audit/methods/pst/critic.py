@@ -368,54 +368,81 @@ class FairCritic:
         self.seed = seed
 
     def _resume(self, prompt: PstPrompt) -> tuple[list[dict[str, Any]], str]:
-        done = self.store.load(prompt.prompt_id)
-        if [r["round"] for r in done] != list(range(1, len(done) + 1)):
-            raise ValueError(
-                f"{prompt.prompt_id}: the round store holds rounds "
-                f"{[r['round'] for r in done]}, not 1..{len(done)}"
-            )
-        if done and done[0]["prompt_text"] != prompt.text:
-            raise ValueError(
-                f"{prompt.prompt_id}: the round store's round 1 used another prompt text "
-                f"({done[0]['prompt_text']!r}); clear it to start again"
-            )
-        if not done:
-            return done, prompt.text
-        last = done[-1]
-        return done, f"{prompt.text} {last['feedback']}" if last["feedback"] else last[
-            "prompt_text"
-        ]
+        return resume(prompt, self.store)
+
+    def play(self, prompt: PstPrompt, text: str, number: int) -> dict[str, Any]:
+        """Round ``number`` (1-based) of ``prompt`` with ``text``: generate, judge and (when
+        biased) write the guidelines; its record (:data:`ROUND_COLUMNS`), not saved."""
+        seed = stable_seed(self.seed, prompt.prompt_id, number)
+        images = list(self.generator(text, self.images_per_round, seed))
+        judgement = self.critic.judge(prompt, images)
+        feedback = ""
+        if judgement.biased:  # also after the last round: a longer rerun continues with it
+            feedback = self.writer.write(prompt, text, judgement).strip()
+        return {
+            "prompt_id": prompt.prompt_id,
+            "round": number,
+            "prompt_text": text,
+            "seed": seed,
+            "n_images": judgement.n_images,
+            "n_kept": judgement.n_kept,
+            "n_classified": judgement.n_classified,
+            "n_stereotyped": judgement.n_stereotyped,
+            "share_stereotyped": judgement.share_stereotyped,
+            "ss": judgement.ss,
+            "biased": judgement.biased,
+            "feedback": feedback,
+            "critic": self.critic.id,
+            "writer": self.writer.id,
+            "dropped": json.dumps(judgement.dropped, sort_keys=True),
+        }
 
     def run(self, prompt: PstPrompt, *, progress: bool = False) -> pd.DataFrame:
         """All rounds of ``prompt`` (finished ones loaded, the rest run), :data:`ROUND_COLUMNS`."""
-        done, text = self._resume(prompt)
-        todo = range(len(done) + 1, self.rounds + 1)
-        for number in tqdm(todo, desc=f"faircritic {prompt.prompt_id}", disable=not progress):
-            seed = stable_seed(self.seed, prompt.prompt_id, number)
-            images = list(self.generator(text, self.images_per_round, seed))
-            judgement = self.critic.judge(prompt, images)
-            feedback = ""
-            if judgement.biased:  # also after the last round: a longer rerun continues with it
-                feedback = self.writer.write(prompt, text, judgement).strip()
-            record = {
-                "prompt_id": prompt.prompt_id,
-                "round": number,
-                "prompt_text": text,
-                "seed": seed,
-                "n_images": judgement.n_images,
-                "n_kept": judgement.n_kept,
-                "n_classified": judgement.n_classified,
-                "n_stereotyped": judgement.n_stereotyped,
-                "share_stereotyped": judgement.share_stereotyped,
-                "ss": judgement.ss,
-                "biased": judgement.biased,
-                "feedback": feedback,
-                "critic": self.critic.id,
-                "writer": self.writer.id,
-                "dropped": json.dumps(judgement.dropped, sort_keys=True),
-            }
-            self.store.save(record)
-            done.append(record)
-            if feedback:
-                text = f"{prompt.text} {feedback}"
+        done = run_rounds(prompt, self.store, self.rounds, self.play, progress=progress)
         return pd.DataFrame(done, columns=list(ROUND_COLUMNS))
+
+
+RoundPlayer = Callable[[PstPrompt, str, int], dict[str, Any]]
+
+
+def resume(prompt: PstPrompt, store: RoundStore) -> tuple[list[dict[str, Any]], str]:
+    """The finished rounds of ``prompt`` in ``store`` and the text of its next round."""
+    done = store.load(prompt.prompt_id)
+    if [r["round"] for r in done] != list(range(1, len(done) + 1)):
+        raise ValueError(
+            f"{prompt.prompt_id}: the round store holds rounds "
+            f"{[r['round'] for r in done]}, not 1..{len(done)}"
+        )
+    if done and done[0]["prompt_text"] != prompt.text:
+        raise ValueError(
+            f"{prompt.prompt_id}: the round store's round 1 used another prompt text "
+            f"({done[0]['prompt_text']!r}); clear it to start again"
+        )
+    if not done:
+        return done, prompt.text
+    last = done[-1]
+    return done, f"{prompt.text} {last['feedback']}" if last["feedback"] else last["prompt_text"]
+
+
+def run_rounds(
+    prompt: PstPrompt,
+    store: RoundStore,
+    rounds: int,
+    play: RoundPlayer,
+    *,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Rounds 1..``rounds`` (>= 1) of ``prompt``: the finished ones loaded from ``store``,
+    the rest played by ``play(prompt, text, number)`` (:meth:`FairCritic.play`, here or on
+    an engine's worker) one after the other, each saved before the next starts (its text
+    depends on this one's feedback). Returns every round's record, in order."""
+    done, text = resume(prompt, store)
+    todo = range(len(done) + 1, rounds + 1)
+    for number in tqdm(todo, desc=f"faircritic {prompt.prompt_id}", disable=not progress):
+        record = play(prompt, text, number)
+        store.save(record)
+        done.append(record)
+        if record["feedback"]:
+            text = f"{prompt.text} {record['feedback']}"
+    return done

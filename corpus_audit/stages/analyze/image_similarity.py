@@ -21,18 +21,21 @@ Unreadable files are left out (counted in the run messages).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from corpus_audit.backends.classifiers import ClipClassifier
+from corpus_audit.backends.classifiers import ClipClassifier, classifier_backend
 from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir
 from corpus_audit.backends.engines.base import Progress, progress_bar
+from corpus_audit.backends.engines.models import ModelSpec, model_session
 from corpus_audit.core.imagefile import study_image_path, try_read_rgb
-from corpus_audit.core.store import Study, dicts
+from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.image_similarity import summary
 
 CHUNK = 512  # images decoded and embedded per cache part
@@ -41,7 +44,9 @@ CHUNK = 512  # images decoded and embedded per cache part
 def enabled(study: Study) -> bool:
     """Whether ``analyze`` computes the diagnostic (see the module docstring)."""
     mode = study.config.analysis.image_similarity
-    return mode == "on" or (mode == "auto" and study.config.label.classifier == "clip")
+    if mode != "auto":
+        return mode == "on"
+    return classifier_backend(study.config.label.classifier).clip_images
 
 
 def _file_key(path: str) -> str | None:
@@ -54,38 +59,57 @@ def _file_key(path: str) -> str | None:
 
 
 def image_similarity_rows(
-    study: Study, *, progress: bool = True
+    study: Study, *, progress: bool = True, run: StageRun | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows of ``image_similarity`` and provenance (needs ``analysis_labelled`` and the cut)."""
+    """Rows of ``image_similarity`` and provenance (needs ``analysis_labelled`` and the cut).
+    The CLIP model is a model worker (:func:`clip_spec`) on ``run``'s engine; without a run
+    (a caller outside a stage run) the same worker is built in this process."""
     images = dicts(study.sql("analyze/image_sets"))
     if not images:
         return [], {"images": 0}
-    label = study.config.label
     seed = study.config.study.seed
-    model = ClipClassifier(
-        label.clip_model,
-        label.clip_pretrained,
-        label.texts,
-        device=study.config.engine.device,
-        precision=label.clip_precision,
-        batch_size=label.batch_size,
-        seed=seed,
-    )
-    try:
-        vectors, unreadable, embedded = _embeddings(
-            study,
-            model,
-            [str(study_image_path(study.root, r["path"])) for r in images],
-            seed,
-            progress,
-        )
-    finally:
-        model.close()
-    rows = _pair_rows(_sums(images, vectors), model.id)
-    prov = {"clip_model": model.id, "images": len(images), "embedded": embedded}
+    paths = [str(study_image_path(study.root, r["path"])) for r in images]
+    with _clip(study, run) as clip:
+        clip_id, _ = clip([])  # the model's id (its resolved weights) keys the cache
+        vectors, unreadable, embedded = _embeddings(study, clip, clip_id, paths, seed, progress)
+    rows = _pair_rows(_sums(images, vectors), clip_id)
+    prov = {"clip_model": clip_id, "images": len(images), "embedded": embedded}
     if unreadable:
         prov["unreadable"] = unreadable
     return rows, prov
+
+
+def clip_spec(study: Study) -> ModelSpec:
+    """The CLIP worker's recipe (picklable): ``label.clip_model``/``clip_pretrained`` with
+    ``label.texts``, ``engine.device``, ``label.clip_precision``, ``label.batch_size`` and
+    the study seed (random weights), serving :func:`embed_images`."""
+    label = study.config.label
+    options = {
+        "device": study.config.engine.device,
+        "precision": label.clip_precision,
+        "batch_size": label.batch_size,
+        "seed": study.config.study.seed,
+    }
+    args = (label.clip_model, label.clip_pretrained, label.texts)
+    return ModelSpec(ClipClassifier, args, embed_images, options)
+
+
+def embed_images(model: Any, arrays: list[np.ndarray]) -> tuple[str, np.ndarray | None]:
+    """The ``serve`` of the CLIP worker: its id and the unit embeddings of ``arrays`` (RGB
+    uint8 images; None for an empty list)."""
+    return model.id, model.image_embeddings(arrays) if arrays else None
+
+
+@contextlib.contextmanager
+def _clip(study: Study, run: StageRun | None) -> Iterator[Callable[[Any], Any]]:
+    """The CLIP worker as a callable: a model session on the run's engine, or (no run) the
+    worker built here; closed on leaving."""
+    if run is not None:
+        with model_session(study.config.engine, "analyze", clip_spec(study), run=run) as session:
+            yield session
+        return
+    with contextlib.closing(clip_spec(study)()) as worker:
+        yield worker
 
 
 def _sums(images: list[dict[str, Any]], vectors: list[Any]) -> dict[tuple, list]:
@@ -139,12 +163,18 @@ def _pair_rows(sums: dict[tuple, list], clip_model: str) -> list[dict[str, Any]]
 
 
 def _embeddings(
-    study: Study, model: Any, paths: list[str], seed: int, progress: bool
+    study: Study,
+    clip: Callable[[Any], Any],
+    clip_id: str,
+    paths: list[str],
+    seed: int,
+    progress: bool,
 ) -> tuple[list[np.ndarray | None], int, int]:
-    """Per path its embedding (None when unreadable), from the cache or computed now."""
+    """Per path its embedding (None when unreadable), from the cache or computed now by
+    ``clip`` (the worker :func:`embed_images` serves) of model ``clip_id``."""
     cfg = study.config
     root = cfg.resolve(cfg.neighbors.cache_dir) if cfg.neighbors.cache_dir else default_cache_dir()
-    tag = model.id + (f"|seed={seed}" if model.id.endswith("/random") else "")
+    tag = clip_id + (f"|seed={seed}" if clip_id.endswith("/random") else "")
     cache = EmbeddingCache(root, "clip-image-" + hashlib.sha256(tag.encode()).hexdigest()[:16])
     keys = [_file_key(p) for p in paths]
     found = cache.lookup(k for k in keys if k)
@@ -167,8 +197,8 @@ def _embeddings(
                 arrays.append(array)
                 ok.append(key)
             if arrays:
-                cache.ensure({"model": model.id, "kind": "clip image embeddings"})
-                cache.add(ok, model.image_embeddings(arrays))
+                cache.ensure({"model": clip_id, "kind": "clip image embeddings"})
+                cache.add(ok, clip(arrays)[1])
             bar.update(len(chunk))
     if todo:
         found = cache.lookup(k for k in keys if k)

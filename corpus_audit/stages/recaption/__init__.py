@@ -23,9 +23,11 @@ each batch of an image captioner (on the ``local`` engine in its threads, ahead 
 a caption worker (:func:`corpus_audit.stages.recaption.on_engine.captioner_spec`: the model
 loaded once per worker; on Ray ``engine.gpus_per_worker`` GPUs and 1 CPU each,
 ``engine.workers.recaption`` actors) captions it, and the driver writes each batch's rows in
-batch order through the sink, so the table is the same whichever engine ran it. The driver
-loads the captioner once first (a model that cannot load fails before any work, and the
-variant is checked against its fingerprint), then closes it before the workers load theirs.
+batch order through the sink, so the table is the same whichever engine ran it. A probe
+worker of the same engine (:func:`corpus_audit.stages.recaption.on_engine.probe_spec`) loads
+the captioner once first and answers its id, kind, fingerprint and description (a model that
+cannot load fails before any work, and the variant is checked against its fingerprint); it is
+closed before the caption workers load theirs. The driver never loads a model.
 The run's provenance records the engine.
 """
 
@@ -34,15 +36,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from corpus_audit.backends import captioners
 from corpus_audit.backends.captioners import CaptionInput, CaptionSettings
 from corpus_audit.backends.engines import model_resources, stage_engine
+from corpus_audit.backends.engines.models import model_session
 from corpus_audit.core.errors import ConfigError, StudyError, printable
 from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.stage_state import require_inputs
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.stages.recaption.driver import RecaptionSummary, recaption_on_engine
-from corpus_audit.stages.recaption.on_engine import captioner_spec, worker_settings
+from corpus_audit.stages.recaption.on_engine import captioner_spec, probe_spec, worker_settings
 
 STAGE = "recaption"
 
@@ -60,19 +62,17 @@ def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
         require_inputs(study, STAGE)
         items = training_items(study)
         caption_settings = worker_settings(cfg.model, settings(study), eng.gpus_per_worker)
-        # loaded here first: a model that cannot load fails before any work, and the variant
-        # is checked against its fingerprint; closed before the workers load their copies
-        captioner = captioners.load_captioner(cfg.model, caption_settings)
-        try:
-            check_variant(study, cfg.variant, captioner.model_id, captioner.fingerprint)
-            kind, fingerprint = captioner.kind, captioner.fingerprint
-            described = captioner.describe()
-        finally:
-            captioner.close()
+        # probed first, on a worker of the engine: a model that cannot load fails before
+        # any work, and the variant is checked against its fingerprint; the probe is closed
+        # before the caption workers load their copies
+        with model_session(eng, STAGE, probe_spec(cfg.model, caption_settings), run=run) as probe:
+            facts = probe(None)
+        check_variant(study, cfg.variant, facts.model_id, facts.fingerprint)
         done = _done(study, cfg.variant)
         summary = _recaption(
-            study, run, caption_settings, kind, fingerprint, described, items, done, progress
-        )
+            study, run, caption_settings, facts.kind, facts.fingerprint, facts.described,
+            items, done, progress,
+        )  # fmt: skip
         run.rows_in = summary.items
         run.rows_out = summary.written
         run.skipped = summary.written == 0

@@ -1,4 +1,8 @@
-"""The caption workers' recipe: what the engine's workers load for the ``recaption`` stage.
+"""The caption workers' recipes: what the engine's workers load for the ``recaption`` stage.
+
+:func:`probe_spec` loads the captioner once on a worker before any work and answers its
+facts (:class:`CaptionerFacts`: id, kind, fingerprint, description), so the driver checks the
+variant without loading a model itself.
 
 :func:`captioner_spec` is a :class:`~corpus_audit.backends.engines.models.ModelSpec` whose
 load (:func:`load_caption_model`) loads the captioner of a ``recaption.model`` spec once per
@@ -16,13 +20,13 @@ the same path).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from corpus_audit.backends import captioners
-from corpus_audit.backends.captioners import CAPTIONERS, CaptionSettings
+from corpus_audit.backends.captioners import CaptionSettings, captioner_kind
 from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.core.errors import ModelError
-from corpus_audit.core.specs import split_spec
 from corpus_audit.stages.recaption.driver import CaptionModel
 
 
@@ -40,8 +44,7 @@ def worker_settings(
     machine resolve ``auto`` otherwise than the driver: the workers then refuse with a
     one-line error (set ``recaption.dtype``).
     """
-    backend, _ = split_spec(model.strip(), CAPTIONERS, "transformers", empty_model=True)
-    if settings.dtype != "auto" or getattr(CAPTIONERS.get(backend), "kind", "") != "image":
+    if settings.dtype != "auto" or captioner_kind(model) != "image":
         return settings
     device = settings.device
     if device.startswith("cuda") or (device == "auto" and gpus_per_worker > 0):
@@ -62,6 +65,31 @@ def load_caption_model(model: str, settings: CaptionSettings, fingerprint: str) 
             f"checked the variant with {fingerprint} (set recaption.dtype explicitly)"
         )
     return CaptionModel(captioner, settings.device)
+
+
+@dataclass(frozen=True)
+class CaptionerFacts:
+    """What the driver needs of a captioner before any work: its model id, kind (``image``
+    or ``text``), settings fingerprint (16 hex digits) and ``describe()``."""
+
+    model_id: str
+    kind: str
+    fingerprint: str
+    described: dict[str, Any]
+
+
+def captioner_facts(captioner: Any, _payload: Any = None) -> CaptionerFacts:
+    """The ``serve`` of the probe worker (:func:`probe_spec`): the loaded captioner's facts."""
+    return CaptionerFacts(
+        captioner.model_id, captioner.kind, captioner.fingerprint, captioner.describe()
+    )
+
+
+def probe_spec(model: str, settings: CaptionSettings) -> ModelSpec:
+    """The probe's recipe (picklable): ``model`` loaded with ``settings`` on one worker of
+    the engine, answering :func:`captioner_facts` (a model that cannot load fails before any
+    work, and the variant is checked against its fingerprint)."""
+    return ModelSpec(captioners.load_captioner, (model, settings), captioner_facts)
 
 
 def captioner_spec(model: str, settings: CaptionSettings, fingerprint: str) -> ModelSpec:

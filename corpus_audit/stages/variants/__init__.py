@@ -80,7 +80,7 @@ def variants(study: Study, *, progress: bool = True) -> StageRun:
                 f"(variants: {', '.join(names)})"
             )
         labelled = label_texts(study, texts, progress=progress)
-        comparisons = compare_all(study, labelled, mentions, baseline, progress=progress)
+        comparisons = compare_all(study, labelled, mentions, baseline, run=run, progress=progress)
         with study.transaction() as con:
             for table in ("caption_variants", "variant_mentions"):
                 con.execute(f"DELETE FROM {table}")

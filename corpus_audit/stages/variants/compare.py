@@ -16,7 +16,13 @@ from typing import Any
 import pandas as pd
 
 from corpus_audit.backends.embeddings import load_embedder
-from corpus_audit.core.store import Study
+from corpus_audit.backends.engines.models import (
+    ModelSpec,
+    SessionEncoder,
+    encode_texts,
+    model_session,
+)
+from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.recaption.compare import (
     PairedBootstrap,
     VariantComparison,
@@ -37,6 +43,7 @@ def compare_all(
     mentions: pd.DataFrame,
     baseline: str,
     *,
+    run: StageRun,
     progress: bool = False,
 ) -> dict[tuple[str, str], VariantComparison]:
     """(baseline, variant) -> the variant's comparison with ``baseline`` (``labelled``:
@@ -54,7 +61,7 @@ def compare_all(
     for other in sorted(set(captions["variant"]) - {baseline}):
         sims = None
         if cfg.similarity:
-            sims = similarities(study, captions, marks, baseline, other, progress=progress)
+            sims = similarities(study, run, captions, marks, baseline, other)
         out[(baseline, other)] = compare_variants(
             captions,
             marks,
@@ -69,24 +76,27 @@ def compare_all(
 
 
 def similarities(
-    study: Study, captions: pd.DataFrame, mentions: pd.DataFrame, a: str, b: str, *, progress: bool
+    study: Study, run: StageRun, captions: pd.DataFrame, mentions: pd.DataFrame, a: str, b: str
 ) -> pd.DataFrame:
     """Caption-prompt cosines of both variants' captions in each occupation's set, with the
-    prompts of the study's ``prompts`` table (occupations without a prompt are left out)."""
+    prompts of the study's ``prompts`` table (occupations without a prompt are left out);
+    the embedder (``[neighbors]``'s model) runs on the run's engine, one model session."""
     prompts = study.con.execute("SELECT occupation, prompt_id, text FROM prompts").df()
     items = similarity_inputs(captions, mentions, a, b, basis=study.config.variants.basis)
     items = items[items["occupation"].isin(set(prompts["occupation"]))]
     prompts = prompts[prompts["occupation"].isin(set(items["occupation"]))]  # embed only these
     n = study.config.neighbors
-    embedder = load_embedder(
-        n.model,
-        backend=n.embedder,
-        device=study.config.engine.device,
-        precision=n.precision,
-        batch_size=n.batch_size,
-        max_seq_length=n.max_seq_length,
-    )
-    return caption_prompt_similarity(items, prompts, embedder)
+    options = {
+        "backend": n.embedder,
+        "device": study.config.engine.device,
+        "precision": n.precision,
+        "batch_size": n.batch_size,
+        "max_seq_length": n.max_seq_length,
+    }
+    # load_embedder keeps one model per process: the worker shares it, never closes it
+    spec = ModelSpec(load_embedder, (n.model,), encode_texts, options, shared=True)
+    with model_session(study.config.engine, "variants", spec, run=run) as session:
+        return caption_prompt_similarity(items, prompts, SessionEncoder(session))
 
 
 def _as_rows(name: str, frame: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:

@@ -24,8 +24,10 @@ Steps, each written to the tables of ``sql/schema/002_who_how.sql``:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,12 @@ import pyarrow as pa
 from corpus_audit.backends.embeddings import DEFAULT_MODEL, load_embedder
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.base import progress_bar, track
+from corpus_audit.backends.engines.models import (
+    ModelSpec,
+    SessionEncoder,
+    encode_texts,
+    model_session,
+)
 from corpus_audit.core.catalogue import stage
 from corpus_audit.core.stage_state import StageProgress, require, require_inputs
 from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
@@ -162,11 +170,13 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
         labels = {"indicator words": "specified", "indicators": "indicator"}
     if cfg.source == "llm":
         labels = {"prompt": "specified"}
-        tables = _per_model(study, texts, occupations, settings, labels, progress=progress)
+        with _embedder(study, run) as embedder:
+            tables = _per_model(texts, occupations, settings, labels, embedder, study=study,
+                                progress=progress)  # fmt: skip
     else:
         steps = progress_bar(EngineProgress("who_how tables", "step", 1, progress))
-        with steps:
-            tables = who_how_tables(texts, occupations, settings, _embedder(study), labels)
+        with steps, _embedder(study, run) as embedder:
+            tables = who_how_tables(texts, occupations, settings, embedder, labels)
             steps.update(1)
     with study.transaction():
         for name in _result_tables():
@@ -177,12 +187,13 @@ def write_tables(study: Study, terms: Any, run: StageRun, *, progress: bool = Tr
 
 
 def _per_model(
-    study: Study,
     texts: pd.DataFrame,
     occupations: pd.DataFrame,
     settings: Any,
     labels: dict[str, str],
+    embedder: Callable[[Any], Any] | None,
     *,
+    study: Study,
     progress: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """The tables of each model's texts (``texts.source = 'llm'``), with a ``model`` column:
@@ -192,7 +203,6 @@ def _per_model(
     the model imagines); the agreement reads the specified texts."""
     models = study.con.execute("SELECT text_id, model FROM texts_model").df()
     texts = texts.merge(models, on="text_id", how="inner")
-    embedder = _embedder(study)
     out: dict[str, list[pd.DataFrame]] = {}
     names = sorted(texts["model"].unique())
     if not names:  # no text yet: the empty tables
@@ -245,16 +255,22 @@ def _one_word_occupations(study: Study) -> tuple[str, ...]:
     return tuple(w for w, r in zip(flat.to_pylist(), rows.tolist(), strict=True) if single[r])
 
 
-def _embedder(study: Study) -> Any:
+@contextlib.contextmanager
+def _embedder(study: Study, run: StageRun) -> Iterator[Callable[[Any], Any] | None]:
+    """SRBS's word embedder (None when ``texts.srbs`` is off): ``words -> {word: vector}``
+    with the model on the run's engine (a model session: the worker loads
+    ``texts.embedding_model`` when SRBS first needs vectors; ``load_embedder`` keeps one
+    model per process, so the worker shares it and never closes it)."""
     cfg = study.config.texts
     if not cfg.srbs:
-        return None
-
-    device = study.config.engine.device
-    # loaded when SRBS first needs vectors (load_embedder keeps one model per process)
-    return lambda words: embed_words(
-        words, load_embedder(cfg.embedding_model or DEFAULT_MODEL, device=device)
-    )
+        yield None
+        return
+    model = cfg.embedding_model or DEFAULT_MODEL
+    options = {"device": study.config.engine.device}
+    spec = ModelSpec(load_embedder, (model,), encode_texts, options, shared=True)
+    with model_session(study.config.engine, STAGE, spec, run=run) as session:
+        encoder = SessionEncoder(session)
+        yield lambda words: embed_words(words, encoder)
 
 
 def _replace(study: Study, table: str, frame: pd.DataFrame) -> None:
