@@ -36,8 +36,8 @@ from corpus_audit.backends.faces import face_model_setting, get_face_detector
 from corpus_audit.backends.feedback import WRITERS
 from corpus_audit.backends.generators import GenerationSettings, derive_seed, open_generator
 from corpus_audit.core.errors import ConfigError
-from corpus_audit.core.stage_state import require_inputs
-from corpus_audit.core.store import StageRun, Study
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, dicts, insert_rows
 from corpus_audit.methods.lexicon.pst import PstPrompt, load_roles, load_templates
 from corpus_audit.methods.pst.critic import (
     ROUND_COLUMNS,
@@ -60,11 +60,10 @@ class TableRoundStore:
 
     def load(self, prompt_id: str) -> list[dict[str, Any]]:
         cur = self.study.con.execute(
-            f"SELECT {', '.join(ROUND_COLUMNS)} FROM pst_rounds "
-            "WHERE model_id = ? AND prompt_id = ? ORDER BY round",
+            "SELECT * FROM pst_rounds WHERE model_id = ? AND prompt_id = ? ORDER BY round",
             [self.model_id, prompt_id],
         )
-        rows = [dict(zip(ROUND_COLUMNS, r, strict=True)) for r in cur.fetchall()]
+        rows = [{c: row[c] for c in ROUND_COLUMNS} for row in dicts(cur)]
         for row in rows:
             for key in ("share_stereotyped", "ss"):
                 if isinstance(row[key], float) and math.isnan(row[key]):
@@ -72,13 +71,8 @@ class TableRoundStore:
         return rows
 
     def save(self, record: dict[str, Any]) -> None:
-        columns = ["model_id", *record]
-        marks = ", ".join("?" for _ in columns)
         with self.study.transaction() as con:
-            con.execute(
-                f"INSERT INTO pst_rounds ({', '.join(columns)}) VALUES ({marks})",
-                [self.model_id, *record.values()],
-            )
+            insert_rows(con, "pst_rounds", [{"model_id": self.model_id, **record}])
 
 
 def chosen_prompts(study: Study) -> list[PstPrompt]:
@@ -170,34 +164,40 @@ def play_round(worker: LoopWorker, payload: tuple[PstPrompt, str, int]) -> dict[
     return worker.loop.play(*payload)
 
 
-def faircritic(study: Study, *, progress: bool = True) -> StageRun:
+def _off(study: Study) -> str | None:
+    """The ``off`` guard: why FairCritic does not run (no rounds, no generator to call
+    again), or None."""
+    rounds, models = study.config.pst.faircritic_rounds, study.config.generate.models
+    if rounds and not models and _imported(study):
+        return (
+            "FairCritic needs a generator it can call again, and this study's images were "
+            "imported (import-images): an import cannot make new images. Add a model to "
+            "generate.models (openai:<model> for an images API, or a diffusers model) to run it"
+        )
+    if rounds == 0 or not models:
+        return "FairCritic is off (pst.faircritic_rounds = 0 or no generate.models)"
+    return None
+
+
+@stage_body(NAME, off=_off)
+def faircritic(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Run the missing FairCritic rounds; see the module docstring."""
     cfg = study.config.pst
-    with study.stage(NAME) as run:
-        if cfg.faircritic_rounds and not study.config.generate.models and _imported(study):
-            return run.skip(
-                "FairCritic needs a generator it can call again, and this study's images were "
-                "imported (import-images): an import cannot make new images. Add a model to "
-                "generate.models (openai:<model> for an images API, or a diffusers model) to run it"
-            )
-        if cfg.faircritic_rounds == 0 or not study.config.generate.models:
-            return run.skip("FairCritic is off (pst.faircritic_rounds = 0 or no generate.models)")
-        require_inputs(study, NAME)
-        prompts = chosen_prompts(study)
-        model = study.config.generate.models[0]
-        before = study.count("pst_rounds", "model_id = ?", [model])
-        run.rows_in = len(prompts) * cfg.faircritic_rounds
-        if before >= run.rows_in and all(
-            study.count("pst_rounds", "model_id = ? AND prompt_id = ?", [model, p.prompt_id])
-            >= cfg.faircritic_rounds
-            for p in prompts
-        ):
-            run.skipped = True
-        else:
-            _run_rounds(study, run, model, prompts, progress=progress)
-        run.rows_out = study.count("pst_rounds", "model_id = ?", [model]) - before
-        run.summary = round_summary(study, model)
-        run.provenance.update(model=model, rounds=cfg.faircritic_rounds)
+    prompts = chosen_prompts(study)
+    model = study.config.generate.models[0]
+    before = study.count("pst_rounds", "model_id = ?", [model])
+    run.rows_in = len(prompts) * cfg.faircritic_rounds
+    if before >= run.rows_in and all(
+        study.count("pst_rounds", "model_id = ? AND prompt_id = ?", [model, p.prompt_id])
+        >= cfg.faircritic_rounds
+        for p in prompts
+    ):
+        run.skipped = True
+    else:
+        _run_rounds(study, run, model, prompts, progress=progress)
+    run.rows_out = study.count("pst_rounds", "model_id = ?", [model]) - before
+    run.summary = round_summary(study, model)
+    run.provenance.update(model=model, rounds=cfg.faircritic_rounds)
     return run
 
 

@@ -97,7 +97,7 @@ from corpus_audit.core.fileio import atomic_path
 from corpus_audit.core.imagefile import study_image_path
 from corpus_audit.core.kinds import prompt_stage
 from corpus_audit.core.slugs import slug
-from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.tables.subsets import CutRule, cut_study, drop, status_rows
@@ -137,51 +137,53 @@ class Job:
     rel_path: str  # relative to the study directory
 
 
-def generate(study: Study, *, progress: bool = True) -> StageRun:
+def _no_models(study: Study) -> str | None:
+    """The ``off`` guard: why nothing is generated (no ``generate.models``), or None."""
+    if study.config.generate.models:
+        return None
+    return "no text-to-image model configured (generate.models is empty): nothing generated"
+
+
+@stage_body("generate", off=_no_models)
+def generate(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Generate the missing images of every configured model; see the module docstring."""
     cfg = study.config.generate
-    with study.stage("generate") as run:
-        if not cfg.models:
-            return run.skip(
-                "no text-to-image model configured (generate.models is empty): nothing generated"
-            )
-        require_inputs(study, "generate")
-        settings = settings_from_config(study)
-        run.provenance.update(
-            seed_rule=SEED_RULE,
-            settings=asdict(settings),
-            images_per_prompt=cfg.images_per_prompt,
-            images_per_caption=cfg.images_per_caption,
-            batch_size=cfg.batch_size,
-            captions_as_prompts=list(cfg.captions_as_prompts),
+    settings = settings_from_config(study)
+    run.provenance.update(
+        seed_rule=SEED_RULE,
+        settings=asdict(settings),
+        images_per_prompt=cfg.images_per_prompt,
+        images_per_caption=cfg.images_per_caption,
+        batch_size=cfg.batch_size,
+        captions_as_prompts=list(cfg.captions_as_prompts),
+    )
+    specs = prompt_specs(study)
+    pool = list(cfg.captions_as_prompts)
+    if cfg.paraphraser:
+        pool += [s for s in cfg.paraphrase_strategies if s not in pool]
+    if pool:
+        caption_pool(study, run, pool)
+    specs += caption_specs(study, cfg.captions_as_prompts)
+    if cfg.paraphraser:
+        paraphrase_captions(study, run, progress=progress)
+        specs += paraphrase_specs(study, run)
+    study.con.execute("DROP TABLE IF EXISTS subset_prompt_captions")
+    if not specs:
+        raise StageOrderError(
+            f"{study.root}: nothing to generate: the prompts table is empty and no captions "
+            f"are used as prompts (run `corpus-audit {_prompt_stage(study)}` first)"
         )
-        specs = prompt_specs(study)
-        pool = list(cfg.captions_as_prompts)
-        if cfg.paraphraser:
-            pool += [s for s in cfg.paraphrase_strategies if s not in pool]
-        if pool:
-            caption_pool(study, run, pool)
-        specs += caption_specs(study, cfg.captions_as_prompts)
-        if cfg.paraphraser:
-            paraphrase_captions(study, run, progress=progress)
-            specs += paraphrase_specs(study, run)
-        study.con.execute("DROP TABLE IF EXISTS subset_prompt_captions")
-        if not specs:
-            raise StageOrderError(
-                f"{study.root}: nothing to generate: the prompts table is empty and no captions "
-                f"are used as prompts (run `corpus-audit {_prompt_stage(study)}` first)"
-            )
-        run.provenance["prompts"] = {
-            kind: sum(1 for s in specs if s.kind == kind)
-            for kind in ("prompt", "caption", "paraphrase")
-        }
-        run.provenance["models"] = {}
-        run.provenance["truncated_prompts"] = {}
-        run.provenance["nsfw_images"] = {}
-        for model in cfg.models:
-            _generate_model(study, run, model, specs, settings, progress=progress)
-        if run.rows_out == 0 and not run.provenance.get("paraphrased"):
-            run.skip(f"all {run.rows_in} images already present: nothing generated")
+    run.provenance["prompts"] = {
+        kind: sum(1 for s in specs if s.kind == kind)
+        for kind in ("prompt", "caption", "paraphrase")
+    }
+    run.provenance["models"] = {}
+    run.provenance["truncated_prompts"] = {}
+    run.provenance["nsfw_images"] = {}
+    for model in cfg.models:
+        _generate_model(study, run, model, specs, settings, progress=progress)
+    if run.rows_out == 0 and not run.provenance.get("paraphrased"):
+        run.skip(f"all {run.rows_in} images already present: nothing generated")
     return run
 
 

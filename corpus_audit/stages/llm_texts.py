@@ -65,7 +65,8 @@ from corpus_audit.backends.text_generators.transformers_lm import (
     plan_batches,
 )
 from corpus_audit.core.errors import ConfigError, CorpusAuditError
-from corpus_audit.core.stage_state import StageProgress, require_inputs
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.stage_state import StageProgress
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.lexicon import load_association_terms
 from corpus_audit.methods.lexicon.llm_prompts import expand, load_llm_occupations, load_llm_prompts
@@ -119,7 +120,8 @@ def rule_of(study: Study) -> Rule:
     return Rule(cfg.n, cfg.abandon_below, cfg.max_texts)
 
 
-def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(STAGE)
+def llm_texts(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Generate every model's texts by the sampling rule (module docstring).
 
     Raises :class:`ModelError` when a model cannot be loaded or a request fails for good
@@ -127,24 +129,22 @@ def llm_texts(study: Study, *, progress: bool = True) -> StageRun:
     a bad prompt or occupations file.
     """
     cfg = study.config.llm
-    with study.stage(STAGE) as run:
-        require_inputs(study, STAGE)
-        pairs = plan(study)
-        terms = load_association_terms(study.config.texts.association_terms, base=study.root)
-        counter = AssociationCounter(terms)
-        engine = partial(stage_engine, study.config.engine, run)  # opened when a model needs it
-        drawn = 0
-        for model in cfg.models:
-            drawn += _run_model(
-                study, model, pairs, counter, engine, progress=progress, messages=run.messages
-            )
-        run.rows_in = len(pairs) * len(cfg.models)
-        run.rows_out = study.count("llm_texts")
-        run.skipped = drawn == 0
-        run.provenance.update({"texts_this_run": drawn, "pairs_per_model": len(pairs)})
-        run.summary = summary_rows(study)
-        if not cfg.models:
-            run.messages.append("llm.models is empty: no model to ask (set llm.models)")
+    pairs = plan(study)
+    terms = load_association_terms(study.config.texts.association_terms, base=study.root)
+    counter = AssociationCounter(terms)
+    engine = partial(stage_engine, study.config.engine, run)  # opened when a model needs it
+    drawn = 0
+    for model in cfg.models:
+        drawn += _run_model(
+            study, model, pairs, counter, engine, progress=progress, messages=run.messages
+        )
+    run.rows_in = len(pairs) * len(cfg.models)
+    run.rows_out = study.count("llm_texts")
+    run.skipped = drawn == 0
+    run.provenance.update({"texts_this_run": drawn, "pairs_per_model": len(pairs)})
+    run.summary = summary_rows(study)
+    if not cfg.models:
+        run.messages.append("llm.models is empty: no model to ask (set llm.models)")
     return run
 
 

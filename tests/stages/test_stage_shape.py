@@ -13,6 +13,9 @@ run) and must not
 - open the study's engine itself (``engine_from_config``): a stage asks its run for it
   (``stage_engine(section, run)``, or ``model_actors(..., run=run)``), and ``Study.stage``
   closes it when the run ends;
+- open its own run or check its own inputs (``study.stage(...)``, ``require_inputs(...)``):
+  the body is declared with ``@stage_body(NAME)`` (``corpus_audit/core/stage_runner.py``), and
+  the runner opens the run and checks the inputs the catalogue declares, once, in one order;
 - open a progress bar of its own (import ``tqdm``): a stage declares its bar
   (``backends.engines.base.Progress``) and the one bar of the package draws it
   (``progress_bar``, ``track``, or the engine's own for a map);
@@ -160,6 +163,10 @@ def check_source(source: str) -> list[Finding]:
                 found.append(Finding(node.lineno, f"creates a pool: {callee}(...)"))
             if callee.split(".")[-1] == "engine_from_config":
                 found.append(Finding(node.lineno, f"opens the study's engine: {callee}(...)"))
+            if callee.endswith("study.stage") or callee.split(".")[-1] == "require_inputs":
+                found.append(
+                    Finding(node.lineno, f"does the runner's setup itself: {callee}(...)")
+                )
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(POOL_MODULES + BAR_MODULES):
@@ -311,6 +318,12 @@ def test_every_waiver_is_still_needed():
 
 # -- the checker finds what it must (snippets of the code the stages had) ---------------------
 OFFENDING = {
+    "its own run (every stage before the runner)": """
+def neighbors(study, *, progress=True):
+    with study.stage("neighbors") as run:
+        require_inputs(study, "neighbors")
+        return run
+""",
     "thread pool (select's _parallel)": """
 import threading
 pool = [threading.Thread(target=worker, daemon=True) for i in range(threads)]

@@ -167,7 +167,7 @@ def _similarity(study: Study, run: StageRun, progress: bool) -> list[dict]:
     """The ``image_similarity`` rows (none when the diagnostic is off), its provenance kept."""
     if not image_similarity_enabled(study):
         return []
-    rows, run.provenance["image_similarity"] = image_similarity_rows(study, progress=progress)
+    rows, run.provenance["image_similarity"] = image_similarity_rows(study, run, progress=progress)
     return rows
 
 

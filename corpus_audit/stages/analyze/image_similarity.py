@@ -59,11 +59,10 @@ def _file_key(path: str) -> str | None:
 
 
 def image_similarity_rows(
-    study: Study, *, progress: bool = True, run: StageRun | None = None
+    study: Study, run: StageRun, *, progress: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows of ``image_similarity`` and provenance (needs ``analysis_labelled`` and the cut).
-    The CLIP model is a model worker (:func:`clip_spec`) on ``run``'s engine; without a run
-    (a caller outside a stage run) the same worker is built in this process."""
+    The CLIP model is a model worker (:func:`clip_spec`) on ``run``'s engine."""
     images = dicts(study.sql("analyze/image_sets"))
     if not images:
         return [], {"images": 0}
@@ -101,15 +100,10 @@ def embed_images(model: Any, arrays: list[np.ndarray]) -> tuple[str, np.ndarray 
 
 
 @contextlib.contextmanager
-def _clip(study: Study, run: StageRun | None) -> Iterator[Callable[[Any], Any]]:
-    """The CLIP worker as a callable: a model session on the run's engine, or (no run) the
-    worker built here; closed on leaving."""
-    if run is not None:
-        with model_session(study.config.engine, "analyze", clip_spec(study), run=run) as session:
-            yield session
-        return
-    with contextlib.closing(clip_spec(study)()) as worker:
-        yield worker
+def _clip(study: Study, run: StageRun) -> Iterator[Callable[[Any], Any]]:
+    """The CLIP worker as a callable: a model session on the run's engine, closed on leaving."""
+    with model_session(study.config.engine, "analyze", clip_spec(study), run=run) as session:
+        yield session
 
 
 def _sums(images: list[dict[str, Any]], vectors: list[Any]) -> dict[tuple, list]:

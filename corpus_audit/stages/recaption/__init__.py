@@ -41,7 +41,7 @@ from corpus_audit.backends.engines import model_resources, stage_engine
 from corpus_audit.backends.engines.models import model_session
 from corpus_audit.core.errors import ConfigError, StudyError, printable
 from corpus_audit.core.imagefile import study_image_path
-from corpus_audit.core.stage_state import require_inputs
+from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.stages.recaption.driver import RecaptionSummary, recaption_on_engine
 from corpus_audit.stages.recaption.on_engine import captioner_spec, probe_spec, worker_settings
@@ -49,7 +49,8 @@ from corpus_audit.stages.recaption.on_engine import captioner_spec, probe_spec, 
 STAGE = "recaption"
 
 
-def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(STAGE)
+def recaption_stage(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Caption every training image not yet in ``recaptions`` for ``recaption.variant``."""
     cfg = study.config.recaption
     if not cfg.model:
@@ -58,32 +59,30 @@ def recaption_stage(study: Study, *, progress: bool = True) -> StageRun:
             "PATH, or [recaption] model in study.toml)"
         )
     eng = study.config.engine
-    with study.stage(STAGE) as run:
-        require_inputs(study, STAGE)
-        items = training_items(study)
-        caption_settings = worker_settings(cfg.model, settings(study), eng.gpus_per_worker)
-        # probed first, on a worker of the engine: a model that cannot load fails before
-        # any work, and the variant is checked against its fingerprint; the probe is closed
-        # before the caption workers load their copies
-        with model_session(eng, STAGE, probe_spec(cfg.model, caption_settings), run=run) as probe:
-            facts = probe(None)
-        check_variant(study, cfg.variant, facts.model_id, facts.fingerprint)
-        done = _done(study, cfg.variant)
-        summary = _recaption(
-            study, run, caption_settings, facts.kind, facts.fingerprint, facts.described,
-            items, done, progress,
-        )  # fmt: skip
-        run.rows_in = summary.items
-        run.rows_out = summary.written
-        run.skipped = summary.written == 0
-        run.drop("unreadable", summary.unreadable)
-        run.drop("no_text", summary.no_text)
-        run.provenance["captioner"] = summary.settings
-        run.provenance["variant"] = cfg.variant
-        run.messages.append(
-            f"variant {cfg.variant!r}: {summary.captioned} captioned, "
-            f"{summary.already_done} already done; run `corpus-audit variants` to compare"
-        )
+    items = training_items(study)
+    caption_settings = worker_settings(cfg.model, settings(study), eng.gpus_per_worker)
+    # probed first, on a worker of the engine: a model that cannot load fails before
+    # any work, and the variant is checked against its fingerprint; the probe is closed
+    # before the caption workers load their copies
+    with model_session(eng, STAGE, probe_spec(cfg.model, caption_settings), run=run) as probe:
+        facts = probe(None)
+    check_variant(study, cfg.variant, facts.model_id, facts.fingerprint)
+    done = _done(study, cfg.variant)
+    summary = _recaption(
+        study, run, caption_settings, facts.kind, facts.fingerprint, facts.described,
+        items, done, progress,
+    )  # fmt: skip
+    run.rows_in = summary.items
+    run.rows_out = summary.written
+    run.skipped = summary.written == 0
+    run.drop("unreadable", summary.unreadable)
+    run.drop("no_text", summary.no_text)
+    run.provenance["captioner"] = summary.settings
+    run.provenance["variant"] = cfg.variant
+    run.messages.append(
+        f"variant {cfg.variant!r}: {summary.captioned} captioned, "
+        f"{summary.already_done} already done; run `corpus-audit variants` to compare"
+    )
     return run
 
 

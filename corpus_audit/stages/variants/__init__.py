@@ -42,8 +42,8 @@ from corpus_audit.backends.corpus import (
 )
 from corpus_audit.backends.engines.base import Progress, progress_bar
 from corpus_audit.core.errors import ConfigError, CorpusError, printable
-from corpus_audit.core.stage_state import require_inputs
-from corpus_audit.core.store import StageRun, Study, execute_sql
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.store import StageRun, Study, clear_tables, execute_sql, insert_rows
 from corpus_audit.methods.gender_text import (
     IndicatorTagger,
     NameFinder,
@@ -60,37 +60,35 @@ TEXT_COLUMNS = ["variant", "caption_id", "text", "source"]
 MENTION_COLUMNS = ["variant", "caption_id", "occupation"]
 
 
-def variants(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(STAGE)
+def variants(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Gather, label and compare every caption variant (module docstring)."""
-    with study.stage(STAGE) as run:
-        require_inputs(study, STAGE)
-        texts, mentions = gather(study, run, progress=progress)
-        names = sorted(set(texts["variant"]))
-        run.provenance["variants"] = names
-        if len(names) < 2:
-            _clear(study)  # results of an earlier config no longer match this one
-            return run.skip(
-                "no caption variants to compare (set [variants] columns, or run recaption); "
-                "earlier variant results, if any, were cleared"
-            )
-        baseline = study.config.variants.baseline
-        if baseline not in names:
-            raise ConfigError(
-                f"variants.baseline: no variant {baseline!r} in this study "
-                f"(variants: {', '.join(names)})"
-            )
-        labelled = label_texts(study, texts, progress=progress)
-        comparisons = compare_all(study, labelled, mentions, baseline, run=run, progress=progress)
-        with study.transaction() as con:
-            for table in ("caption_variants", "variant_mentions"):
-                con.execute(f"DELETE FROM {table}")
-            _insert(con, "caption_variants", labelled)
-            _insert(con, "variant_mentions", mentions)
-            run.summary = write_comparisons(study, comparisons)
-        run.rows_in = len(texts)
-        run.rows_out = len(comparisons)
-        for name, path in sorted(_csv_outputs(study).items()):
-            run.outputs[name] = path
+    texts, mentions = gather(study, run, progress=progress)
+    names = sorted(set(texts["variant"]))
+    run.provenance["variants"] = names
+    if len(names) < 2:
+        _clear(study)  # results of an earlier config no longer match this one
+        return run.skip(
+            "no caption variants to compare (set [variants] columns, or run recaption); "
+            "earlier variant results, if any, were cleared"
+        )
+    baseline = study.config.variants.baseline
+    if baseline not in names:
+        raise ConfigError(
+            f"variants.baseline: no variant {baseline!r} in this study "
+            f"(variants: {', '.join(names)})"
+        )
+    labelled = label_texts(study, texts, progress=progress)
+    comparisons = compare_all(study, labelled, mentions, baseline, run=run, progress=progress)
+    with study.transaction() as con:
+        clear_tables(con, "caption_variants", "variant_mentions")
+        insert_rows(con, "caption_variants", labelled)
+        insert_rows(con, "variant_mentions", mentions)
+        run.summary = write_comparisons(study, comparisons)
+    run.rows_in = len(texts)
+    run.rows_out = len(comparisons)
+    for name, path in sorted(_csv_outputs(study).items()):
+        run.outputs[name] = path
     return run
 
 
@@ -99,18 +97,8 @@ def _clear(study: Study) -> None:
     their CSVs, in one transaction: a skipped run leaves no results of another config (which
     ``status`` and the report would otherwise show as this one's)."""
     with study.transaction() as con:
-        for table in ("caption_variants", "variant_mentions"):
-            con.execute(f"DELETE FROM {table}")
+        clear_tables(con, "caption_variants", "variant_mentions")
         write_comparisons(study, {})  # no comparisons: empties each table, removes its CSV
-
-
-def _insert(con: Any, table: str, frame: pd.DataFrame) -> None:
-    """Append ``frame`` to ``table`` by column name."""
-    con.register("_variants_in", frame)
-    try:
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _variants_in")
-    finally:
-        con.unregister("_variants_in")
 
 
 def _csv_outputs(study: Study) -> dict[str, str]:

@@ -22,7 +22,7 @@ from corpus_audit.backends.engines.models import (
     encode_texts,
     model_session,
 )
-from corpus_audit.core.store import StageRun, Study
+from corpus_audit.core.store import StageRun, Study, clear_tables, insert_rows
 from corpus_audit.methods.recaption.compare import (
     PairedBootstrap,
     VariantComparison,
@@ -123,16 +123,12 @@ def write_comparisons(
             frame = getattr(result, field)
             if frame is not None:
                 parts.append(_as_rows(field, frame, baseline, other))
-        con.execute(f"DELETE FROM {table}")
+        clear_tables(con, table)
         if not parts:
             (folder / f"{table}.csv").unlink(missing_ok=True)
             continue
         rows = pd.concat(parts, ignore_index=True)
-        con.register("_variant_rows", rows)
-        try:
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _variant_rows")
-        finally:
-            con.unregister("_variant_rows")
+        insert_rows(con, table, rows)
         rows.to_csv(folder / f"{table}.csv", index=False)
     return summary_rows(comparisons)
 

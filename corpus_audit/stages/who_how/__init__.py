@@ -44,8 +44,9 @@ from corpus_audit.backends.engines.models import (
     model_session,
 )
 from corpus_audit.core.catalogue import stage
-from corpus_audit.core.stage_state import StageProgress, require, require_inputs
-from corpus_audit.core.store import StageRun, Study, dicts, execute_sql
+from corpus_audit.core.stage_runner import stage_body
+from corpus_audit.core.stage_state import StageProgress, require
+from corpus_audit.core.store import StageRun, Study, clear_tables, dicts, execute_sql, insert_rows
 from corpus_audit.methods.lexicon import (
     load_association_terms,
     load_gender_terms,
@@ -74,7 +75,8 @@ def _result_tables() -> tuple[str, ...]:
     return tuple(t for t in stage(STAGE).writes if t not in INPUT_TABLES)
 
 
-def who_how(study: Study, *, progress: bool = True) -> StageRun:
+@stage_body(STAGE)
+def who_how(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     """Associate every text and write the who-and-how tables (module docstring).
 
     Raises :class:`StageOrderError` when ``select`` has not run (captions),
@@ -82,27 +84,25 @@ def who_how(study: Study, *, progress: bool = True) -> StageRun:
     and :class:`ModelError` when SRBS cannot load its embedder.
     """
     cfg = study.config.texts
-    with study.stage(STAGE) as run:
-        require_inputs(study, STAGE)
-        read = False
-        if cfg.source == "captions":
-            require(study, "select", by=STAGE, optional=("indicators",))
-            study.sql("who_how/10_views_captions")
-        elif cfg.source == "llm":  # the llm_texts stage's texts, compared per model
-            require(study, "llm_texts", by=STAGE)
-            study.sql("who_how/12_views_llm")
-        else:
-            read = read_documents(study, run, progress=progress)
-            study.sql("who_how/11_views_corpus")
-        terms = load_association_terms(cfg.association_terms, base=study.root)
-        counted = associate_all(study, terms, progress=progress)
-        wrote = write_tables(study, terms, run, progress=progress)
-        run.rows_in = study.count("texts_text")
-        run.rows_out = study.count("texts_associations")
-        run.skipped = not (read or counted or wrote)
-        run.provenance.update({"source": cfg.source, "associated_this_run": counted})
-        run.summary = summary_rows(study)
-        run.messages.extend(messages(study))
+    read = False
+    if cfg.source == "captions":
+        require(study, "select", by=STAGE, optional=("indicators",))
+        study.sql("who_how/10_views_captions")
+    elif cfg.source == "llm":  # the llm_texts stage's texts, compared per model
+        require(study, "llm_texts", by=STAGE)
+        study.sql("who_how/12_views_llm")
+    else:
+        read = read_documents(study, run, progress=progress)
+        study.sql("who_how/11_views_corpus")
+    terms = load_association_terms(cfg.association_terms, base=study.root)
+    counted = associate_all(study, terms, progress=progress)
+    wrote = write_tables(study, terms, run, progress=progress)
+    run.rows_in = study.count("texts_text")
+    run.rows_out = study.count("texts_associations")
+    run.skipped = not (read or counted or wrote)
+    run.provenance.update({"source": cfg.source, "associated_this_run": counted})
+    run.summary = summary_rows(study)
+    run.messages.extend(messages(study))
     return run
 
 
@@ -280,12 +280,8 @@ def _replace(study: Study, table: str, frame: pd.DataFrame) -> None:
         if column in data.columns:
             data[column] = [list(v) for v in data[column]]
     arrow = pa.Table.from_pandas(data, preserve_index=False)
-    study.con.execute(f"DELETE FROM {table}")
-    study.con.register("texts_new_rows", arrow)
-    try:
-        study.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM texts_new_rows")
-    finally:
-        study.con.unregister("texts_new_rows")
+    clear_tables(study.con, table)
+    insert_rows(study.con, table, arrow)
 
 
 def _fingerprint(settings: Any) -> str:
