@@ -28,6 +28,12 @@ def export_sheet(
     )
 
 
+def import_labels(study: Study, files: list[Path]) -> StageRun:
+    """``validate import``: the ``validate_import`` stage over the annotators' CSVs ``files``
+    (see :func:`corpus_audit.stages.validate.import_labels`)."""
+    return validate_stages.import_labels(study, files)
+
+
 def _thumbnail(path: Path, max_pixels: int) -> str | None:
     """A JPEG data URI of the image (longest side THUMBNAIL_PX), or None when unreadable."""
     return thumbnail_uri(path, size=THUMBNAIL_PX, max_pixels=max_pixels, quality=85)

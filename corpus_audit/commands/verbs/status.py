@@ -17,9 +17,8 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # the store (DuckDB): not for --help
-    from corpus_audit.core.pipeline import status
-    from corpus_audit.core.snapshot import close_reader, open_for_reading
+    from corpus_audit.core.pipeline import status  # the store (DuckDB): not for --help
+    from corpus_audit.core.snapshot import close_reader, open_for_reading  # the same
 
     # read-only: a study another process holds (a notebook) is read from a snapshot
     study, snapshot = open_for_reading(args.dir, writable=True)

@@ -40,7 +40,6 @@ def add_parser(sub: Subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from corpus_audit.commands import validate  # numpy and the store: not for --help
-    from corpus_audit.stages.validate import import_labels
 
     with open_study(args) as study:
         if args.action == "export":
@@ -54,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         else:
-            print_run(import_labels(study, [Path(f) for f in args.files]))
+            print_run(validate.import_labels(study, [Path(f) for f in args.files]))
     return 0
