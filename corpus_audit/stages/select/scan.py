@@ -47,6 +47,7 @@ from corpus_audit.backends.corpus import (
 )
 from corpus_audit.backends.engines import stage_engine
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
+from corpus_audit.core.errors import CorpusError
 from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.matching import Matcher
 from corpus_audit.methods.multimatch import ArrowMatcher, Found, arrow_matcher
@@ -202,11 +203,19 @@ def scan_on_engine(
     progress: bool,
     kind: str = "duckdb",
 ) -> ScanStats:
-    """Fill ``_select_candidates`` on the study's engine (``[engine]``) with
-    :func:`scan_into`: the same rows in the same order on every engine. The engine's
-    description goes in the run's provenance."""
+    """Fill the work tables: ``_select_forms`` with the lexicon forms, then
+    ``_select_candidates`` on the study's engine (``[engine]``) with :func:`scan_into`: the
+    same rows in the same order on every engine. The engine's description goes in the run's
+    provenance. Raises CorpusError when every file is empty."""
     cfg = study.config
-    return scan_into(
+    con = study.con
+    forms = pa.table(
+        {"form": [f for f, _ in matcher.forms], "occupation": [o for _, o in matcher.forms]}
+    )
+    con.register("_select_forms_in", forms)
+    con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
+    con.unregister("_select_forms_in")
+    stats = scan_into(
         study.con,
         stage_engine(cfg.engine, run),
         files,
@@ -219,6 +228,11 @@ def scan_on_engine(
         progress=progress,
         kind=kind,
     )
+    if stats.rows == 0:
+        raise CorpusError(
+            f"corpus: all {len(files)} corpus files are empty (0 rows), e.g. {files[0].path}"
+        )
+    return stats
 
 
 class CandidateBuffer:
