@@ -154,21 +154,28 @@ def _mentions(fid: int, table: pa.Table, found: Found, forms: tuple) -> pa.Table
     )
 
 
-def scan_pieces(
-    work: Work,
-    pattern: str,
-    prefilter: bool,
-    batch_rows: int,
-    matcher: Matcher | None = None,
-    kind: str = "duckdb",
-) -> Iterator[Piece]:
-    """The batches of one unit (``batch_rows`` rows read at a time), with the file's id as
-    first column: each filtered by the RE2 ``pattern`` (case-insensitive) when ``prefilter``
-    (``kind = "duckdb"``), or to the rows ``matcher``'s forms match, with their mentions,
-    when ``kind = "hyperscan"`` (compiled once per process)."""
+@dataclass(frozen=True)
+class ScanOptions:
+    """How every unit is read and matched: ``batch_rows`` rows read at a time (>= 1), kept
+    by the RE2 ``pattern`` (case-insensitive) when ``prefilter``, or by the lexicon's
+    ``matcher`` of ``kind`` (``duckdb`` | ``hyperscan``; None: the pattern alone, duckdb)."""
+
+    pattern: str
+    prefilter: bool
+    batch_rows: int
+    matcher: Matcher | None = None
+    kind: str = "duckdb"
+
+
+def scan_pieces(work: Work, options: ScanOptions) -> Iterator[Piece]:
+    """The batches of one unit (``options.batch_rows`` rows read at a time), with the file's
+    id as first column: each filtered by the RE2 ``pattern`` (case-insensitive) when
+    ``prefilter`` (``kind = "duckdb"``), or to the rows ``matcher``'s forms match, with their
+    mentions, when ``kind = "hyperscan"`` (compiled once per process)."""
+    matcher, kind, prefilter = options.matcher, options.kind, options.prefilter
 
     def keep(text: pa.Array) -> pa.Array:
-        return pc.match_substring_regex(text, pattern, ignore_case=True)
+        return pc.match_substring_regex(text, options.pattern, ignore_case=True)
 
     keeper = None
     if matcher is not None:  # the stage's path: the matcher interface, either kind
@@ -177,7 +184,7 @@ def scan_pieces(
         raise ValueError(f"matcher {kind!r} needs the lexicon's Matcher")
     fid = work.file.file_id
     hook = keeper if keeper is not None else keep if prefilter else None
-    batches = iter_clean_batches(work.file, work.unit, work.columns, batch_rows, hook)
+    batches = iter_clean_batches(work.file, work.unit, work.columns, options.batch_rows, hook)
     for cb in batches:
         table = cb.table
         mentions, unmapped = None, 0
@@ -336,20 +343,13 @@ def plan_units(
     return plan
 
 
-def scan_unit(
-    work: Work,
-    pattern: str,
-    prefilter: bool,
-    batch_rows: int,
-    index: int,
-    matcher: Matcher | None = None,
-    kind: str = "duckdb",
-) -> UnitScan:
-    """Read one unit (:func:`scan_pieces`: reader, cleaning, matcher) into one result."""
+def scan_unit(work: Work, index: int, options: ScanOptions) -> UnitScan:
+    """Read unit ``index`` of its file (:func:`scan_pieces`: reader, cleaning, matcher) into
+    one result."""
     t0 = time.perf_counter()
     counts = FileCounts()
     tables, mentions, unmapped = [], [], 0
-    for piece in scan_pieces(work, pattern, prefilter, batch_rows, matcher, kind):
+    for piece in scan_pieces(work, options):
         counts.add(piece)
         if piece.candidates.num_rows:
             tables.append(piece.candidates)
@@ -362,7 +362,7 @@ def scan_unit(
         else CANDIDATE_SCHEMA.empty_table()
     )
     found = None
-    if kind != "duckdb":
+    if options.kind != "duckdb":
         found = pa.concat_tables(mentions) if mentions else MENTION_SCHEMA.empty_table()
     return UnitScan(
         work.file.file_id,
@@ -386,8 +386,10 @@ def _scan_keyed(
     matcher: Matcher | None = None,
     kind: str = "duckdb",
 ) -> UnitScan:
+    """The engine's task for one ``(work, index)``: its options as keywords, which a
+    ``partial`` ships to the workers."""
     work, index = args
-    return scan_unit(work, pattern, prefilter, batch_rows, index, matcher, kind)
+    return scan_unit(work, index, ScanOptions(pattern, prefilter, batch_rows, matcher, kind))
 
 
 def scan_units(
