@@ -378,18 +378,11 @@ def scan_unit(work: Work, index: int, options: ScanOptions) -> UnitScan:
     )
 
 
-def _scan_keyed(
-    args: tuple[Work, int],
-    pattern: str,
-    prefilter: bool,
-    batch_rows: int,
-    matcher: Matcher | None = None,
-    kind: str = "duckdb",
-) -> UnitScan:
-    """The engine's task for one ``(work, index)``: its options as keywords, which a
-    ``partial`` ships to the workers."""
+def _scan_keyed(args: tuple[Work, int], options: ScanOptions) -> UnitScan:
+    """The engine's task for one ``(work, index)`` (``options`` ride with it, in a
+    ``partial``, to the workers)."""
     work, index = args
-    return scan_unit(work, index, ScanOptions(pattern, prefilter, batch_rows, matcher, kind))
+    return scan_unit(work, index, options)
 
 
 def scan_units(
@@ -404,14 +397,8 @@ def scan_units(
 ) -> Iterator[tuple[UnitKey, UnitScan]]:
     """Every unit of ``plan`` scanned by ``engine`` (one CPU task each), in unit order, with
     the matcher ``kind`` (``duckdb`` | ``hyperscan``: then compiled in each worker)."""
-    fn = partial(
-        _scan_keyed,
-        pattern=matcher.pattern,
-        prefilter=prefilter,
-        batch_rows=batch_rows,
-        matcher=matcher,
-        kind=kind,
-    )
+    options = ScanOptions(matcher.pattern, prefilter, batch_rows, matcher, kind)
+    fn = partial(_scan_keyed, options=options)
     units = [(key, (work, key[1])) for key, work in plan.units]
     yield from engine.map_tasks(
         fn,
