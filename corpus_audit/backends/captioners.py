@@ -65,6 +65,7 @@ from corpus_audit.backends.generators import (
     resolve_dtype,
 )
 from corpus_audit.backends.paraphrasers import load_paraphraser
+from corpus_audit.core.attrs import attrs_dict
 from corpus_audit.core.config import RecaptionSection, derived_from
 from corpus_audit.core.config_fields import Help, Range
 from corpus_audit.core.devices import release_memory
@@ -403,12 +404,7 @@ class TransformersCaptioner:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "kind": self.kind,
-            "backend": self.backend,
-            "model_id": self.model_id,
-            "source": self.source,
-            "revision": self.revision,
-            "model_type": self.model_type,
+            **attrs_dict(self, "kind", "backend", "model_id", "source", "revision", "model_type"),
             "model_class": type(self.model).__name__,
             "processor_class": type(self.processor).__name__,
             "generation": self.settings.generation_kwargs(),
@@ -488,10 +484,7 @@ class RewriteCaptioner:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "kind": self.kind,
-            "backend": self.backend,
-            "model_id": self.model_id,
-            "revision": self.revision,
+            **attrs_dict(self, "kind", "backend", "model_id", "revision"),
             "paraphraser": self.paraphraser.describe(),
             "max_new_tokens": self.settings.max_new_tokens,
             "batch_size": self.settings.batch_size,

@@ -38,6 +38,7 @@ from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.matching import build_matcher
 from corpus_audit.stages.indicators.tagging import TaggerSettings, tag_batches, tagger_spec
 from corpus_audit.stages.select.scan import (
+    ScanOptions,
     _scan_keyed,
     plan_units,
     scan_into,
@@ -352,7 +353,7 @@ def test_ray_retries_failed_units_without_duplicates(
 ):
     """Every unit raises on its first attempt, or two units kill their worker process."""
     plan = plan_units(corpus)
-    scan = partial(_scan_keyed, pattern=matcher.pattern, prefilter=True, batch_rows=BATCH_ROWS)
+    scan = partial(_scan_keyed, options=ScanOptions(matcher.pattern, True, BATCH_ROWS))
     units = [(key, (work, key[1])) for key, work in plan.units]
     flaky = FailFirstAttempt(scan, tmp_path, how=how, limit=limit)
     got = list(ray_engine.map_tasks(flaky, units))

@@ -63,6 +63,7 @@ from corpus_audit.backends.text_generators.base import (
     SamplingSettings,
     TextRequest,
 )
+from corpus_audit.core.attrs import attrs_dict
 from corpus_audit.core.config import LlmSection, derived_from
 from corpus_audit.core.errors import ConfigError, ModelError, printable
 
@@ -377,10 +378,7 @@ class OpenAIChat:
     def describe(self) -> dict[str, Any]:
         """Provenance (no key: only the *name* of its environment variable)."""
         return {
-            "backend": self.backend,
-            "model": self.model,
-            "api_base": self.api_base,
-            "api_key_env": self.api_key_env,
+            **attrs_dict(self, "backend", "model", "api_base", "api_key_env"),
             "key_sent": self.client.sends_key,
             "settings": self.settings.as_dict(),
             "n_per_request": self.n_per_request,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from corpus_audit.backends.attributes import age_model_id
+from corpus_audit.core.attrs import attrs_dict
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.skin_tone import METHOD as SKIN_METHOD
 
@@ -82,10 +83,7 @@ class AttributeSettings:
     def query_params(self) -> dict[str, Any]:
         """The pending query's parameters (``sql/label/pending.sql``)."""
         return {
-            "age": self.age,
-            "skin": self.skin,
-            "age_model": self.age_model,
-            "skin_method": self.skin_method,
+            **attrs_dict(self, "age", "skin", "age_model", "skin_method"),
             "dropped_reasons": list(DROPPED_REASONS),
         }
 

@@ -55,8 +55,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from corpus_audit.backends.corpus import (
     CorpusFile,
     fingerprint_entry,
@@ -64,7 +62,7 @@ from corpus_audit.backends.corpus import (
 )
 from corpus_audit.backends.storage import StoreOptions
 from corpus_audit.core.config import parse_size
-from corpus_audit.core.errors import CorpusError, StageOrderError
+from corpus_audit.core.errors import StageOrderError
 from corpus_audit.core.kinds import study_kind
 from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.store import StageRun, Study, drop_tables, insert_rows, sql_digest
@@ -197,7 +195,7 @@ def select(study: Study, run: StageRun, *, progress: bool = True) -> StageRun:
     run.messages.append(note)
     study.sql("select/00_clear")
     study.sql("select/05_work_tables")
-    stats = _scan(study, files, matcher, run, progress=progress, kind=kind)
+    stats = scan_on_engine(study, files, matcher, run, progress=progress, kind=kind)
     _write_corpus_files(study, files, stats)
     derived = _derive_tables(study, matcher, prompt_sets, stats, kind)
     derived["timings"] = {"scan": round(stats.seconds, 3), **derived["timings"]}
@@ -245,31 +243,6 @@ def _unchanged(study: Study, run: StageRun, last: dict[str, Any], matcher: Match
     run.summary = summary_rows(study, matcher.occupations)
     run.messages.append("corpus, lexicon and settings unchanged since the last run")
     return run
-
-
-def _scan(
-    study: Study,
-    files: list[CorpusFile],
-    matcher: Matcher,
-    run: StageRun,
-    *,
-    progress: bool,
-    kind: str = "duckdb",
-) -> ScanStats:
-    """Fill the work tables: the lexicon forms, then every file's candidate captions."""
-    con = study.con
-    forms = pa.table(
-        {"form": [f for f, _ in matcher.forms], "occupation": [o for _, o in matcher.forms]}
-    )
-    con.register("_select_forms_in", forms)
-    con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
-    con.unregister("_select_forms_in")
-    stats = scan_on_engine(study, files, matcher, run, progress=progress, kind=kind)
-    if stats.rows == 0:
-        raise CorpusError(
-            f"corpus: all {len(files)} corpus files are empty (0 rows), e.g. {files[0].path}"
-        )
-    return stats
 
 
 def _derive_tables(

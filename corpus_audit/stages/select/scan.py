@@ -47,6 +47,7 @@ from corpus_audit.backends.corpus import (
 )
 from corpus_audit.backends.engines import stage_engine
 from corpus_audit.backends.engines.base import Engine, Progress, Resources
+from corpus_audit.core.errors import CorpusError
 from corpus_audit.core.store import StageRun, Study, execute_sql
 from corpus_audit.methods.matching import Matcher
 from corpus_audit.methods.multimatch import ArrowMatcher, Found, arrow_matcher
@@ -153,21 +154,28 @@ def _mentions(fid: int, table: pa.Table, found: Found, forms: tuple) -> pa.Table
     )
 
 
-def scan_pieces(
-    work: Work,
-    pattern: str,
-    prefilter: bool,
-    batch_rows: int,
-    matcher: Matcher | None = None,
-    kind: str = "duckdb",
-) -> Iterator[Piece]:
-    """The batches of one unit (``batch_rows`` rows read at a time), with the file's id as
-    first column: each filtered by the RE2 ``pattern`` (case-insensitive) when ``prefilter``
-    (``kind = "duckdb"``), or to the rows ``matcher``'s forms match, with their mentions,
-    when ``kind = "hyperscan"`` (compiled once per process)."""
+@dataclass(frozen=True)
+class ScanOptions:
+    """How every unit is read and matched: ``batch_rows`` rows read at a time (>= 1), kept
+    by the RE2 ``pattern`` (case-insensitive) when ``prefilter``, or by the lexicon's
+    ``matcher`` of ``kind`` (``duckdb`` | ``hyperscan``; None: the pattern alone, duckdb)."""
+
+    pattern: str
+    prefilter: bool
+    batch_rows: int
+    matcher: Matcher | None = None
+    kind: str = "duckdb"
+
+
+def scan_pieces(work: Work, options: ScanOptions) -> Iterator[Piece]:
+    """The batches of one unit (``options.batch_rows`` rows read at a time), with the file's
+    id as first column: each filtered by the RE2 ``pattern`` (case-insensitive) when
+    ``prefilter`` (``kind = "duckdb"``), or to the rows ``matcher``'s forms match, with their
+    mentions, when ``kind = "hyperscan"`` (compiled once per process)."""
+    matcher, kind, prefilter = options.matcher, options.kind, options.prefilter
 
     def keep(text: pa.Array) -> pa.Array:
-        return pc.match_substring_regex(text, pattern, ignore_case=True)
+        return pc.match_substring_regex(text, options.pattern, ignore_case=True)
 
     keeper = None
     if matcher is not None:  # the stage's path: the matcher interface, either kind
@@ -176,7 +184,7 @@ def scan_pieces(
         raise ValueError(f"matcher {kind!r} needs the lexicon's Matcher")
     fid = work.file.file_id
     hook = keeper if keeper is not None else keep if prefilter else None
-    batches = iter_clean_batches(work.file, work.unit, work.columns, batch_rows, hook)
+    batches = iter_clean_batches(work.file, work.unit, work.columns, options.batch_rows, hook)
     for cb in batches:
         table = cb.table
         mentions, unmapped = None, 0
@@ -202,11 +210,19 @@ def scan_on_engine(
     progress: bool,
     kind: str = "duckdb",
 ) -> ScanStats:
-    """Fill ``_select_candidates`` on the study's engine (``[engine]``) with
-    :func:`scan_into`: the same rows in the same order on every engine. The engine's
-    description goes in the run's provenance."""
+    """Fill the work tables: ``_select_forms`` with the lexicon forms, then
+    ``_select_candidates`` on the study's engine (``[engine]``) with :func:`scan_into`: the
+    same rows in the same order on every engine. The engine's description goes in the run's
+    provenance. Raises CorpusError when every file is empty."""
     cfg = study.config
-    return scan_into(
+    con = study.con
+    forms = pa.table(
+        {"form": [f for f, _ in matcher.forms], "occupation": [o for _, o in matcher.forms]}
+    )
+    con.register("_select_forms_in", forms)
+    con.execute("INSERT INTO _select_forms SELECT * FROM _select_forms_in")
+    con.unregister("_select_forms_in")
+    stats = scan_into(
         study.con,
         stage_engine(cfg.engine, run),
         files,
@@ -219,6 +235,11 @@ def scan_on_engine(
         progress=progress,
         kind=kind,
     )
+    if stats.rows == 0:
+        raise CorpusError(
+            f"corpus: all {len(files)} corpus files are empty (0 rows), e.g. {files[0].path}"
+        )
+    return stats
 
 
 class CandidateBuffer:
@@ -322,20 +343,13 @@ def plan_units(
     return plan
 
 
-def scan_unit(
-    work: Work,
-    pattern: str,
-    prefilter: bool,
-    batch_rows: int,
-    index: int,
-    matcher: Matcher | None = None,
-    kind: str = "duckdb",
-) -> UnitScan:
-    """Read one unit (:func:`scan_pieces`: reader, cleaning, matcher) into one result."""
+def scan_unit(work: Work, index: int, options: ScanOptions) -> UnitScan:
+    """Read unit ``index`` of its file (:func:`scan_pieces`: reader, cleaning, matcher) into
+    one result."""
     t0 = time.perf_counter()
     counts = FileCounts()
     tables, mentions, unmapped = [], [], 0
-    for piece in scan_pieces(work, pattern, prefilter, batch_rows, matcher, kind):
+    for piece in scan_pieces(work, options):
         counts.add(piece)
         if piece.candidates.num_rows:
             tables.append(piece.candidates)
@@ -348,7 +362,7 @@ def scan_unit(
         else CANDIDATE_SCHEMA.empty_table()
     )
     found = None
-    if kind != "duckdb":
+    if options.kind != "duckdb":
         found = pa.concat_tables(mentions) if mentions else MENTION_SCHEMA.empty_table()
     return UnitScan(
         work.file.file_id,
@@ -364,16 +378,11 @@ def scan_unit(
     )
 
 
-def _scan_keyed(
-    args: tuple[Work, int],
-    pattern: str,
-    prefilter: bool,
-    batch_rows: int,
-    matcher: Matcher | None = None,
-    kind: str = "duckdb",
-) -> UnitScan:
+def _scan_keyed(args: tuple[Work, int], options: ScanOptions) -> UnitScan:
+    """The engine's task for one ``(work, index)`` (``options`` ride with it, in a
+    ``partial``, to the workers)."""
     work, index = args
-    return scan_unit(work, pattern, prefilter, batch_rows, index, matcher, kind)
+    return scan_unit(work, index, options)
 
 
 def scan_units(
@@ -388,14 +397,8 @@ def scan_units(
 ) -> Iterator[tuple[UnitKey, UnitScan]]:
     """Every unit of ``plan`` scanned by ``engine`` (one CPU task each), in unit order, with
     the matcher ``kind`` (``duckdb`` | ``hyperscan``: then compiled in each worker)."""
-    fn = partial(
-        _scan_keyed,
-        pattern=matcher.pattern,
-        prefilter=prefilter,
-        batch_rows=batch_rows,
-        matcher=matcher,
-        kind=kind,
-    )
+    options = ScanOptions(matcher.pattern, prefilter, batch_rows, matcher, kind)
+    fn = partial(_scan_keyed, options=options)
     units = [(key, (work, key[1])) for key, work in plan.units]
     yield from engine.map_tasks(
         fn,
