@@ -164,9 +164,7 @@ def check_source(source: str) -> list[Finding]:
             if callee.split(".")[-1] == "engine_from_config":
                 found.append(Finding(node.lineno, f"opens the study's engine: {callee}(...)"))
             if callee.endswith("study.stage") or callee.split(".")[-1] == "require_inputs":
-                found.append(
-                    Finding(node.lineno, f"does the runner's setup itself: {callee}(...)")
-                )
+                found.append(Finding(node.lineno, f"does the runner's setup itself: {callee}(...)"))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(POOL_MODULES + BAR_MODULES):
