@@ -143,4 +143,5 @@ def test_battles_import_takes_sheets_or_arena_files_not_both(tmp_path, laion_pat
     assert main(["battles", "import", str(root), str(sheet), str(arena)]) == 2
     assert "not both in one call" in capsys.readouterr().err
     assert main(["battles", "import", str(root), str(sheet)]) == 2  # sheets: import_battles
-    assert "run `corpus-audit battles export` first" in capsys.readouterr().err
+    err = capsys.readouterr().err  # the runner names the missing stage and its command
+    assert "`battles_export`, which has not run; run `corpus-audit battles export" in err
