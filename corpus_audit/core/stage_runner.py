@@ -5,6 +5,9 @@ and declares it with :func:`stage_body`, which makes it the stage function the c
 names (``fn(study, *, progress=True, ...) -> StageRun``, the shape the CLI, the API and
 ``corpus-audit run`` call). For every call the runner
 
+0. checks the call's own arguments with the body's ``arguments`` check, when it declares one
+   (``battles import --rounds 0``): a bad flag is one error whatever the study holds, before
+   the run opens;
 1. opens a transaction first when the catalogue declares the stage ``atomic`` (``select``:
    its whole run, record included, commits or rolls back as one);
 2. opens the run (:meth:`Study.stage <corpus_audit.core.store.Study.stage>`: the study's run
@@ -38,17 +41,27 @@ P = ParamSpec("P")
 Body = Callable[Concatenate[Study, StageRun, P], StageRun]
 #: a stage's ``off`` guard: why the study's settings turn the stage off, or None when they don't
 OffGuard = Callable[[Study], str | None]
+#: a stage's ``arguments`` check: raises on a bad argument of the call (name -> value, the
+#: defaults filled in)
+ArgumentCheck = Callable[[dict[str, Any]], None]
 
 
 def stage_body(
-    name: str, *, off: OffGuard | None = None
+    name: str, *, off: OffGuard | None = None, arguments: ArgumentCheck | None = None
 ) -> Callable[[Body[P]], Callable[Concatenate[Study, P], StageRun]]:
     """Make ``body`` the stage function of catalogue stage ``name`` (see the module
-    docstring); ``off`` is the stage's optional guard (``None``: never off)."""
+    docstring); ``off`` is the stage's optional guard (``None``: never off), ``arguments``
+    its optional check of the call's arguments."""
 
     def wrap(body: Body[P]) -> Callable[Concatenate[Study, P], StageRun]:
+        signature = _without_run(body)
+
         @functools.wraps(body)
         def stage(study: Study, /, *args: P.args, **kwargs: P.kwargs) -> StageRun:
+            if arguments is not None:
+                bound = signature.bind(study, *args, **kwargs)
+                bound.apply_defaults()
+                arguments(dict(bound.arguments))
             atomic = STAGES.get(name).atomic  # an undeclared name fails here, naming it
             with study.transaction() if atomic else nullcontext(), study.stage(name) as run:
                 reason = off(study) if off is not None else None
@@ -57,7 +70,7 @@ def stage_body(
                 require_inputs(study, name)
                 return body(study, run, *args, **kwargs)
 
-        stage.__signature__ = _without_run(body)  # type: ignore[attr-defined]
+        stage.__signature__ = signature  # type: ignore[attr-defined]
         return stage
 
     return wrap

@@ -29,7 +29,7 @@ def is_arena_file(path: Path | str) -> bool:
     return Path(path).suffix.lower() in ARENA_SUFFIXES
 
 
-@stage_body(STAGE)
+@stage_body(STAGE, arguments=lambda a: check_rounds(a["rounds"]))
 def import_arena(
     study: Study,
     run: StageRun,
@@ -45,7 +45,6 @@ def import_arena(
     ``progress`` is unused (the stage signature: the votes are read at once)."""
     import pandas as pd
 
-    check_rounds(rounds)
     read = [read_arena_file(Path(f), fmt=fmt, aspect=aspect) for f in files]
     votes = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
     if not votes.empty:  # the same records twice in one call count once

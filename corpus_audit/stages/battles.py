@@ -95,7 +95,19 @@ def export_battles(
     return run
 
 
-@stage_body("battles_import")
+def _check_rounds(arguments: dict[str, Any]) -> None:
+    """``--rounds`` in 1..MAX_RESAMPLES (the runner asks before the run opens)."""
+    rounds = arguments["rounds"]
+    if rounds < 1:
+        raise CorpusAuditError(f"battles import: --rounds must be >= 1, got {rounds}")
+    if rounds > MAX_RESAMPLES:
+        raise CorpusAuditError(
+            f"battles import: --rounds {rounds} is above the maximum {MAX_RESAMPLES:,} "
+            "(shuffled orders / bootstrap resamples)"
+        )
+
+
+@stage_body("battles_import", arguments=_check_rounds)
 def import_battles(
     study: Study,
     run: StageRun,
@@ -107,13 +119,6 @@ def import_battles(
 ) -> StageRun:
     """Store the votes of ``files`` and recompute the ratings (see the module docstring);
     ``progress`` is unused (the stage signature)."""
-    if rounds < 1:
-        raise CorpusAuditError(f"battles import: --rounds must be >= 1, got {rounds}")
-    if rounds > MAX_RESAMPLES:
-        raise CorpusAuditError(
-            f"battles import: --rounds {rounds} is above the maximum {MAX_RESAMPLES:,} "
-            "(shuffled orders / bootstrap resamples)"
-        )
     pairs = _frame(study, "SELECT * FROM battle_pairs")[list(PAIR_COLUMNS[1:])]
     if pairs.empty:
         raise StageOrderError(

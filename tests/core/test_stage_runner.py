@@ -125,3 +125,22 @@ def test_an_atomic_stage_rolls_back_with_its_record(declared, study: Study, atom
     assert rows == (0 if atomic else 1)
     assert (study.unfinished(name) is None) is atomic
     assert study.last_run(name) is None
+
+
+def test_a_bad_argument_is_refused_before_the_inputs(declared, study: Study) -> None:
+    """The call's own arguments are checked first: a bad flag is one error whatever the study
+    holds (here select, the needed input, has not run)."""
+
+    def positive(arguments: dict) -> None:
+        if arguments["n"] < 1:
+            raise ValueError(f"--n must be >= 1, got {arguments['n']}")
+
+    @stage_body(PROBE.name, arguments=positive)
+    def probe(study: Study, run: StageRun, n: int = 5, *, progress: bool = True) -> StageRun:
+        return run
+
+    with pytest.raises(ValueError, match="--n must be >= 1, got 0"):
+        probe(study, 0)
+    with pytest.raises(StageOrderError):  # a good argument: then the inputs are checked
+        probe(study)
+    assert study.unfinished(PROBE.name) is None

@@ -34,6 +34,7 @@ from corpus_audit.backends.classifiers import ClipClassifier, classifier_backend
 from corpus_audit.backends.embeddings import EmbeddingCache, default_cache_dir
 from corpus_audit.backends.engines.base import Progress, progress_bar
 from corpus_audit.backends.engines.models import ModelSpec, model_session
+from corpus_audit.core.errors import ModelError
 from corpus_audit.core.imagefile import study_image_path, try_read_rgb
 from corpus_audit.core.store import StageRun, Study, dicts
 from corpus_audit.methods.image_similarity import summary
@@ -46,7 +47,10 @@ def enabled(study: Study) -> bool:
     mode = study.config.analysis.image_similarity
     if mode != "auto":
         return mode == "on"
-    return classifier_backend(study.config.label.classifier).clip_images
+    try:
+        return classifier_backend(study.config.label.classifier).clip_images
+    except ModelError:  # not a registered classifier: off here, the analysis names the problem
+        return False
 
 
 def _file_key(path: str) -> str | None:

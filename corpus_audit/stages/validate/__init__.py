@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.core.stage_runner import stage_body
@@ -53,7 +54,13 @@ __all__ = [
 ]  # fmt: skip
 
 
-@stage_body("validate_export")
+def _check_n(arguments: dict[str, Any]) -> None:
+    """``--n`` >= 1 (the runner asks before the run opens)."""
+    if arguments["n"] < 1:
+        raise CorpusAuditError(f"validate export: --n must be >= 1, got {arguments['n']}")
+
+
+@stage_body("validate_export", arguments=_check_n)
 def export_sheet(
     study: Study,
     run: StageRun,
@@ -72,8 +79,6 @@ def export_sheet(
     ``validate_export`` stage of the catalogue. ``thumbnail`` and ``prepare_strata``: the
     report's thumbnails and the analysis's strata (:mod:`.sheet`; a stage imports neither);
     ``progress`` is unused (the stage signature)."""
-    if n < 1:
-        raise CorpusAuditError(f"validate export: --n must be >= 1, got {n}")
     cid = classifier_for(study)
     sample = draw_sample(study, cid, n, by_attributes, prepare_strata)
     out = Path(out_dir) if out_dir is not None else study.root / "validation"
