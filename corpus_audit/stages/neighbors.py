@@ -65,7 +65,7 @@ from corpus_audit.backends.embeddings import (
 from corpus_audit.backends.engines import model_resources, stage_engine
 from corpus_audit.backends.engines.base import Engine, Resources, progress_bar, track
 from corpus_audit.backends.engines.base import Progress as EngineProgress
-from corpus_audit.backends.engines.models import ModelSpec
+from corpus_audit.backends.engines.models import ModelSpec, model_session
 from corpus_audit.backends.index import (
     IndexSpec,
     build_index,
@@ -98,7 +98,7 @@ def neighbors(study: Study, run: StageRun, *, progress: bool = True) -> StageRun
     con = study.con
     cache_root = study.config.resolve(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
     device = resolve_device(study.config.engine.device)
-    state = _EmbedState(study, cache_root, device, engine)
+    state = _EmbedState(study, run, cache_root, device, engine)
 
     run.rows_in = int(con.execute("SELECT count(DISTINCT caption_id) FROM mentions").fetchone()[0])
     run.provenance["k"] = cfg.k
@@ -136,7 +136,7 @@ def progress(study: Study) -> StageProgress | None:
 
 
 class _EmbedState:
-    """The embedder (loaded lazily), its fingerprint and cache.
+    """The embedder's fingerprint (planned, or probed on a worker of the run's engine) and cache.
 
     ``device`` is where the driver searches; the embedder's device (and so its planned
     fingerprint) is the workers' (:meth:`Engine.worker_device`: on the local engine the
@@ -146,18 +146,22 @@ class _EmbedState:
     default).
     """
 
-    def __init__(self, study: Study, cache_root: Path, device: str, engine: Engine) -> None:
+    def __init__(
+        self, study: Study, run: StageRun, cache_root: Path, device: str, engine: Engine
+    ) -> None:
         cfg = study.config.neighbors
         eng = study.config.engine
         self.study = study
+        self.run = run
         self.cache_root = cache_root
         self.device = device
         self.resources = model_resources(eng)
         self.workers = eng.workers_for("neighbors")
         embed_device = engine.worker_device(eng.device, self.resources)
-        # the driver loads the embedder itself when the workers embed on its own device (on
-        # the local engine the in-process worker then shares it: one per process), so that
-        # a precision fallback re-keys the cache before any chunk goes out
+        # the embedder is probed on a worker (its fingerprint, its provenance) when the workers
+        # embed on the driver's own device (on the local engine the in-process workers then
+        # share that load: one per process), so that a precision fallback re-keys the cache
+        # before any chunk goes out
         self.embeds_here = embed_device == device
         self.worker_provenance: dict[str, Any] | None = None  # the workers' embedder
         self.kwargs = {
@@ -166,35 +170,41 @@ class _EmbedState:
             "precision": cfg.precision,
             "max_seq_length": cfg.max_seq_length,
         }
-        self._embedder: Any = None
-        planned = plan_fingerprint(cfg.model, **self.kwargs)
-        self.fingerprint = planned or self.embedder().fingerprint
+        self.probed: dict[str, Any] | None = None  # the probed embedder's provenance
+        self.fingerprint: str | None = plan_fingerprint(cfg.model, **self.kwargs)
+        if self.fingerprint is None:
+            self.probe()
         self.cache = EmbeddingCache(cache_root, self.fingerprint)
 
-    def embedder(self) -> Any:
-        if self._embedder is None:
-            cfg = self.study.config.neighbors
-            self._embedder = load_embedder(cfg.model, batch_size=cfg.batch_size, **self.kwargs)
-            if getattr(self, "fingerprint", None) not in (None, self._embedder.fingerprint):
-                # precision=auto fell back to fp32 after a failed probe: other vectors, other cache
-                self.fingerprint = self._embedder.fingerprint
-                self.cache = EmbeddingCache(self.cache_root, self.fingerprint)
-        return self._embedder
+    def settings(self, fingerprint: str | None) -> EmbedderSettings:
+        """The workers' embedder settings, checked against ``fingerprint`` (None: not)."""
+        cfg = self.study.config.neighbors
+        return EmbedderSettings(
+            model=cfg.model,
+            backend=self.kwargs["backend"],
+            device=self.kwargs["device"],
+            precision=self.kwargs["precision"],
+            batch_size=cfg.batch_size,
+            max_seq_length=self.kwargs["max_seq_length"],
+            fingerprint=fingerprint,
+        )
+
+    def probe(self) -> None:
+        """Load the workers' embedder on a worker of the run's engine, once, and take its
+        fingerprint and provenance: a precision that fell back (``auto`` to fp32 after a
+        failed probe) means other vectors, so the cache is keyed anew."""
+        if self.probed is not None:
+            return
+        spec = probe_spec(self.settings(None))
+        with model_session(self.study.config.engine, "neighbors", spec, run=self.run) as probe:
+            fingerprint, self.probed = probe(None)
+        if self.fingerprint not in (None, fingerprint):
+            self.cache = EmbeddingCache(self.cache_root, fingerprint)
+        self.fingerprint = fingerprint
 
     def spec(self) -> ModelSpec[ChunkEmbedder]:
         """The workers' embedder, with the fingerprint it must have."""
-        cfg = self.study.config.neighbors
-        return embedder_spec(
-            EmbedderSettings(
-                model=cfg.model,
-                backend=self.kwargs["backend"],
-                device=self.kwargs["device"],
-                precision=self.kwargs["precision"],
-                batch_size=cfg.batch_size,
-                max_seq_length=self.kwargs["max_seq_length"],
-                fingerprint=self.fingerprint,
-            )
-        )
+        return embedder_spec(self.settings(self.fingerprint))
 
 
 # -- embedding as engine work ------------------------------------------------------------------
@@ -231,14 +241,7 @@ class ChunkEmbedder:
     not the driver's: a precision fallback on one device would mix vectors in one cache."""
 
     def __init__(self, settings: EmbedderSettings) -> None:
-        self.embedder = load_embedder(
-            settings.model,
-            backend=settings.backend,
-            device=settings.device,
-            precision=settings.precision,
-            batch_size=settings.batch_size,
-            max_seq_length=settings.max_seq_length,
-        )
+        self.embedder = _load(settings)
         got = self.embedder.fingerprint
         if settings.fingerprint is not None and got != settings.fingerprint:
             raise ModelError(
@@ -256,6 +259,29 @@ class ChunkEmbedder:
 def embedder_spec(settings: EmbedderSettings) -> ModelSpec[ChunkEmbedder]:
     """The engine's model worker of ``settings``: a :class:`ChunkEmbedder` per worker."""
     return ModelSpec(ChunkEmbedder, (settings,))
+
+
+def _load(settings: EmbedderSettings) -> Any:
+    """The embedder of ``settings`` (:func:`load_embedder`: one per process, shared)."""
+    return load_embedder(
+        settings.model,
+        backend=settings.backend,
+        device=settings.device,
+        precision=settings.precision,
+        batch_size=settings.batch_size,
+        max_seq_length=settings.max_seq_length,
+    )
+
+
+def _facts(embedder: Any, _: Any) -> tuple[str, dict[str, Any]]:
+    """The probe's one answer: the embedder's fingerprint and provenance."""
+    return embedder.fingerprint, embedder.provenance()
+
+
+def probe_spec(settings: EmbedderSettings) -> ModelSpec[Any]:
+    """A worker that loads the embedder of ``settings`` and says its fingerprint and
+    provenance (shared: ``load_embedder`` keeps it for the chunk workers of this process)."""
+    return ModelSpec(_load, (settings,), serve=_facts, shared=True)
 
 
 def embed_chunks(
@@ -313,8 +339,8 @@ def _embed_missing(
     embedded = 0
     if n_missing:
         before = state.fingerprint
-        if state.embeds_here or state.fingerprint is None:
-            state.embedder()  # here: the workers' own or their kind; else: the fingerprint
+        if state.embeds_here:
+            state.probe()  # the workers' own device: a fallback re-keys the cache first
         if state.fingerprint != before:  # fell back to another precision: look up again
             _find_cached(study, state.cache)
             study.sql("neighbors/30_missing")
@@ -502,8 +528,8 @@ def _record(
             else ("faiss-gpu" if faiss_gpu_available() else "faiss-cpu"),
         }
     )
-    if state._embedder is not None:
-        run.provenance["embedder"] = state._embedder.provenance()
+    if state.probed is not None:
+        run.provenance["embedder"] = state.probed
     elif state.worker_provenance is not None:
         run.provenance["embedder"] = state.worker_provenance
 

@@ -298,12 +298,7 @@ def test_stage_module_has_no_pool_and_no_engine_branch(path: Path):
 
 #: module -> findings (by a part of their text) still waived, each with why; every waiver is
 #: a model call that does not yet go through the engine (issue 45 item 2), to be removed
-WAIVED: dict[str, tuple[str, ...]] = {
-    # the driver loads the embedder itself when the workers embed on its own device, to
-    # plan the cache's fingerprint (a precision fallback) before any chunk goes out; on the
-    # local engine the in-process worker shares that instance (load_embedder: one per process)
-    "neighbors.py": ("load_embedder(",),
-}
+WAIVED: dict[str, tuple[str, ...]] = {}
 
 
 def test_every_waiver_is_still_needed():
