@@ -162,7 +162,8 @@ def test_engine_workers_sets_the_embedders_and_every_run_names_its_engine(
     monkeypatch.setattr(RayEngine, "actor_pool", spy)
     workers = {"indicators": 1, "neighbors": 1}
     got = _run_neighbors(tmp_path / "s", corpus, "ray", workers=workers)
-    assert asked == [1, 1]  # indicators' taggers, then neighbors' embedders
+    # indicators' taggers, neighbors' probe (its embedder's fingerprint), then its embedders
+    assert asked == [1, 1, 1]
     _assert_same(got, local_neighbors)
     assert got["stored"]["engine"]["engine"] == "ray"
     local = local_neighbors["stored"]["engine"]
