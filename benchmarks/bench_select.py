@@ -178,18 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     select(warm, progress=False)
     warm.close()
 
-    con = duckdb.connect()
-    con.execute(f"SET threads = {args.threads}")
-    con.execute(f"SET memory_limit = '{args.memory_limit}'")
-    raw_q = f"SELECT sum(length(TEXT)) FROM read_parquet({files!r})"
-    con.execute(raw_q).fetchone()  # warm the page cache
+    con = duckdb.connect(config={"threads": args.threads, "memory_limit": args.memory_limit})
+    raw_q = "SELECT sum(length(TEXT)) FROM read_parquet($files)"
+    con.execute(raw_q, {"files": files}).fetchone()  # warm the page cache
     best: dict[str, tuple] = {}
     fps: dict[str, dict] = {}
     run = None
     for i in range(args.repeats):
         for name in ("raw", "duckdb", "hyperscan"):
             if name == "raw":
-                out = timed(lambda: con.execute(raw_q).fetchone())
+                out = timed(lambda: con.execute(raw_q, {"files": files}).fetchone())
             else:
                 study = new_study(
                     corpus, tmp / f"{name}{i}", args.threads, args.memory_limit, True, name
@@ -239,9 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     if "duckdb" not in skip:
         q = (
             "SELECT count(*) FROM (SELECT unnest(regexp_extract_all(TEXT, $p, 0, 'i')) "
-            f"FROM read_parquet({files!r}) WHERE regexp_matches(TEXT, $p, 'i'))"
+            "FROM read_parquet($files) WHERE regexp_matches(TEXT, $p, 'i'))"
         )
-        _, wall, cpu, peak = timed(lambda: con.execute(q, {"p": matcher.pattern}).fetchone())
+        _, wall, cpu, peak = timed(
+            lambda: con.execute(q, {"p": matcher.pattern, "files": files}).fetchone()
+        )
         record("one DuckDB query, 1 regex alternation", rows, wall, cpu, peak)
 
     # 6. naive: one regex per occupation
@@ -249,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     n = args.baseline_rows
     if "naive" not in skip:
         con.execute(
-            f"CREATE TEMP TABLE sub AS SELECT TEXT FROM read_parquet('{files[0]}', "
-            f"file_row_number = true) WHERE file_row_number < {n}"
+            "CREATE TEMP TABLE sub AS SELECT TEXT FROM read_parquet($file, "
+            "file_row_number = true) WHERE file_row_number < $n",
+            {"file": files[0], "n": n},
         )
         n = con.execute("SELECT count(*) FROM sub").fetchone()[0]
         per_occ: dict[str, list[str]] = {}

@@ -32,6 +32,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["bench_select.py", "--rows", "10000000", "--json", "{json}"],
         ["bench_select.py", "--rows", "200000", "--json", "{json}"],
     ),
+    "select_floor": (
+        ["bench_select_floor.py", "--files", "8", "--repeats", "3", "--json", "{json}"],
+        ["bench_select_floor.py", "--rows", "200000", "--repeats", "1", "--json", "{json}"],
+    ),
     "remote_scan": (
         ["bench_remote_scan.py", "--rows", "2000000", "--json", "{json}"],
         ["bench_remote_scan.py", "--rows", "200000", "--repeats", "1", "--json", "{json}"],
