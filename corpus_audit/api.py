@@ -40,7 +40,7 @@ from corpus_audit.commands import demo as bundled
 from corpus_audit.commands.amplify import AmplifyOptions, amplify_wide, check_options
 from corpus_audit.commands.export import ExportResult, export_tables, read_table, result_tables
 from corpus_audit.commands.plugins import PluginStatus, plugin_statuses
-from corpus_audit.commands.texts import run_texts
+from corpus_audit.commands.texts import TextColumns, run_texts
 from corpus_audit.core.catalogue import STAGE_NAMES
 from corpus_audit.core.config import load_config
 from corpus_audit.core.config_edit import set_values
@@ -790,15 +790,8 @@ def analyze_texts(
     tables hold the results)."""
     _typed("analyze_texts: out", out, (str, os.PathLike), "a path")
     root = Path(out)
-    run = run_texts(
-        _paths("analyze_texts: files", files),
-        root,
-        text_column=text_column,
-        occupation_column=occupation_column,
-        gender_column=gender_column,
-        fmt=format,
-        progress=progress,
-    )
+    columns = TextColumns(text_column, occupation_column, gender_column, fmt=format)
+    run = run_texts(_paths("analyze_texts: files", files), root, columns, progress=progress)
     _log_run(run)
     return Study.open(root)
 
