@@ -80,12 +80,18 @@ class Subcommands:
         return parser
 
     def add_study_parser(
-        self, name: str, func: Callable[[argparse.Namespace], int] | None = None, **kwargs: Any
+        self,
+        name: str,
+        func: Callable[[argparse.Namespace], int] | None = None,
+        *,
+        dir_help: str = DIR_HELP,
+        **kwargs: Any,
     ) -> argparse.ArgumentParser:
         """:meth:`add_parser` for a command on one study: its first argument is ``dir``, the
-        study directory (or its ``study.toml``) that :func:`open_study` opens."""
+        study directory (or its ``study.toml``) that :func:`open_study` opens, shown with
+        ``dir_help``."""
         parser = self.add_parser(name, func, **kwargs)
-        parser.add_argument("dir", help=DIR_HELP)
+        parser.add_argument("dir", help=dir_help)
         return parser
 
     def nested(self, parser: argparse.ArgumentParser) -> Subcommands:
