@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import corpus_audit
 from corpus_audit.backends.classifiers import ClassifierBackend as ClassifierBackend
 from corpus_audit.commands import demo as bundled
-from corpus_audit.commands.amplify import amplify_wide, check_options
+from corpus_audit.commands.amplify import AmplifyOptions, amplify_wide, check_options
 from corpus_audit.commands.export import ExportResult, export_tables, read_table, result_tables
 from corpus_audit.commands.plugins import PluginStatus, plugin_statuses
-from corpus_audit.commands.texts import run_texts
+from corpus_audit.commands.texts import TextColumns, run_texts
 from corpus_audit.core.catalogue import STAGE_NAMES
 from corpus_audit.core.config import load_config
 from corpus_audit.core.config_edit import set_values
@@ -721,7 +721,8 @@ def amplify(
         _typed("amplify: a model name in tables", name, str, "a str")
         _typed(f"amplify: tables[{name!r}]", path, (str, os.PathLike), "one path")
         named.append((name, Path(path)))
-    check_options(replicates=replicates, seed=seed, training_n=training_n)
+    options = AmplifyOptions(replicates=replicates, seed=seed)
+    check_options(options, training_n=training_n)
     report = _typed("amplify: report", report, bool, "True or False")
     if out is not None:
         _typed("amplify: out", out, (str, os.PathLike), "a path")
@@ -731,8 +732,7 @@ def amplify(
             named,
             folder,
             training_n=training_n,
-            replicates=replicates,
-            seed=seed,
+            options=options,
             report=report,
         )
         _log_run(run)
@@ -790,15 +790,8 @@ def analyze_texts(
     tables hold the results)."""
     _typed("analyze_texts: out", out, (str, os.PathLike), "a path")
     root = Path(out)
-    run = run_texts(
-        _paths("analyze_texts: files", files),
-        root,
-        text_column=text_column,
-        occupation_column=occupation_column,
-        gender_column=gender_column,
-        fmt=format,
-        progress=progress,
-    )
+    columns = TextColumns(text_column, occupation_column, gender_column, fmt=format)
+    run = run_texts(_paths("analyze_texts: files", files), root, columns, progress=progress)
     _log_run(run)
     return Study.open(root)
 

@@ -68,7 +68,7 @@ from corpus_audit.backends.paraphrasers import load_paraphraser
 from corpus_audit.core.attrs import attrs_dict
 from corpus_audit.core.config import RecaptionSection, derived_from
 from corpus_audit.core.config_fields import Help, Range
-from corpus_audit.core.devices import release_memory
+from corpus_audit.core.devices import HeldModel
 from corpus_audit.core.errors import ConfigError, ModelError
 from corpus_audit.core.registry import Registry
 from corpus_audit.core.specs import split_spec
@@ -268,7 +268,7 @@ def _clean(text: str) -> str:
 
 
 # -- transformers image captioning ---------------------------------------------------------------
-class TransformersCaptioner:
+class TransformersCaptioner(HeldModel):
     """An image-captioning model of transformers (see the module docstring)."""
 
     kind = "image"
@@ -416,10 +416,6 @@ class TransformersCaptioner:
             "fingerprint": self.fingerprint,
             "versions": package_versions("transformers", "torch"),
         }
-
-    def close(self) -> None:
-        self.model = None
-        release_memory()
 
 
 # -- text-only rewrite ----------------------------------------------------------------------------

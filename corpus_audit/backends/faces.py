@@ -39,7 +39,14 @@ from corpus_audit.core.errors import ModelError
 from corpus_audit.core.model_dir import model_dir as chosen
 from corpus_audit.core.native_logs import quiet_native_logs
 from corpus_audit.core.registry import Registry
-from corpus_audit.methods.faces import Face, FaceResult, is_large, order_left_to_right  # noqa: F401  (re-exported)
+from corpus_audit.methods.faces import (  # noqa: F401  (re-exported)
+    DEFAULT_FACE_RULE,
+    Face,
+    FaceResult,
+    FaceRule,
+    is_large,
+    order_left_to_right,
+)
 
 MODEL_FILES = {
     "full_range": "face_detection_full_range_sparse.tflite",
@@ -74,25 +81,17 @@ class FaceDetector(Protocol):
 
 
 def face_filter(
-    faces: Sequence[Face],
-    width: int,
-    height: int,
-    *,
-    min_face_fraction: float = 0.10,
-    count_small_faces: bool = False,
+    faces: Sequence[Face], width: int, height: int, rule: FaceRule = DEFAULT_FACE_RULE
 ) -> FaceResult:
-    """Apply the one-face rule to detected ``faces`` of a ``width`` x ``height`` image.
-
-    ``min_face_fraction`` in [0, 1]: a face is large when ``h >= fraction * height`` or
-    ``w >= fraction * width``. With ``count_small_faces`` an image with one large face and any
-    other face is ``many_faces``; without it (the default, METHODS' wording "exactly one face
-    whose box is at least 10 %") small extra faces are ignored.
-    """
+    """Apply the one-face rule to detected ``faces`` of a ``width`` x ``height`` image: kept
+    when exactly one face is large (``rule``: what counts, :class:`FaceRule`); with
+    ``rule.count_small_faces`` an image with one large face and any other face is
+    ``many_faces``."""
     ordered = order_left_to_right(faces)
     if not ordered:
         return FaceResult(ordered, width, height, False, "no_face")
-    large = [i for i, f in enumerate(ordered) if is_large(f, width, height, min_face_fraction)]
-    if len(large) >= 2 or (count_small_faces and large and len(ordered) >= 2):
+    large = rule.large(ordered, width, height)
+    if len(large) >= 2 or (rule.count_small_faces and large and len(ordered) >= 2):
         return FaceResult(ordered, width, height, False, "many_faces")
     if not large:
         return FaceResult(ordered, width, height, False, "small_face")

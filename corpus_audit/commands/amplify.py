@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,19 @@ from corpus_audit.methods.amplification import (
 from corpus_audit.report.amplify_page import PageText, write_page
 
 DEFAULT_OUT = Path("amplify_results")
+
+
+@dataclass(frozen=True)
+class AmplifyOptions:
+    """How the amplification is computed (checked by :func:`check_options`): ``replicates``,
+    the bootstrap resamples, an int in [1, MAX_RESAMPLES]; ``confidence`` of the intervals, in
+    (0, 1); ``seed`` of the resampling, an int >= 0; ``parity_side``, where exactly 50 lies for
+    the direction-switch exclusion: upper (the paper's rule) | neither."""
+
+    replicates: int = 1000
+    confidence: float = 0.95
+    seed: int = 0
+    parity_side: str = PAPER_PARITY_SIDE
 
 
 def _norm(name: str) -> str:
@@ -251,10 +265,7 @@ def amplify_tables(
     generated_csv: Path,
     out_dir: Path | None = None,
     *,
-    replicates: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    parity_side: str = PAPER_PARITY_SIDE,
+    options: AmplifyOptions = AmplifyOptions(),
     report: bool = False,
 ) -> StageRun:
     """Amplification from two long-shape CSVs: per-prompt means, overall mean, excluded pairs.
@@ -264,7 +275,7 @@ def amplify_tables(
     ``./amplify_results``) and returns a :class:`StageRun` whose summary/messages the CLI
     prints. Values are percentage points.
     """
-    check_options(replicates=replicates, confidence=confidence, seed=seed, parity_side=parity_side)
+    check_options(options)
     training_csv, generated_csv = Path(training_csv), Path(generated_csv)
     training = read_table(training_csv, with_prompt=False)
     generated = read_table(generated_csv, with_prompt=True)
@@ -273,10 +284,7 @@ def amplify_tables(
         inputs,
         out_dir,
         generated_paths=[generated_csv],
-        replicates=replicates,
-        confidence=confidence,
-        seed=seed,
-        parity_side=parity_side,
+        options=options,
         page=PageText() if report else None,
     )
     run.provenance.update({"training_csv": str(training_csv), "generated_csv": str(generated_csv)})
@@ -288,10 +296,7 @@ def amplify_wide(
     out_dir: Path | None = None,
     *,
     training_n: int | None = None,
-    replicates: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    parity_side: str = PAPER_PARITY_SIDE,
+    options: AmplifyOptions = AmplifyOptions(),
     report: bool = False,
     title: str | None = None,
     note: str | None = None,
@@ -304,13 +309,7 @@ def amplify_wide(
     numbers as published, not measured). Outputs as :func:`amplify_tables`, with a ``model``
     column telling the tables apart.
     """
-    check_options(
-        replicates=replicates,
-        confidence=confidence,
-        seed=seed,
-        training_n=training_n,
-        parity_side=parity_side,
-    )
+    check_options(options, training_n=training_n)
     if not tables:
         raise TableError("amplify: no table given")
     names = [name for name, _ in tables]
@@ -324,29 +323,20 @@ def amplify_wide(
         inputs,
         out_dir,
         generated_paths=[Path(p) for _, p in tables],
-        replicates=replicates,
-        confidence=confidence,
-        seed=seed,
-        parity_side=parity_side,
+        options=options,
         page=PageText(title, note, reference) if report else None,
     )
     run.provenance.update({"tables": {n: str(p) for n, p in tables}, "training_n": training_n})
     return run
 
 
-def check_options(
-    *,
-    replicates: Any,
-    confidence: Any = 0.95,
-    seed: Any = 0,
-    training_n: Any = None,
-    parity_side: Any = PAPER_PARITY_SIDE,
-) -> None:
+def check_options(options: AmplifyOptions, training_n: Any = None) -> None:
     """The options of :func:`amplify_tables` / :func:`amplify_wide`, checked before any table
     is read: ``replicates`` an int in [1, MAX_RESAMPLES] (memory and time grow with it),
     ``confidence`` in (0, 1), ``seed`` an int >= 0, ``training_n`` None or an int >= 1 (the
     labelled images behind a training value), ``parity_side`` upper | neither. A
     :class:`TableError` names the option and the value."""
+    replicates, confidence, seed = options.replicates, options.confidence, options.seed
 
     def whole(name: str, value: Any, low: int, high: int | None = None) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -363,8 +353,10 @@ def check_options(
         raise TableError(f"amplify: confidence must be a number in (0, 1), not {confidence!r}")
     if not 0 < float(confidence) < 1:
         raise TableError(f"amplify: confidence {confidence} is not in (0, 1)")
-    if parity_side not in ("upper", "neither"):
-        raise TableError(f"amplify: parity_side {parity_side!r} is not upper or neither"[:200])
+    if options.parity_side not in ("upper", "neither"):
+        raise TableError(
+            f"amplify: parity_side {options.parity_side!r} is not upper or neither"[:200]
+        )
 
 
 def _amplify(
@@ -372,21 +364,19 @@ def _amplify(
     out_dir: Path | None,
     *,
     generated_paths: list[Path],
-    replicates: int,
-    confidence: float,
-    seed: int,
-    parity_side: str,
+    options: AmplifyOptions,
     page: PageText | None,
 ) -> StageRun:
     """The arithmetic and outputs shared by the long and wide inputs; ``page``: what heads
     ``amplification.html`` (None: no page)."""
+    parity_side = options.parity_side
     results: list[ModelResult] = []
     for (model, source, training, generated), gpath in zip(inputs, generated_paths, strict=True):
         pairs = amplify_pairs(
             training, generated, generated_path=gpath, parity_side=parity_side, model=model
         )
         per_prompt, overall = summarize(
-            pairs, replicates=replicates, confidence=confidence, seed=seed
+            pairs, replicates=options.replicates, confidence=options.confidence, seed=options.seed
         )
         unused = sorted({r.occupation for r in training} - {g.occupation for g in generated})
         results.append(ModelResult(model, source, training, pairs, per_prompt, overall, unused))
@@ -402,9 +392,9 @@ def _amplify(
     run.summary = summary
     run.messages += _amplify_messages(results, parity_side, several)
     run.provenance = {
-        "bootstrap": replicates,
-        "confidence": confidence,
-        "seed": seed,
+        "bootstrap": options.replicates,
+        "confidence": options.confidence,
+        "seed": options.seed,
         "parity_side": parity_side,
     }
     out = Path(out_dir) if out_dir else DEFAULT_OUT
@@ -415,7 +405,7 @@ def _amplify(
                 out / "amplification.html",
                 results,
                 parity_side=parity_side,
-                confidence=confidence,
+                confidence=options.confidence,
                 text=page,
             )
         )

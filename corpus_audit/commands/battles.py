@@ -9,12 +9,12 @@ files of ``battles import`` to the stage that reads them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from corpus_audit.core.errors import CorpusAuditError
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.methods.preferences.arena_import import OVERALL
-from corpus_audit.methods.preferences.battles import ASPECTS
 from corpus_audit.report.battles_page import export_page
 from corpus_audit.stages import arena
 from corpus_audit.stages import battles as battle_stages
@@ -23,20 +23,9 @@ from corpus_audit.stages.battles import BATTLES_DIR, ROUNDS, import_battles
 __all__ = ["BATTLES_DIR", "ROUNDS", "export_battles", "import_battles", "import_votes"]
 
 
-def export_battles(
-    study: Study,
-    *,
-    n: int = 200,
-    aspects: Sequence[str] = ASPECTS,
-    seed: int | None = None,
-    models: Sequence[str] | None = None,
-    out_dir: Path | None = None,
-) -> StageRun:
-    """``battles export``: the ``battles_export`` stage with the report's voting page."""
-    return battle_stages.export_battles(
-        study, n=n, aspects=aspects, seed=seed, models=models, out_dir=out_dir,
-        write_page=export_page,
-    )  # fmt: skip
+#: ``battles export``: the ``battles_export`` stage with the report's voting page (a stage
+#: imports no report module, so the command passes ``write_page`` in)
+export_battles = partial(battle_stages.export_battles, write_page=export_page)
 
 
 def import_votes(

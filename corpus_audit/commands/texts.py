@@ -11,6 +11,7 @@ columns it updates the config and recomputes. A ``DIR`` holding a caption study 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from corpus_audit.core.config import CONFIG_NAME, write_config
@@ -23,23 +24,34 @@ from corpus_audit.report.who_how import write_page
 from corpus_audit.stages.who_how import who_how
 
 
+@dataclass(frozen=True)
+class TextColumns:
+    """What the text files hold where: the ``text_column``, ``occupation_column`` and
+    ``gender_column`` ("": found by name, or the occupation by the lexicon) and the files'
+    format (``fmt``, None: from the files)."""
+
+    text_column: str = ""
+    occupation_column: str = ""
+    gender_column: str = ""
+    fmt: str | None = None
+
+    def settings(self) -> dict[str, dict[str, str]]:
+        """What they set of ``study.toml``: ``{section: {key: value}}`` (``corpus``, ``texts``)."""
+        return {
+            "corpus": {"text_column": self.text_column, "format": self.fmt or "auto"},
+            "texts": {
+                "source": "corpus",
+                "occupation_column": self.occupation_column,
+                "gender_column": self.gender_column,
+            },
+        }
+
+
 def run_texts(
-    files: list[str],
-    out: Path,
-    *,
-    text_column: str = "",
-    occupation_column: str = "",
-    gender_column: str = "",
-    fmt: str | None = None,
-    progress: bool = True,
+    files: list[str], out: Path, columns: TextColumns = TextColumns(), *, progress: bool = True
 ) -> StageRun:
     """Create or update the text-corpus study ``out`` and run ``who_how`` on it."""
-    corpus = {"text_column": text_column, "format": fmt or "auto"}
-    texts = {
-        "source": "corpus",
-        "occupation_column": occupation_column,
-        "gender_column": gender_column,
-    }
+    settings = columns.settings()
     if out.exists() and not out.is_dir():
         raise StudyError(f"{printable(out)}: --out names a file; give a directory for the study")
     first = not (out / CONFIG_NAME).exists()
@@ -53,15 +65,14 @@ def run_texts(
                 f"{study.config.texts.source!r}); give `corpus-audit texts` another --out"
             )
         study.config.corpus.paths = absolute_paths(files)
-        for key, value in corpus.items():
-            setattr(study.config.corpus, key, value)
-        for key, value in texts.items():
-            setattr(study.config.texts, key, value)
+        for section, values in settings.items():
+            for key, value in values.items():
+                setattr(getattr(study.config, section), key, value)
         study.config.corpus.validate()
         with config_lock(out, CONFIG_NAME):  # not while a `config set` or a stage runs
             write_config(study.config)
     else:
-        study = init_study(out, files, overrides={"corpus": corpus, "texts": texts})
+        study = init_study(out, files, overrides=settings)
     try:
         with study:
             run = who_how(study, progress=progress)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from typing import Any
 
 from corpus_audit.core.errors import ModelError
 
@@ -60,3 +61,15 @@ def release_memory() -> None:
     if torch.cuda.is_available():
         with contextlib.suppress(RuntimeError):
             torch.cuda.empty_cache()
+
+
+class HeldModel:
+    """What a backend holding one local model in ``self.model`` shares: ``close()`` drops the
+    model and frees the accelerator's cached memory (:func:`release_memory`)."""
+
+    model: Any
+
+    def close(self) -> None:
+        """Release the model (idempotent)."""
+        self.model = None
+        release_memory()

@@ -5,6 +5,7 @@
   (:func:`corpus_audit.backends.faces.face_filter`);
 - :func:`order_left_to_right`: faces by box centre x (the order the ``faces`` table stores);
 - :func:`is_large`: whether a face is large enough for the one- and two-face rules to count;
+  :class:`FaceRule`: what those rules count (the size fraction, small extra faces or not);
 - :func:`face_crop_box`: the face box grown by :data:`FACE_CROP_MARGIN` (0.5 x its size on each
   side) and clipped to the image, the crop a classifier sees with ``label.crop_to_face``;
 - :func:`decide`: a perceived-gender probability and a threshold in [0.5, 1] -> ``female`` /
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 FACE_CROP_MARGIN = 0.5  # crop_to_face: box grown by this fraction of its size on every side
 
@@ -78,6 +80,35 @@ def is_large(face: Face, width: int, height: int, min_face_fraction: float) -> b
     """``face.h >= fraction * height`` or ``face.w >= fraction * width`` (fraction in [0, 1]):
     a face the one- and two-face rules count."""
     return face.h >= min_face_fraction * height or face.w >= min_face_fraction * width
+
+
+@dataclass(frozen=True)
+class FaceRule:
+    """What the one-face and two-face rules count (``label.min_face_fraction``,
+    ``label.count_small_faces``): a face is large when its box is at least
+    ``min_face_fraction`` (in [0, 1]) of the image height or width (:func:`is_large`); with
+    ``count_small_faces`` a small face beside the large ones the rule wants makes the image
+    ``many_faces``, without it (the default, METHODS' wording "exactly one face whose box is at
+    least 10 %") small extra faces are ignored."""
+
+    min_face_fraction: float = 0.10
+    count_small_faces: bool = False
+
+    @classmethod
+    def of(cls, settings: Any) -> FaceRule:
+        """The rule of settings holding ``min_face_fraction`` and ``count_small_faces`` (the
+        ``label`` section, the label stage's filter settings)."""
+        return cls(settings.min_face_fraction, settings.count_small_faces)
+
+    def large(self, faces: Sequence[Face], width: int, height: int) -> list[int]:
+        """The positions in ``faces`` of the large faces of a ``width`` x ``height`` image."""
+        return [
+            i for i, f in enumerate(faces) if is_large(f, width, height, self.min_face_fraction)
+        ]
+
+
+#: METHODS 1.4: a face is large at 10 % of the image height or width; small extra faces ignored
+DEFAULT_FACE_RULE = FaceRule()
 
 
 def decide(p_female: float, threshold: float) -> str:

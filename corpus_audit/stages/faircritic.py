@@ -32,7 +32,7 @@ from corpus_audit.backends.classifiers import build_classifier
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.base import close_worker, track
 from corpus_audit.backends.engines.models import ModelSpec, model_session
-from corpus_audit.backends.faces import face_model_setting, get_face_detector
+from corpus_audit.backends.faces import FaceRule, face_model_setting, get_face_detector
 from corpus_audit.backends.feedback import WRITERS
 from corpus_audit.backends.generators import GenerationSettings, derive_seed, open_generator
 from corpus_audit.core.errors import ConfigError
@@ -139,8 +139,7 @@ def load_loop(config: Any, model: str, templates: Any, roles: Any) -> LoopWorker
         classifier,
         threshold=label.threshold,
         bias_threshold=cfg.bias_threshold,
-        min_face_fraction=label.min_face_fraction,
-        count_small_faces=label.count_small_faces,
+        rule=FaceRule.of(label),
     )
     make_writer = WRITERS.get(cfg.faircritic_writer.partition(":")[0])
     writer = make_writer(cfg.faircritic_writer, templates, roles, SimpleNamespace(config=config))

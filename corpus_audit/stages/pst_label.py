@@ -30,7 +30,7 @@ from corpus_audit.backends.classifiers import build_classifier, classifier_id
 from corpus_audit.backends.engines import model_actors
 from corpus_audit.backends.engines.base import Progress as EngineProgress
 from corpus_audit.backends.engines.models import ModelSpec
-from corpus_audit.backends.faces import Face, FaceResult
+from corpus_audit.backends.faces import Face, FaceResult, FaceRule
 from corpus_audit.core.imagefile import DECODE_MAX_SIDE, UnreadableImage, decode, study_image_path
 from corpus_audit.core.stage_runner import stage_body
 from corpus_audit.core.stage_state import StageProgress
@@ -77,8 +77,7 @@ def face_rule_rows(batch: pd.DataFrame, faces: pd.DataFrame, cfg: Any) -> pd.Dat
     pairs = pair_table(
         two[["image_id", "image_width", "image_height"]],
         faces,
-        min_face_fraction=cfg.min_face_fraction,
-        count_small_faces=cfg.count_small_faces,
+        FaceRule.of(cfg),
     )
     pairs = pairs.merge(two[["image_id", "prompt_id", "kind"]], on="image_id")
     one = batch[batch["kind"] == "single"]

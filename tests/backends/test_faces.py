@@ -9,6 +9,7 @@ from image_fixtures import lfw, photo, shared_detector, small_face, two_people
 
 from corpus_audit.backends.faces import (
     Face,
+    FaceRule,
     MediaPipeFaceDetector,
     face_filter,
     get_face_detector,
@@ -95,7 +96,9 @@ def test_rule_on_plain_boxes():
     one_big_one_tiny = face_filter([tiny, big], 100, 100)
     assert one_big_one_tiny.kept and one_big_one_tiny.face == big
     assert one_big_one_tiny.faces == (big, tiny)  # left to right
-    assert face_filter([tiny, big], 100, 100, count_small_faces=True).reason == "many_faces"
+    assert (
+        face_filter([tiny, big], 100, 100, FaceRule(count_small_faces=True)).reason == "many_faces"
+    )
     assert face_filter([tiny], 100, 100).reason == "small_face"
     # 10 % of the width is enough even when the height is less than 10 %
     wide = Face(0, 0, 20, 5, 0.9)

@@ -11,7 +11,7 @@ import skimage.data
 from image_fixtures import photo, shared_agegender, shared_detector, small_face
 from pst_fixtures import LABEL_THRESHOLD, person, side_by_side
 
-from corpus_audit.backends.faces import Face, face_filter
+from corpus_audit.backends.faces import Face, FaceRule, face_filter
 from corpus_audit.methods.lexicon.pst import load_prompts
 from corpus_audit.methods.pst.persons import PERSON_COLUMNS, PstImage, classify_people, person_crop
 from corpus_audit.methods.pst.positions import PAIR_COLUMNS, crop_box, pair_filter, pair_table
@@ -51,16 +51,14 @@ def test_small_extra_faces_are_ignored_unless_counted():
     faces = [box(100, 80), box(450, 20), box(700, 80)]
     loose = pair_filter(faces, 1000, 500)
     assert loose.kept and (loose.left_face, loose.right_face) == (0, 2)
-    strict = pair_filter(faces, 1000, 500, count_small_faces=True)
+    strict = pair_filter(faces, 1000, 500, FaceRule(count_small_faces=True))
     assert strict.reason == "many_faces"
 
 
 def test_large_is_measured_on_height_or_width():
     tall = Face(100, 0, 20, 60, 0.9)  # 20 px wide (< 10 % of 1000) but 60 px high (>= 50)
     assert pair_filter([tall, box(500, 80)], 1000, 500).kept
-    assert (
-        pair_filter([tall, box(500, 80)], 1000, 500, min_face_fraction=0.2).reason == "small_face"
-    )
+    assert pair_filter([tall, box(500, 80)], 1000, 500, FaceRule(0.2)).reason == "small_face"
 
 
 def test_crop_box_is_the_face_grown_by_half_its_size_and_clipped():

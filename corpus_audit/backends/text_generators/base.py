@@ -83,19 +83,16 @@ class TextGenerator(Protocol):
         ...
 
 
-def model_description(
-    backend: str, model: tuple[str, str], lm: Any, chat: bool, **settings: Any
-) -> dict[str, Any]:
-    """A local transformers model's provenance: ``backend``, ``model`` as ``(key, id)``, the
-    classes of ``lm.model`` and ``lm.tokenizer``, ``chat_template``, the ``settings`` (in
-    order), then the library versions."""
-    key, model_id = model
+def model_description(lm: Any, key: str, **settings: Any) -> dict[str, Any]:
+    """A local transformers model's provenance: ``lm.backend``, ``lm.model_id`` under ``key``,
+    the classes of ``lm.model`` and ``lm.tokenizer``, ``chat_template`` (``lm.chat``), the
+    ``settings`` (in order), then the library versions."""
     return {
-        "backend": backend,
-        key: model_id,
+        "backend": lm.backend,
+        key: lm.model_id,
         "model_class": type(lm.model).__name__,
         "tokenizer_class": type(lm.tokenizer).__name__,
-        "chat_template": chat,
+        "chat_template": lm.chat,
         **settings,
         "versions": package_versions("transformers", "torch"),
     }

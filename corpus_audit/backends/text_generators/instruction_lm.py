@@ -22,11 +22,11 @@ from typing import Any
 
 from corpus_audit.backends.generators import load_error, resolve_device
 from corpus_audit.backends.text_generators.base import model_description
-from corpus_audit.core.devices import release_memory
+from corpus_audit.core.devices import HeldModel
 from corpus_audit.methods.answers import clean_output
 
 
-class InstructionLM:
+class InstructionLM(HeldModel):
     """A local or hub transformers LM, greedy decoding (temperature 0), batched.
 
     ``max_new_tokens`` caps the answer length (>= 1); ``batch_size`` instructions per forward
@@ -111,16 +111,10 @@ class InstructionLM:
 
     def describe(self) -> dict[str, Any]:
         return model_description(
-            self.backend,
-            ("model_id", self.model_id),
             self,
-            self.chat,
+            "model_id",
             decoding="greedy (temperature 0)",
             max_new_tokens=self.max_new_tokens,
             batch_size=self.batch_size,
             device=self.device,
         )
-
-    def close(self) -> None:
-        self.model = None
-        release_memory()

@@ -40,7 +40,7 @@ from corpus_audit.backends.text_generators.base import (
 )
 from corpus_audit.backends.text_generators.instruction_lm import InstructionLM
 from corpus_audit.core.config import LlmSection, derived_from
-from corpus_audit.core.devices import release_memory, resolve_device
+from corpus_audit.core.devices import HeldModel, resolve_device
 from corpus_audit.core.errors import ModelError, printable
 
 
@@ -104,7 +104,7 @@ def assemble(
                 yield i, got.pop(i)
 
 
-class TransformersLM:
+class TransformersLM(HeldModel):
     """A causal LM with seeded, batched sampling (module docstring)."""
 
     backend = "transformers"
@@ -209,19 +209,13 @@ class TransformersLM:
 
     def describe(self) -> dict[str, Any]:
         return model_description(
-            self.backend,
-            ("model", self.model_id),
             self,
-            self.chat,
+            "model",
             settings=self.settings.as_dict(),
             batch_size=self.batch_size,
             device=self.device,
             dtype=self.dtype,
         )
-
-    def close(self) -> None:
-        self.model = None
-        release_memory()
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

@@ -2,9 +2,9 @@
 ``--out`` as a path, and the study a verb opens.
 
 A verb module (``corpus_audit/commands/verbs/<verb>.py``) holds ``add_parser(sub)``, which adds
-its subcommand(s) with ``sub.add_parser(name, func=run, ...)``, and ``run(args) -> int``, the
-handler; the CLI builds the parser from :data:`corpus_audit.commands.verbs.VERBS` and
-dispatches to ``args.func``.
+its subcommand(s) with ``sub.add_parser(name, func=run, ...)`` (``sub.add_study_parser`` for a
+command on one study: ``DIR`` first), and ``run(args) -> int``, the handler; the CLI builds
+the parser from :data:`corpus_audit.commands.verbs.VERBS` and dispatches to ``args.func``.
 """
 
 from __future__ import annotations
@@ -77,6 +77,21 @@ class Subcommands:
         if func is not None:
             parser.set_defaults(func=func)
         self.paths[id(parser)] = path
+        return parser
+
+    def add_study_parser(
+        self,
+        name: str,
+        func: Callable[[argparse.Namespace], int] | None = None,
+        *,
+        dir_help: str = DIR_HELP,
+        **kwargs: Any,
+    ) -> argparse.ArgumentParser:
+        """:meth:`add_parser` for a command on one study: its first argument is ``dir``, the
+        study directory (or its ``study.toml``) that :func:`open_study` opens, shown with
+        ``dir_help``."""
+        parser = self.add_parser(name, func, **kwargs)
+        parser.add_argument("dir", help=dir_help)
         return parser
 
     def nested(self, parser: argparse.ArgumentParser) -> Subcommands:

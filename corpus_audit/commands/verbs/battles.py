@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, open_study, out_path
+from corpus_audit.commands.verbs.base import Subcommands, open_study, out_path
 from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.methods.preferences.arena_import import OVERALL
 from corpus_audit.methods.preferences.battles import ASPECTS
@@ -21,8 +21,7 @@ def add_parser(sub: Subcommands) -> None:
     bsub = Subcommands(  # without the shared -q (as always)
         p.add_subparsers(dest="action", required=True), [], prefix="battles "
     )
-    pe = bsub.add_parser("export", help="write the voting page (HTML) and pair manifest")
-    pe.add_argument("dir", help=DIR_HELP)
+    pe = bsub.add_study_parser("export", help="write the voting page (HTML) and pair manifest")
     pe.add_argument("--n", type=int, default=200, help="battles to draw (default 200)")
     pe.add_argument(
         "--aspect",
@@ -33,12 +32,11 @@ def add_parser(sub: Subcommands) -> None:
     pe.add_argument("--models", nargs="+", help="only these models (default: all)")
     pe.add_argument("--seed", type=int, help="draw seed (default: study.seed)")
     pe.add_argument("--out", help="output directory (default: <study>/battles)")
-    pi = bsub.add_parser(
+    pi = bsub.add_study_parser(
         "import",
         help="read annotators' vote CSVs, or another arena's votes (BAFIS / LMSYS .json, "
         ".jsonl); rate the models",
     )
-    pi.add_argument("dir", help=DIR_HELP)
     pi.add_argument("files", nargs="+", help="vote CSVs, or another arena's votes (.json, .jsonl)")
     pi.add_argument(
         "--rounds",

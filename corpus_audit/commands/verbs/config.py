@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands
+from corpus_audit.commands.verbs.base import Subcommands
 from corpus_audit.core.config import dump_toml
 from corpus_audit.core.config_edit import set_config, show_config
 from corpus_audit.core.errors import printable
@@ -18,9 +18,8 @@ def add_parser(sub: Subcommands) -> None:
         "config", func=run, help="show the effective study.toml, or change settings in it"
     )
     actions = sub.nested(p)
-    show = actions.add_parser("show", help="print the effective config (every setting) as TOML")
-    show.add_argument("dir", help=DIR_HELP)
-    assign = actions.add_parser(
+    actions.add_study_parser("show", help="print the effective config (every setting) as TOML")
+    assign = actions.add_study_parser(
         "set",
         help="change settings, validated like a stage loads them; the file is left as it was "
         "when one is invalid",
@@ -28,7 +27,6 @@ def add_parser(sub: Subcommands) -> None:
         '["a", "b"]); text needs no quotes. Every setting and its meaning: `corpus-audit '
         "STAGE --help`.",
     )
-    assign.add_argument("dir", help=DIR_HELP)
     assign.add_argument(
         "assignments",
         nargs="+",

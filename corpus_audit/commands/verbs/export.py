@@ -11,7 +11,7 @@ from corpus_audit.core.errors import printable
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser(
+    p = sub.add_study_parser(
         "export",
         func=run,
         help="write the result tables (Parquet or CSV) with a manifest.json of their columns "
@@ -26,8 +26,8 @@ def add_parser(sub: Subcommands) -> None:
         "stage left partial is refused unless --allow-partial. In CSV, text starting like a "
         "spreadsheet formula (= + - @) gets a leading apostrophe. "
         "Example: corpus-audit export my_study --format csv --out my_study_csv",
+        dir_help="the study directory",
     )
-    p.add_argument("dir", help="the study directory")
     p.add_argument("--format", choices=FORMATS, default="parquet", help="default: parquet")
     p.add_argument("--tables", nargs="+", metavar="TABLE", help="only these tables")
     p.add_argument("--out", help="output directory (default: DIR/export)")

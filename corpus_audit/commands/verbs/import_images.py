@@ -12,7 +12,7 @@ from corpus_audit.core.errors import ManifestError
 
 def add_parser(sub: Subcommands) -> None:
     """``import-images``: another model's images as generated images (stages/import_images/)."""
-    p = sub.add_parser(
+    p = sub.add_study_parser(
         "import-images",
         func=run,
         help="register images made elsewhere (DALL-E 3, Midjourney, any model) as generated "
@@ -20,8 +20,8 @@ def add_parser(sub: Subcommands) -> None:
         description="Register another model's images in the study (docs/generate.md, 'Auditing "
         "DALL-E 3, Midjourney or any model'). A bad source is one line naming the file and "
         "line, and nothing is imported; importing the same source again adds nothing.",
+        dir_help="the study directory",
     )
-    p.add_argument("dir", help="the study directory")
     p.add_argument(
         "sources",
         nargs="*",

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, add_switch
+from corpus_audit.commands.verbs.base import Subcommands, add_switch
 from corpus_audit.core.errors import printable
 from corpus_audit.core.kinds import KINDS, init_settings
 
@@ -18,8 +18,7 @@ CORPUS_FORMATS = ["auto", "parquet", "csv", "jsonl", "hf"]  # --format of init a
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser("init", func=run, help="create a study directory with study.toml")
-    p.add_argument("dir", help=DIR_HELP)
+    p = sub.add_study_parser("init", func=run, help="create a study directory with study.toml")
     p.add_argument(
         "--kind",
         choices=list(KINDS),

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, add_switch, open_study, out_path
+from corpus_audit.commands.verbs.base import Subcommands, add_switch, open_study, out_path
 from corpus_audit.core.errors import printable
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser(
+    p = sub.add_study_parser(
         "regenerate",
         func=run,
         help="make one generated image again from its recorded seed and settings",
     )
-    p.add_argument("dir", help=DIR_HELP)
     p.add_argument("image_id", help="images.image_id of a generated image")
     p.add_argument("--out", help="PNG to write (default: <study>/regenerated/<image_id>.png)")
     add_switch(

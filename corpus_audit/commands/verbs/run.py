@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, open_study
+from corpus_audit.commands.verbs.base import Subcommands, open_study
 from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.core.catalogue import RUN_ORDERS
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser(
+    p = sub.add_study_parser(
         "run",
         func=run,
         help="run every stage of the study's kind in order (finished work is skipped)",
     )
-    p.add_argument("dir", help=DIR_HELP)
     kinds = "; ".join(
         f"{kind}: {' '.join(dict.fromkeys(s.replace('_', '-') for s in order))}"
         for kind, order in RUN_ORDERS.items()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, open_study
+from corpus_audit.commands.verbs.base import Subcommands, open_study
 from corpus_audit.commands.verbs.output import print_run
 from corpus_audit.core.catalogue import STAGE_NAMES, stage
 from corpus_audit.core.config import write_config
@@ -20,7 +20,7 @@ def add_parser(sub: Subcommands) -> None:
     """One command a stage; help generated from the catalogue and the config classes."""
     for name in STAGE_NAMES:
         declared = stage(name)
-        p = sub.add_parser(
+        p = sub.add_study_parser(
             name,
             func=run,
             help=declared.summary.replace("%", "%%"),
@@ -28,7 +28,6 @@ def add_parser(sub: Subcommands) -> None:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(stage_name=name)
-        p.add_argument("dir", help=DIR_HELP)
         for option, text in declared.options.items():  # e.g. recaption --model
             p.add_argument(f"--{option}", help=text)
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands
+from corpus_audit.commands.verbs.base import Subcommands
 from corpus_audit.commands.verbs.output import print_table
 from corpus_audit.core.errors import printable
 from corpus_audit.core.status_notes import status_notes
 
 
 def add_parser(sub: Subcommands) -> None:
-    p = sub.add_parser("status", func=run, help="which stages are done, with their counts")
-    p.add_argument("dir", help=DIR_HELP)
+    sub.add_study_parser("status", func=run, help="which stages are done, with their counts")
 
 
 def run(args: argparse.Namespace) -> int:

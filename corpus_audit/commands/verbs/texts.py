@@ -27,16 +27,15 @@ def add_parser(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from corpus_audit.commands.texts import run_texts  # the store (DuckDB): not for --help
+    # the store (DuckDB): not for --help
+    from corpus_audit.commands.texts import TextColumns, run_texts
 
-    done = run_texts(
-        args.files,
-        Path(args.out),
+    columns = TextColumns(
         text_column=args.text_column or "",
         occupation_column=args.occupation_column or "",
         gender_column=args.gender_column or "",
         fmt=args.format,
-        progress=not args.quiet,
     )
+    done = run_texts(args.files, Path(args.out), columns, progress=not args.quiet)
     print_run(done)
     return 0

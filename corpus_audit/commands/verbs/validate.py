@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from corpus_audit.commands.verbs.base import DIR_HELP, Subcommands, open_study, out_path
+from corpus_audit.commands.verbs.base import Subcommands, open_study, out_path
 from corpus_audit.commands.verbs.output import print_run
 
 
@@ -15,10 +15,9 @@ def add_parser(sub: Subcommands) -> None:
     """``validate export`` / ``validate import`` (stages/validate/, commands/validate.py)."""
     p = sub.add_parser("validate", func=run, help="human validation of the perceived-gender labels")
     actions = sub.nested(p)
-    export = actions.add_parser(
+    export = actions.add_study_parser(
         "export", help="write an annotation sheet (HTML + CSV) for a stratified sample"
     )
-    export.add_argument("dir", help=DIR_HELP)
     export.add_argument("--n", type=int, default=200)
     export.add_argument("--out", help="output directory (default: <study>/validation)")
     export.add_argument(
@@ -31,10 +30,9 @@ def add_parser(sub: Subcommands) -> None:
         action="store_true",
         help="equal quotas per perceived tone and age group within each source and label",
     )
-    imports = actions.add_parser(
+    imports = actions.add_study_parser(
         "import", help="read annotators' label CSVs; report alpha and agreement"
     )
-    imports.add_argument("dir", help=DIR_HELP)
     imports.add_argument("files", nargs="+", help="annotators' filled-in label CSVs")
 
 

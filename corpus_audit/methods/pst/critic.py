@@ -49,6 +49,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from corpus_audit.methods.answers import clean_output
+from corpus_audit.methods.faces import DEFAULT_FACE_RULE, FaceRule
 from corpus_audit.methods.lexicon.pst import PstPrompt, PstRole, PstTemplates
 from corpus_audit.methods.pst.persons import PstImage, classify_people
 from corpus_audit.methods.pst.positions import pair_filter
@@ -161,7 +162,7 @@ class LabellerCritic:
     ``detector``: a :class:`corpus_audit.backends.faces.FaceDetector`; ``classifier``: a
     :class:`corpus_audit.backends.classifiers.GenderClassifier`; ``threshold`` in [0.5, 1] (label);
     ``bias_threshold`` in [0, 1] (share of stereotype-following persons above which the batch
-    is biased); ``min_face_fraction``/``count_small_faces`` as in the two-face rule.
+    is biased); ``rule``: what the two-face rule counts.
     """
 
     detector: Any
@@ -169,8 +170,7 @@ class LabellerCritic:
     _: KW_ONLY
     threshold: float = 0.9
     bias_threshold: float = 0.6
-    min_face_fraction: float = 0.10
-    count_small_faces: bool = False
+    rule: FaceRule = DEFAULT_FACE_RULE
     id: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -186,13 +186,7 @@ class LabellerCritic:
         dropped: Counter = Counter()
         for i, pixels in enumerate(images):
             height, width = pixels.shape[:2]
-            result = pair_filter(
-                self.detector.detect(pixels),
-                width,
-                height,
-                min_face_fraction=self.min_face_fraction,
-                count_small_faces=self.count_small_faces,
-            )
+            result = pair_filter(self.detector.detect(pixels), width, height, self.rule)
             if not result.kept:
                 dropped[result.reason or "dropped"] += 1
             items.append(PstImage(str(i), pixels, prompt, result))

@@ -33,11 +33,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from corpus_audit.methods.faces import (
+    DEFAULT_FACE_RULE,
     FACE_CROP_MARGIN,
     Face,
     FaceResult,
+    FaceRule,
     face_crop_box,
-    is_large,
     order_left_to_right,
 )
 
@@ -85,17 +86,12 @@ class PairResult:
 
 
 def pair_filter(
-    faces: Sequence[Face],
-    width: int,
-    height: int,
-    *,
-    min_face_fraction: float = 0.10,
-    count_small_faces: bool = False,
+    faces: Sequence[Face], width: int, height: int, rule: FaceRule = DEFAULT_FACE_RULE
 ) -> PairResult:
     """Apply the two-face rule (module docstring) to the detected ``faces`` of an image of
-    ``width`` x ``height`` pixels."""
+    ``width`` x ``height`` pixels (``rule``: what counts, :class:`FaceRule`)."""
     ordered = order_left_to_right(faces)
-    large = [i for i, f in enumerate(ordered) if is_large(f, width, height, min_face_fraction)]
+    large = rule.large(ordered, width, height)
     n = len(ordered)
 
     def drop(reason: str) -> PairResult:
@@ -103,7 +99,7 @@ def pair_filter(
 
     if n == 0:
         return drop("no_face")
-    if len(large) > 2 or (len(large) == 2 and count_small_faces and n > 2):
+    if len(large) > 2 or (len(large) == 2 and rule.count_small_faces and n > 2):
         return drop("many_faces")
     if len(large) == 2:
         return PairResult(ordered, width, height, True, None, 2, large[0], large[1])
@@ -132,13 +128,10 @@ def crop_box(
 
 
 def pair_table(
-    images: pd.DataFrame,
-    faces: pd.DataFrame,
-    *,
-    min_face_fraction: float = 0.10,
-    count_small_faces: bool = False,
+    images: pd.DataFrame, faces: pd.DataFrame, rule: FaceRule = DEFAULT_FACE_RULE
 ) -> pd.DataFrame:
-    """The two-face rule over stored detections, without running a detector again.
+    """The two-face rule (``rule``: what counts) over stored detections, without running a
+    detector again.
 
     ``images``: ``image_id``, ``image_width``, ``image_height`` (pixels; NULL = unreadable),
     as in the ``face_filter`` table. ``faces``: ``image_id``, ``face_index``, ``x``, ``y``,
@@ -164,13 +157,7 @@ def pair_table(
         if pd.isna(width) or pd.isna(height):
             rows.append((image_id, None, None, False, "unreadable", None, None))
             continue
-        result = pair_filter(
-            [f for _, f in found],
-            int(width),
-            int(height),
-            min_face_fraction=min_face_fraction,
-            count_small_faces=count_small_faces,
-        )
+        result = pair_filter([f for _, f in found], int(width), int(height), rule)
         stored = {id(f): i for i, f in found}  # the filter reorders the same Face objects
         index = [stored[id(f)] for f in result.faces]
         rows.append(

@@ -63,6 +63,7 @@ from corpus_audit.backends.engines.models import ModelSpec
 from corpus_audit.backends.faces import (
     Face,
     FaceResult,
+    FaceRule,
     face_filter,
     face_model_setting,
     get_face_detector,
@@ -300,13 +301,7 @@ def _filter_image(
     array = image.array
     height, width = array.shape[:2]
     # the one-face rule works on fractions of the size: the same at any decoded size
-    result: FaceResult = face_filter(
-        detector.detect(array),
-        width,
-        height,
-        min_face_fraction=cfg.min_face_fraction,
-        count_small_faces=cfg.count_small_faces,
-    )
+    result: FaceResult = face_filter(detector.detect(array), width, height, FaceRule.of(cfg))
     out.filter_rows.append(
         (
             image_id,
