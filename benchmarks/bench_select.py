@@ -90,6 +90,19 @@ def corpus_dir(data_dir: Path, rows: int, seed: int) -> Path:
     return out
 
 
+def add_corpus_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--rows``, ``--seed`` and ``--data-dir``: which cached synthetic corpus a benchmark
+    reads (:func:`corpus_dir`; shared by the select benchmarks)."""
+    ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(__file__).resolve().parent / "out" / "synth",
+        help="where synthetic corpora are cached",
+    )
+
+
 def timed(fn):
     """(result, wall seconds, cpu seconds, peak rss bytes) of ``fn()``."""
     with PeakRss() as mem:
@@ -131,7 +144,7 @@ def mention_counts(study) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
+    add_corpus_arguments(ap)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--memory-limit", default="2GB", help="DuckDB memory_limit of the study")
     ap.add_argument(
@@ -139,13 +152,6 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=200_000,
         help="rows the naive 62-regex baseline runs on (default 200 k)",
-    )
-    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
-    ap.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(__file__).resolve().parent / "out" / "synth",
-        help="where synthetic corpora are cached",
     )
     ap.add_argument("--skip", default="", help="comma list of runs to skip: sql_only,duckdb,naive")
     ap.add_argument(

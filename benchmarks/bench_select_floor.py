@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_select import corpus_dir  # noqa: E402
+from bench_select import add_corpus_arguments, corpus_dir  # noqa: E402
 
 from corpus_audit.backends.corpus import CorpusFile  # noqa: E402
 from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
@@ -80,16 +80,9 @@ def cpu_ns(fn: Callable[[], object]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
+    add_corpus_arguments(ap)
     ap.add_argument("--files", type=int, default=2, help="files measured (default 2)")
     ap.add_argument("--repeats", type=int, default=3, help="alternated rounds (default 3)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
-    ap.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(__file__).resolve().parent / "out" / "synth",
-        help="where synthetic corpora are cached (bench_select.py's)",
-    )
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     args = ap.parse_args(argv)
 
@@ -103,16 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     scratch = hyperscan.Scratch(hs.db)
     plan = plan_units(files)
     options = ScanOptions(matcher.pattern, True, 262_144, matcher, "hyperscan")
-    groups = [
-        (pq.ParquetFile(p, memory_map=True), g)
-        for p in paths
-        for g in range(pq.ParquetFile(p).num_row_groups)
-    ]
+    opened = [pq.ParquetFile(p, memory_map=True) for p in paths]
+    groups = [(pf, g) for pf in opened for g in range(pf.num_row_groups)]
     rows = sum(pf.metadata.row_group(g).num_rows for pf, g in groups)
     texts = [pf.read_row_group(g, columns=["TEXT"]).column(0).combine_chunks() for pf, g in groups]
     joined = [_joined(t) for t in texts]
-    con = duckdb.connect()
-    con.execute("SET threads = 1")
+    con = duckdb.connect(config={"threads": 1})
 
     def read(columns: list[str]) -> None:
         for pf, g in groups:
