@@ -26,15 +26,14 @@ N_CLASSES = 81  # perceived age 0..80 years
 AGE_BINS = ("under_16", "16_24", "25_34", "35_44", "45_54", "55_64", "65_plus")
 # first class (year) of each bin; a bin runs up to the next one's first year - 1 (last: 80)
 BIN_STARTS = (0, 16, 25, 35, 45, 55, 65)
-AGE_GROUPS = ("under_35", "35_54", "55_plus")
-GROUP_OF_BIN = {
-    "16_24": "under_35",
-    "25_34": "under_35",
-    "35_44": "35_54",
-    "45_54": "35_54",
-    "55_64": "55_plus",
-    "65_plus": "55_plus",
+# each coarse adult group and the bins it spans (under_16, a minor, is in none)
+GROUP_BINS = {
+    "under_35": ("16_24", "25_34"),
+    "35_54": ("35_44", "45_54"),
+    "55_plus": ("55_64", "65_plus"),
 }
+AGE_GROUPS = tuple(GROUP_BINS)  # ("under_35", "35_54", "55_plus")
+GROUP_OF_BIN = {bin_name: group for group, bins in GROUP_BINS.items() for bin_name in bins}
 MINOR_BIN = "under_16"
 DEFAULT_WEIGHTS = (0.25, *range(1, N_CLASSES))
 

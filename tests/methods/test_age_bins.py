@@ -7,6 +7,8 @@ import pytest
 
 from corpus_audit.methods.age_bins import (
     AGE_BINS,
+    GROUP_BINS,
+    MINOR_BIN,
     bin_probabilities,
     estimate,
     expected_age,
@@ -40,6 +42,11 @@ def test_bin_edges_follow_the_bls_bands(year, bin_name, group):
     assert e.age_bin == bin_name and e.age_group == group
     assert e.minor == (bin_name == "under_16")
     assert e.expected_age == pytest.approx(0.25 if year == 0 else year)
+
+
+def test_every_adult_bin_lies_in_one_group_in_bin_order():
+    spanned = [b for bins in GROUP_BINS.values() for b in bins]
+    assert spanned == [b for b in AGE_BINS if b != MINOR_BIN]
 
 
 def test_minor_flag_follows_the_binned_argmax_not_the_mean():

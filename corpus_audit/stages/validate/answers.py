@@ -15,20 +15,14 @@ from corpus_audit.core.errors import ValidationError
 from corpus_audit.core.store import StageRun, Study
 from corpus_audit.stages.validate.questions import agreement_rows, parse_answers
 
-LABELS = ("male", "female", "unsure")
-ALIASES = {
-    "male": "male",
-    "m": "male",
-    "man": "male",
-    "female": "female",
-    "f": "female",
-    "woman": "female",
-    "unsure": "unsure",
-    "u": "unsure",
-    "?": "unsure",
-    "unknown": "unsure",
-    "ambiguous": "unsure",
+# what an annotator may write for each label (lower-cased, stripped)
+LABEL_SPELLINGS = {
+    "male": ("male", "m", "man"),
+    "female": ("female", "f", "woman"),
+    "unsure": ("unsure", "u", "?", "unknown", "ambiguous"),
 }
+LABELS = tuple(LABEL_SPELLINGS)  # ("male", "female", "unsure")
+ALIASES = {spelling: label for label, words in LABEL_SPELLINGS.items() for spelling in words}
 
 
 def read_annotations(study: Study, files: list[Path]) -> list[tuple]:
