@@ -12,8 +12,10 @@ real LAION-400M, COCO and CC3M captions; spaCy NER, SBERT + FAISS) once in a fre
 per version, the two versions' order swapped every round, each stage timed on its own
 (``time.perf_counter`` around the stage function, models loaded inside the stage as a user's
 run loads them). Printed: per stage the best seconds of each version and their ratio
-(this tree / baseline; > 1 is slower), and whether the two versions wrote the same tables
-(row counts and order-free hashes of every table the stages write). The image stages find
+(this tree / baseline; > 1 is slower), the median of the rounds' paired ratios (each round's
+two runs side by side, so that a slow minute of the machine slows both) with their range,
+and whether the two versions wrote the same tables (row counts and order-free hashes of
+every table the stages write). The image stages find
 no images in the demo (captions only) and time their skip.
 
 The baseline is the simple run side by side; the numbers are wall seconds on this machine,
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -103,16 +106,31 @@ def remove_tree(path: Path) -> None:
     )
 
 
+def _seconds(run: dict, stage: str) -> float:
+    """One run's seconds in ``stage`` (``all``: the sum of the stages)."""
+    return sum(run["times"].values()) if stage == "all" else run["times"][stage]
+
+
 def report(results: dict[str, list[dict]]) -> dict:
-    """Best seconds per stage and version, the ratio, and whether the tables agree."""
-    stages = list(results["this tree"][0]["times"])
+    """Best seconds per stage and version, their ratio, the median and range of the rounds'
+    paired ratios (each round's two runs side by side), and whether the tables agree."""
     rows = []
-    for stage in stages:
-        best = {v: min(r["times"][stage] for r in runs) for v, runs in results.items()}
-        ratio = best["this tree"] / best["baseline"] if best["baseline"] else float("nan")
-        rows.append({"stage": stage, **best, "ratio": ratio})
-    total = {v: min(sum(r["times"].values()) for r in runs) for v, runs in results.items()}
-    rows.append({"stage": "all", **total, "ratio": total["this tree"] / total["baseline"]})
+    for stage in [*results["this tree"][0]["times"], "all"]:
+        best = {v: min(_seconds(r, stage) for r in runs) for v, runs in results.items()}
+        paired = [
+            _seconds(mine, stage) / _seconds(base, stage)
+            for base, mine in zip(results["baseline"], results["this tree"], strict=True)
+        ]
+        rows.append(
+            {
+                "stage": stage,
+                **best,
+                "ratio": best["this tree"] / best["baseline"],
+                "paired_median": statistics.median(paired),
+                "paired_low": min(paired),
+                "paired_high": max(paired),
+            }
+        )
     a, b = results["baseline"][0]["tables"], results["this tree"][0]["tables"]
     differ = sorted(t for t in set(a) | set(b) if t not in VOLATILE and a.get(t) != b.get(t))
     return {"stages": rows, "tables_differ": differ}
@@ -138,9 +156,13 @@ def main() -> None:
         finally:
             remove_tree(base)
     out = report(results)
-    print(f"{'stage':<14}{'baseline s':>12}{'this tree s':>13}{'ratio':>8}")
+    print(f"{'stage':<14}{'baseline s':>12}{'this tree s':>13}{'ratio':>8}{'paired median':>15}")
     for r in out["stages"]:
-        print(f"{r['stage']:<14}{r['baseline']:>12.2f}{r['this tree']:>13.2f}{r['ratio']:>8.2f}")
+        spread = f"{r['paired_median']:.2f} ({r['paired_low']:.2f}-{r['paired_high']:.2f})"
+        print(
+            f"{r['stage']:<14}{r['baseline']:>12.2f}{r['this tree']:>13.2f}{r['ratio']:>8.2f}"
+            f"{spread:>22}"
+        )
     print(
         "tables: " + ("identical" if not out["tables_differ"] else f"differ {out['tables_differ']}")
     )
