@@ -112,10 +112,15 @@ def is_signal(exc: BaseException) -> bool:
     """Whether ``exc`` (a :class:`KeyboardInterrupt` caught somewhere) is a stop a signal
     asked for, rather than one code raised itself (a plugin's ``raise KeyboardInterrupt``
     on import). Exact under :func:`install` (the CLI) and :func:`noting_signals`; a signal
-    only ever interrupts the main thread, so in another thread it never is one; under a
-    handler someone else installed, every KeyboardInterrupt counts as a signal."""
+    only ever interrupts the main thread, so in another thread it never is one; where SIGINT
+    is ignored (a process started in the background: ``cmd &`` in a script) or ends the
+    process, no signal raises one, so it never is one either; under a handler someone else
+    installed, every KeyboardInterrupt counts as a signal."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    if signal.getsignal(signal.SIGINT) not in (_handler, _noting):
+    handler = signal.getsignal(signal.SIGINT)
+    if handler in (signal.SIG_IGN, signal.SIG_DFL, None):
+        return False
+    if handler not in (_handler, _noting):
         return True
     return exc is _state.requested or exc is _state.pending

@@ -9,6 +9,7 @@ label stage runs with the real MediaPipe detector on real photos."""
 from __future__ import annotations
 
 import re
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -306,6 +307,33 @@ def test_a_plugin_ending_the_process_on_import_is_its_own_one_line_error(
     with pytest.raises(CorpusAuditError, match=re.escape(said)):
         label(photo_study, progress=False)
     assert photo_study.count("labels") == 0
+
+
+@pytest.mark.parametrize(
+    ("handler", "escapes"),
+    [(signal.SIG_IGN, False), (signal.SIG_DFL, False), (lambda signum, frame: None, True)],
+    ids=["ignored", "default-action", "someone-elses"],
+)
+def test_a_plugin_s_own_keyboardinterrupt_under_each_sigint_disposition(
+    monkeypatch, tmp_path, handler, escapes
+):
+    """Where SIGINT is ignored (a process started with ``cmd &`` by a script) or ends the
+    process, no signal raises KeyboardInterrupt: a plugin's own is its one-line error. Under
+    a handler someone else installed it may be their Ctrl-C, so it goes on up."""
+    from corpus_audit import plugins
+
+    install(monkeypatch, tmp_path, "corpus_audit.classifiers", "quits", "raise KeyboardInterrupt\n")
+    fresh_all(monkeypatch)
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        if escapes:
+            with pytest.raises(KeyboardInterrupt):
+                plugins()
+        else:
+            by_name = {s.plugin.name: s.error for s in plugins()}
+            assert "KeyboardInterrupt: (no message)" in by_name["quits"]
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_two_distributions_declaring_one_name_are_both_listed(monkeypatch, tmp_path, capfd):
