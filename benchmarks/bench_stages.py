@@ -14,9 +14,10 @@ per version, the two versions' order swapped every round, each stage timed on it
 run loads them). Printed: per stage the best seconds of each version and their ratio
 (this tree / baseline; > 1 is slower), the median of the rounds' paired ratios (each round's
 two runs side by side, so that a slow minute of the machine slows both) with their range,
-and whether the two versions wrote the same tables (row counts and order-free hashes of
-every table the stages write). The image stages find
-no images in the demo (captions only) and time their skip.
+the same median in CPU seconds (``time.process_time``: every thread of the process; less
+moved by other jobs on the machine than wall time), and whether the two versions wrote the
+same tables (row counts and order-free hashes of every table the stages write). The image
+stages find no images in the demo (captions only) and time their skip.
 
 The baseline is the simple run side by side; the numbers are wall seconds on this machine,
 so alternate rounds and read the best of each, not one pair. A stage that takes a fraction
@@ -48,12 +49,13 @@ from corpus_audit.core.pipeline import stage_function
 # both versions read the same files (this tree's demo_data): paths are stored in the tables
 demo.demo_corpus = lambda: [str(Path(sys.argv[2]) / name) for name in demo.DEMO_FILES]
 study = demo.open_or_create(Path(sys.argv[1]))
-times, order = {}, RUN_ORDERS["amplification"]
+times, cpu, order = {}, {}, RUN_ORDERS["amplification"]
 for i, name in enumerate(order):
     key = name if name not in order[:i] else f"{name}#2"
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     stage_function(name)(study, progress=False)
     times[key] = time.perf_counter() - start
+    cpu[key] = time.process_time() - start_cpu  # every thread of the process (DuckDB's too)
 tables = sorted({t for n in dict.fromkeys(order) for t in STAGES.get(n).writes})
 # columns that differ between two runs by design: paths under each study, clock times
 volatile = {"index_path", "finished_at", "started_at", "created_at"}
@@ -65,7 +67,7 @@ for t in tables:
             "ORDER BY ordinal_position", [t]) if c not in volatile]
         hashes[t] = study.fingerprint(t, ", ".join(cols))
 study.close()
-print(json.dumps({"times": times, "tables": hashes}))
+print(json.dumps({"times": times, "cpu": cpu, "tables": hashes}))
 """
 
 # Tables whose values differ between two runs by design (none: volatile columns are left out)
@@ -106,29 +108,33 @@ def remove_tree(path: Path) -> None:
     )
 
 
-def _seconds(run: dict, stage: str) -> float:
-    """One run's seconds in ``stage`` (``all``: the sum of the stages)."""
-    return sum(run["times"].values()) if stage == "all" else run["times"][stage]
+def _seconds(run: dict, stage: str, clock: str = "times") -> float:
+    """One run's wall (``times``) or CPU (``cpu``) seconds in ``stage`` (``all``: the sum)."""
+    return sum(run[clock].values()) if stage == "all" else run[clock][stage]
+
+
+def _paired(results: dict[str, list[dict]], stage: str, clock: str) -> list[float]:
+    """Each round's this tree / baseline seconds (the round's two runs side by side)."""
+    pairs = zip(results["baseline"], results["this tree"], strict=True)
+    return [_seconds(mine, stage, clock) / _seconds(base, stage, clock) for base, mine in pairs]
 
 
 def report(results: dict[str, list[dict]]) -> dict:
-    """Best seconds per stage and version, their ratio, the median and range of the rounds'
-    paired ratios (each round's two runs side by side), and whether the tables agree."""
+    """Best wall seconds per stage and version, their ratio, the median and range of the
+    rounds' paired ratios in wall and in CPU time, and whether the tables agree."""
     rows = []
     for stage in [*results["this tree"][0]["times"], "all"]:
         best = {v: min(_seconds(r, stage) for r in runs) for v, runs in results.items()}
-        paired = [
-            _seconds(mine, stage) / _seconds(base, stage)
-            for base, mine in zip(results["baseline"], results["this tree"], strict=True)
-        ]
+        wall, cpu = _paired(results, stage, "times"), _paired(results, stage, "cpu")
         rows.append(
             {
                 "stage": stage,
                 **best,
                 "ratio": best["this tree"] / best["baseline"],
-                "paired_median": statistics.median(paired),
-                "paired_low": min(paired),
-                "paired_high": max(paired),
+                "paired_median": statistics.median(wall),
+                "paired_low": min(wall),
+                "paired_high": max(wall),
+                "paired_cpu_median": statistics.median(cpu),
             }
         )
     a, b = results["baseline"][0]["tables"], results["this tree"][0]["tables"]
@@ -156,12 +162,15 @@ def main() -> None:
         finally:
             remove_tree(base)
     out = report(results)
-    print(f"{'stage':<14}{'baseline s':>12}{'this tree s':>13}{'ratio':>8}{'paired median':>15}")
+    print(
+        f"{'stage':<14}{'baseline s':>12}{'this tree s':>13}{'ratio':>8}"
+        f"{'paired wall (range)':>24}{'paired CPU':>12}"
+    )
     for r in out["stages"]:
         spread = f"{r['paired_median']:.2f} ({r['paired_low']:.2f}-{r['paired_high']:.2f})"
         print(
             f"{r['stage']:<14}{r['baseline']:>12.2f}{r['this tree']:>13.2f}{r['ratio']:>8.2f}"
-            f"{spread:>22}"
+            f"{spread:>24}{r['paired_cpu_median']:>12.2f}"
         )
     print(
         "tables: " + ("identical" if not out["tables_differ"] else f"differ {out['tables_differ']}")
