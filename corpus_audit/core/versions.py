@@ -15,7 +15,7 @@ def package_versions(*packages: str) -> dict[str, str]:
 
 @cache
 def _installed_version(package: str) -> str | None:
-    """``package``'s version, read from its metadata once per process (about 1.5 ms a read:
+    """``package``'s version, read from its metadata once per process (about 1.2 ms a read:
     every stage run records a dozen); None when it is not installed. The code a process runs
     is the one it imported, so a package upgraded under a running process keeps the version
     first read."""
