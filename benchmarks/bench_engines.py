@@ -572,20 +572,13 @@ def bench_recaption(engines: dict, args) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=10_000_000, help="corpus rows (default 10 M)")
+    bench_select.add_corpus_arguments(ap)  # --rows, --seed, --data-dir: the same corpus cache
     ap.add_argument("--threads", type=int, default=2, help="local threads = Ray CPUs")
     ap.add_argument("--memory-limit", default="2GB", help="DuckDB memory_limit")
     ap.add_argument("--batch-rows", type=int, default=262_144, help="rows per record batch")
     ap.add_argument("--captions", type=int, default=20_000, help="captions for indicators")
     ap.add_argument("--batch", type=int, default=2_500, help="captions per indicators batch")
     ap.add_argument("--repeat", type=int, default=2, help="runs per method; the fastest counts")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
-    ap.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(__file__).resolve().parent / "out" / "synth",
-        help="where synthetic corpora are cached (shared with bench_select.py)",
-    )
     ap.add_argument("--texts", type=int, default=4096, help="texts for the embedding step")
     ap.add_argument("--chunk", type=int, default=512, help="texts per embedding unit")
     ap.add_argument("--images", type=int, default=240, help="image files for label, recaption")
