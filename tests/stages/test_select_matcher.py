@@ -25,6 +25,7 @@ import pytest
 from corpus_audit.core.errors import ConfigError
 from corpus_audit.core.pipeline import init_study
 from corpus_audit.core.store import Study, sql_text
+from corpus_audit.methods import multimatch
 from corpus_audit.methods.lexicon import load_occupations
 from corpus_audit.methods.matching import build_matcher
 from corpus_audit.methods.multimatch import HyperscanMatcher, resolve_matcher
@@ -264,6 +265,28 @@ def test_matcher_equals_duckdb_on_real_captions_with_their_order(
     ref = _reference(lexicon_matcher, texts)
     assert len(ref[0]) > 500
     assert _found(lexicon_matcher, texts) == ref
+
+
+def test_an_array_matched_slice_by_slice_gives_the_whole_array_s_triples(
+    lexicon_matcher, shared_data, monkeypatch
+) -> None:
+    """``find`` joins and scans ``SLICE_ROWS`` rows at a time (memory): with slices of 3
+    rows (hard arrays, one of them an offset slice itself, nulls holding bytes) and of 997
+    (the real CC3M captions), the rows, forms and order are the whole array's."""
+    cc3m = pq.read_table(shared_data / "cc3m_val_captions.parquet", columns=["caption"])
+    cases = [
+        (3, pa.array(HARD * 3, pa.string())),
+        (3, pa.array(HARD * 3, pa.string()).slice(2, 30)),
+        (1, _nulls_with_bytes()),
+        (997, cc3m.column(0).combine_chunks()),
+    ]
+    for slice_rows, texts in cases:
+        ref = _reference(lexicon_matcher, texts)
+        monkeypatch.setattr(multimatch, "SLICE_ROWS", slice_rows)
+        assert len(texts) > slice_rows
+        assert _found(lexicon_matcher, texts) == ref
+        monkeypatch.undo()
+    assert len(ref[0]) > 500
 
 
 OVERLAP_LEXICON = """occupation,article,display,forms
