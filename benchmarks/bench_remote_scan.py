@@ -16,7 +16,10 @@ in ``corpus.paths``: the local files, and ``s3://bench/*.parquet`` (``gs://bench
 ``storage.endpoint_url`` set (and ``storage.anonymous`` for gs: the emulator checks no
 credentials). Each is run ``--repeats`` times (fresh study each time), alternating; the best
 wall time counts. rows/s = corpus rows / wall seconds; the ratio is store / local. Both
-studies' ``captions`` row counts are compared as a check. ``--matcher`` is ``select.matcher``
+studies' ``captions`` row counts are compared as a check. The server's CPU seconds during each
+store run (psutil, the server process and its children) and this process's own during each
+run are reported too: on a 2-core machine the server's come out of the scan's two cores,
+which a real store's would not. ``--matcher`` is ``select.matcher``
 of both studies (default auto: hyperscan when installed, matching inside each scan task); the
 matcher that ran is printed.
 """
@@ -33,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_select import corpus_dir  # noqa: E402
@@ -68,6 +73,19 @@ SERVERS = {
         True,
     ),
 }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its children so far."""
+    proc = psutil.Process(pid)
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def _run(
@@ -119,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     endpoint = f"http://127.0.0.1:{port}"
     store = args.store
     results: dict[str, list[float]] = {"local": [], store: []}
+    server_cpu: list[float] = []  # the server's CPU seconds during each store run
+    client_cpu: dict[str, list[float]] = {"local": [], store: []}  # this process's
     counts: dict[str, tuple[int, int]] = {}
     try:
         _wait_for(port)
@@ -134,9 +154,13 @@ def main(argv: list[str] | None = None) -> int:
                     ("local", str(local / "*.parquet"), {}),
                     (store, f"{store}://bench/*.parquet", remote),
                 ):
+                    cpu0, own0 = _cpu_seconds(server.pid), time.process_time()
                     seconds, rows, captions, ran = _run(
                         Path(tmp) / f"{name}{i}", corpus, section, args.threads, args.matcher
                     )
+                    client_cpu[name].append(round(time.process_time() - own0, 2))
+                    if name == store:
+                        server_cpu.append(round(_cpu_seconds(server.pid) - cpu0, 2))
                     results[name].append(seconds)
                     counts[name] = (rows, captions)
                     print(f"{name:5s} run {i}: {rows:,} rows in {seconds:.2f} s", flush=True)
@@ -157,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{store}_rows_per_s": round(rows / min(results[store])),
     }
     out["ratio"] = round(out[f"{store}_rows_per_s"] / out["local_rows_per_s"], 3)
+    out["server_cpu_seconds"] = server_cpu
+    out["client_cpu_seconds"] = client_cpu
+    out[f"{store}_seconds"] = [round(x, 2) for x in results[store]]
     print(json.dumps(out, indent=1))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
