@@ -29,7 +29,7 @@ Then once each (``--skip`` leaves them out):
 rows/s = corpus rows / wall seconds; "x raw" = rows/s over the raw scan's. Peak RSS is sampled
 every 20 ms (psutil) during each run (one process: the RSS a run leaves behind counts in the
 next one's), except for runs 2 and 3: each is run once more, untimed, in a process of its own
-(imports, a new study, ``select``), whose own peak (``ru_maxrss``) is the one reported: the
+(imports, a new study, ``select``), whose own peak (``VmHWM``) is the one reported: the
 memory a user's ``corpus-audit select`` needs, not what the runs before it left behind
 (``peak_rss_mb_shared`` in the JSON keeps the sampled one). The per-occupation counts of (2)
 and (6) on the baseline rows are compared as a check. Hyperscan's database is compiled in the untimed warm-up (once per process, ~0.3 s).
@@ -169,8 +169,22 @@ def rss_child(argv: list[str]) -> int:
     study = new_study(Path(corpus), Path(root), int(threads), memory_limit, True, matcher)
     select(study, progress=False)
     study.close()
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # Linux: KiB
+    print(_own_peak_rss())
     return 0
+
+
+def _own_peak_rss() -> int:
+    """This process's peak RSS in bytes: ``VmHWM`` of /proc/self/status (Linux; the
+    high-water mark of this process's own address space), else ``ru_maxrss``, which
+    Linux carries over from the parent across fork and exec (a child of a big benchmark
+    process would report the parent's RSS)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def main(argv: list[str] | None = None) -> int:
