@@ -32,7 +32,8 @@ next one's), except for runs 2 and 3: each is run once more, untimed, in a proce
 (imports, a new study, ``select``), whose own peak (``VmHWM``) is the one reported: the
 memory a user's ``corpus-audit select`` needs, not what the runs before it left behind
 (``peak_rss_mb_shared`` in the JSON keeps the sampled one). The per-occupation counts of (2)
-and (6) on the baseline rows are compared as a check. Hyperscan's database is compiled in the untimed warm-up (once per process, ~0.3 s).
+and (6) on the baseline rows are compared as a check. Hyperscan's database is compiled in the
+untimed warm-up (once per process, ~0.3 s).
 """
 
 from __future__ import annotations
