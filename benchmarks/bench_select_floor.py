@@ -63,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_select import add_corpus_arguments, corpus_dir  # noqa: E402
 
 from corpus_audit.backends.corpus import CorpusFile  # noqa: E402
+from corpus_audit.core.store import sql_text  # noqa: E402
 from corpus_audit.methods.lexicon import load_occupations  # noqa: E402
 from corpus_audit.methods.matching import build_matcher  # noqa: E402
 from corpus_audit.methods.multimatch import HyperscanMatcher, hyperscan_matcher  # noqa: E402
@@ -93,10 +94,6 @@ def cpu_ns(fn: Callable[[], object]) -> int:
     return time.process_time_ns() - c0
 
 
-CAPTIONS_DDL = (
-    "CREATE TABLE captions (caption_id BIGINT PRIMARY KEY, text VARCHAR NOT NULL, url VARCHAR, "
-    "source_file VARCHAR NOT NULL, row_in_file BIGINT NOT NULL)"
-)  # sql/schema/001_select.sql's captions
 _FLUSH_ROWS = 65_536  # rows gathered before one INSERT, as the stage does
 
 
@@ -153,7 +150,7 @@ class FloorPipeline:
         """Run once into a fresh DuckDB file ``db``; the caption rows stored."""
         con = duckdb.connect(str(db), config={"threads": self.threads, "memory_limit": "2GB"})
         try:
-            con.execute(CAPTIONS_DDL)
+            con.execute(sql_text("schema/001_select.sql"))  # the study's captions table
             con.execute("BEGIN")
             pending: list[pa.Table] = []
 
